@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/* codegen/codegen.h: the planner and kernel generators, and the kernel ABI runtime/cuda launches. */
+#ifndef WSN_CODEGEN_H
+#define WSN_CODEGEN_H
+
+#include "internal.h"
+
+/* What the planner knows about a GPU (read off the device, or modelled for `wsnorm emit`). */
+struct wsn__gpu_props {
+	int arch;               /* 90 (sm_90a), 100 (sm_100a) */
+	int sms;
+	int smem_per_block_optin; /* bytes */
+	int smem_per_sm;        /* bytes */
+	int regs_per_sm;        /* 65536 */
+	int regs_per_block;     /* 65536 */
+	int max_threads_per_sm; /* 2048 */
+	int64_t l2_bytes;
+};
+/* Modelled devices: H100 SXM (132 SMs, 227 KB opt-in) and a B200-like sm_100 (148 SMs, 228 KB). */
+void wsn__gpu_props_h100(struct wsn__gpu_props *g);
+void wsn__gpu_props_b200(struct wsn__gpu_props *g);
+
+/*
+ * A kernel plan: everything codegen specialises on and everything the launcher needs.
+ *
+ * Kernel ABI (the .entry parameter lists, in this order; pointers are .u64, 0 when absent):
+ *   forward  (entry):        x, weight, bias, y, mean, rstd, rows:u64, x_ld:u64, y_ld:u64, eps:f32
+ *                            (mean/rstd outputs are skipped when their pointer is 0)
+ *   backward (entry):        dy, x, weight, mean, rstd, dx, ws, rows:u64, dy_ld:u64, x_ld:u64,
+ *                            dx_ld:u64, stats_ld:u64
+ *                            (stats_ld: elements between rows' mean/rstd, 1 for [rows] and
+ *                            [rows, 1]; ws: f32 workspace of ws_bytes, partial dweight sums
+ *                            [grid][hidden] followed by partial dbias sums [grid][hidden])
+ *   backward finish (finish_entry): ws, dweight, dbias, nparts:u32
+ *                            (sums the grid partials in a fixed order: deterministic)
+ * Row strides (ld) are in elements. Launch: grid = wsn__kernel_grid(plan, rows) CTAs of
+ * block_threads threads with smem_bytes of dynamic shared memory; the finish kernel
+ * finish_grid x finish_threads, no dynamic shared memory.
+ */
+struct wsn__kernel_plan {
+	enum wsn_approach approach;
+	enum wsn_op op;
+	enum wsn_dtype dtype;
+	int64_t hidden;
+	int64_t rows;           /* rows the plan was made for (max) */
+	int has_weight, has_bias;
+	int arch;
+
+	char entry[64];
+	char finish_entry[64];  /* "" when the op has no finish kernel */
+	unsigned block_threads;
+	unsigned max_grid;      /* persistent grid: CTAs resident at once over all SMs */
+	unsigned ctas_per_sm;
+	unsigned smem_bytes;    /* dynamic shared memory per CTA */
+	unsigned finish_threads, finish_grid;
+	size_t ws_bytes;        /* f32 workspace for the backward partial sums (max_grid rows) */
+
+	/* multi-wave parameters */
+	unsigned vec;           /* elements per 16-byte access (4 f32, 8 f16/bf16) */
+	unsigned bdimx;         /* threads cooperating on one row */
+	unsigned bdimy;         /* rows a CTA works on at once */
+	unsigned per_thread;    /* row elements each thread holds */
+	int row_in_smem;        /* row cached in shared memory instead of registers */
+	unsigned est_regs;      /* planner's register estimate per thread */
+
+	/* warp-specialised parameters (ws approach) */
+	unsigned stages, unroll, groups;
+
+	char why[768];          /* the planner's reasoning, one clause per decision */
+};
+
+/*
+ * Choose a kernel plan for params on device g. Fills *kp. Returns 0, WSN_ESHAPE (hidden too large
+ * for any kernel), WSN_ENOTSUP (approach not available for this op/dtype/arch).
+ */
+int wsn__plan_kernel(const struct wsn__gpu_props *g, const struct wsn__plan_params *p,
+		     struct wsn__kernel_plan *kp);
+/* Generate the PTX module for a plan (main kernel and, for backward, the finish kernel). */
+int wsn__generate_ptx(const struct wsn__kernel_plan *kp, char **ptx);
+/* Human-readable plan, like snprintf. */
+int wsn__describe_kernel_plan(const struct wsn__kernel_plan *kp, char *buf, size_t len);
+/* CTAs to launch for rows (<= max_grid). */
+unsigned wsn__kernel_grid(const struct wsn__kernel_plan *kp, int64_t rows);
+
+#endif

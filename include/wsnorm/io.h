@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+/* wsnorm/io.h: the io_uring file reader and safetensors/raw tensor files. */
+#ifndef WSNORM_IO_H
+#define WSNORM_IO_H
+
+#include "common.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WSN_READER_DEFAULT_QD 32
+#define WSN_READER_DEFAULT_BS (1u << 20)
+
+/* How files are read. Initialise with wsn_reader_options_init(). */
+struct wsn_reader_options {
+	unsigned queue_depth; /* reads in flight (1..4096); default WSN_READER_DEFAULT_QD */
+	size_t block_size;    /* bytes per read (4 KiB..64 MiB, multiple of 4 KiB); default WSN_READER_DEFAULT_BS */
+	int direct;           /* -1 auto (O_DIRECT when the file system allows it), 0 never, 1 required */
+	int sqpoll;           /* IORING_SETUP_SQPOLL */
+};
+WSN_API void wsn_reader_options_init(struct wsn_reader_options *o);
+
+/* Counters of one reader, cumulative. */
+struct wsn_read_stats {
+	uint64_t bytes;       /* bytes delivered to callers */
+	uint64_t reads;       /* read requests completed */
+	uint64_t short_reads; /* reads that returned less than asked and were resubmitted */
+	uint64_t direct_files;   /* files opened with O_DIRECT */
+	uint64_t buffered_files; /* files read through the page cache */
+	double seconds;       /* wall time spent inside wsn_reader_read() */
+};
+
+struct wsn_reader;
+
+/*
+ * Create an io_uring reader: one ring with queue_depth registered, aligned buffers of block_size.
+ * Ring setup flags are probed: DEFER_TASKRUN|SINGLE_ISSUER, then COOP_TASKRUN, then none.
+ * Returns 0, WSN_EINVAL, WSN_ENOMEM, or the io_uring_setup error (e.g. WSN_EPERM, WSN_ENOSYS).
+ */
+WSN_API int wsn_reader_create(const struct wsn_reader_options *o, struct wsn_reader **out);
+WSN_API void wsn_reader_destroy(struct wsn_reader *r);
+/* The ring setup flags that were accepted, as text ("DEFER_TASKRUN|SINGLE_ISSUER"). */
+WSN_API const char *wsn_reader_ring_mode(const struct wsn_reader *r);
+/*
+ * Read len bytes at offset of path into dst, completing short reads. O_DIRECT per the options,
+ * with alignment from statx(STATX_DIOALIGN), else the logical block size. Returns 0, WSN_ETRUNC
+ * (the file ends before offset + len), WSN_EISDIR, WSN_ENOENT, WSN_EIO, ...; the detail names the file.
+ */
+WSN_API int wsn_reader_read(struct wsn_reader *r, const char *path, uint64_t offset, uint64_t len,
+			    void *dst);
+WSN_API void wsn_reader_stats(const struct wsn_reader *r, struct wsn_read_stats *out);
+
+/* ---- safetensors ---- */
+
+#define WSN_ST_MAX_NAME 128
+
+/* One tensor's entry in a safetensors header. */
+struct wsn_st_entry {
+	char name[WSN_ST_MAX_NAME];
+	enum wsn_dtype dtype;
+	int ndim;
+	int64_t shape[WSN_MAX_DIMS];
+	uint64_t offset; /* absolute file offset of the data */
+	uint64_t nbytes;
+};
+
+struct wsn_st_file;
+
+/*
+ * Open a safetensors file and parse and validate its header (with a JSON library): header length
+ * within the file, valid JSON object, known dtypes (F32, F16, BF16), shapes whose product does not
+ * overflow and matches data_offsets, offsets inside the data region and not overlapping.
+ * The header is read through reader r (NULL: a private one). Returns 0 or WSN_EFORMAT/WSN_ETRUNC/
+ * WSN_EDTYPE/WSN_ESHAPE/WSN_EOVERFLOW/WSN_EISDIR/WSN_ENOENT... with a detail naming the file.
+ */
+WSN_API int wsn_st_open(const char *path, struct wsn_reader *r, struct wsn_st_file **out);
+WSN_API void wsn_st_close(struct wsn_st_file *f);
+WSN_API const char *wsn_st_path(const struct wsn_st_file *f);
+/* Number of tensors, and entry i in file order of offsets. */
+WSN_API int wsn_st_count(const struct wsn_st_file *f);
+WSN_API const struct wsn_st_entry *wsn_st_entry_at(const struct wsn_st_file *f, int i);
+/* Entry by name; NULL if absent. */
+WSN_API const struct wsn_st_entry *wsn_st_find(const struct wsn_st_file *f, const char *name);
+/* A "__metadata__" string value; NULL if absent. */
+WSN_API const char *wsn_st_metadata(const struct wsn_st_file *f, const char *key);
+/*
+ * Read tensor `name` into dst (capacity cap bytes) through the file's reader.
+ * Returns 0, WSN_ENOTENSOR (detail names tensor and file), WSN_ERANGE (cap too small), or a read error.
+ */
+WSN_API int wsn_st_read(struct wsn_st_file *f, const char *name, void *dst, size_t cap);
+
+/* A named host tensor to write. */
+struct wsn_named_tensor {
+	const char *name;
+	const struct wsn_tensor *t; /* contiguous host tensor */
+};
+/*
+ * Write tensors (and optional metadata key/value string pairs, NULL-terminated list) as a
+ * safetensors file. Written to a temporary name in the same directory and renamed into place,
+ * so path is never left half-written. Returns 0 or an error naming the file.
+ */
+WSN_API int wsn_st_write(const char *path, const struct wsn_named_tensor *tensors, int n,
+			 const char *const *metadata);
+
+/*
+ * Raw binary tensors: the file holds exactly numel * dtype size bytes (plus `offset` bytes before
+ * them). Reads into dst through reader r. Returns 0, WSN_ETRUNC or WSN_ESHAPE (file size does not
+ * match the shape), or a read error.
+ */
+WSN_API int wsn_raw_read(const char *path, struct wsn_reader *r, uint64_t offset,
+			 const struct wsn_tensor *dst);
+/* Write a contiguous host tensor's bytes as a raw file (temporary name + rename). */
+WSN_API int wsn_raw_write(const char *path, const struct wsn_tensor *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

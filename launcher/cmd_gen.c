@@ -1,0 +1,4 @@
+/* SPDX-License-Identifier: MIT */
+/* placeholder */
+#include "cli.h"
+typedef int wsn_cli_placeholder_cmd_gen;

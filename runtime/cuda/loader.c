@@ -1,0 +1,4 @@
+/* SPDX-License-Identifier: MIT */
+/* placeholder, being written */
+#include "internal.h"
+typedef int wsn__placeholder_runtime_cuda_loader_c;

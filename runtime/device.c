@@ -1,0 +1,399 @@
+/* SPDX-License-Identifier: MIT */
+/* runtime/device.c: the backend registry, device enumeration and the calls every backend serves. */
+#include "internal.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct wsn__backend_ops *const backends[] = {
+	&wsn__cpu_ops,
+#ifdef WSN_HAVE_CUDA
+	&wsn__cuda_ops,
+#endif
+#ifdef WSN_HAVE_AMD
+	&wsn__amd_ops,
+#endif
+};
+
+/* Backends this library knows of, built or not, so `wsnorm devices` can say which are missing. */
+static const char *const known[] = { "cpu", "cuda", "amd" };
+
+static struct wsn_backend_info infos[WSN_ARRAY_SIZE(known)];
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+static const struct wsn__backend_ops *built(const char *name)
+{
+	for (size_t i = 0; i < WSN_ARRAY_SIZE(backends); i++)
+		if (!strcmp(backends[i]->name, name))
+			return backends[i];
+	return NULL;
+}
+
+static void init_all(void)
+{
+	for (size_t i = 0; i < WSN_ARRAY_SIZE(known); i++) {
+		const struct wsn__backend_ops *ops = built(known[i]);
+		struct wsn_backend_info *bi = &infos[i];
+
+		memset(bi, 0, sizeof(*bi));
+		snprintf(bi->name, sizeof(bi->name), "%s", known[i]);
+		if (!ops) {
+			snprintf(bi->note, sizeof(bi->note), "not built into this library");
+			continue;
+		}
+		bi->built = 1;
+		if (!ops->init) {
+			snprintf(bi->note, sizeof(bi->note), "no initialisation");
+			continue;
+		}
+		if (ops->init(bi) < 0 || bi->device_count <= 0) {
+			bi->available = 0;
+			bi->device_count = 0;
+			if (!bi->note[0])
+				snprintf(bi->note, sizeof(bi->note), "%s", wsn_last_error());
+		} else {
+			bi->available = 1;
+		}
+	}
+	wsn__error_clear();
+}
+
+WSN_API int wsn_backend_count(void)
+{
+	return (int)WSN_ARRAY_SIZE(known);
+}
+
+WSN_API int wsn_backend_info(int i, struct wsn_backend_info *out)
+{
+	if (i < 0 || i >= wsn_backend_count() || !out)
+		return wsn__error(WSN_EINVAL, "backend index %d out of range", i);
+	pthread_once(&init_once, init_all);
+	*out = infos[i];
+	return 0;
+}
+
+WSN_API int wsn_device_count(void)
+{
+	int n = 0;
+
+	pthread_once(&init_once, init_all);
+	for (size_t i = 0; i < WSN_ARRAY_SIZE(known); i++)
+		if (infos[i].available)
+			n += infos[i].device_count;
+	return n;
+}
+
+/* Map flat index i to (backend, index within it). */
+static int locate(int i, const struct wsn__backend_ops **ops, int *index)
+{
+	pthread_once(&init_once, init_all);
+	for (size_t b = 0; b < WSN_ARRAY_SIZE(known); b++) {
+		if (!infos[b].available)
+			continue;
+		if (i < infos[b].device_count) {
+			*ops = built(known[b]);
+			*index = i;
+			return 0;
+		}
+		i -= infos[b].device_count;
+	}
+	return wsn__error(WSN_ENODEV, "device index out of range");
+}
+
+static int fill_info(const struct wsn__backend_ops *ops, int index, struct wsn_device_info *out)
+{
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	if (ops->device_info && (err = ops->device_info(index, out)) < 0)
+		return err;
+	snprintf(out->backend, sizeof(out->backend), "%s", ops->name);
+	out->index = index;
+	if (!strcmp(ops->name, "cpu"))
+		snprintf(out->spec, sizeof(out->spec), "cpu");
+	else
+		snprintf(out->spec, sizeof(out->spec), "%s:%d", ops->name, index);
+	return 0;
+}
+
+WSN_API int wsn_device_info_at(int i, struct wsn_device_info *out)
+{
+	const struct wsn__backend_ops *ops = NULL;
+	int index = 0, err;
+
+	if (!out)
+		return wsn__error(WSN_EINVAL, "device info: no output given");
+	if ((err = locate(i, &ops, &index)) < 0)
+		return err;
+	return fill_info(ops, index, out);
+}
+
+static struct wsn_backend_info *info_of(const char *name)
+{
+	for (size_t i = 0; i < WSN_ARRAY_SIZE(known); i++)
+		if (!strcmp(known[i], name))
+			return &infos[i];
+	return NULL;
+}
+
+WSN_API int wsn_device_open(const char *spec, struct wsn_device **out)
+{
+	const struct wsn__backend_ops *ops = NULL;
+	struct wsn_backend_info *bi;
+	struct wsn_device *dev;
+	char name[16];
+	long index = 0;
+	int err;
+
+	if (!spec || !out)
+		return wsn__error(WSN_EINVAL, "device: no spec given");
+	*out = NULL;
+	pthread_once(&init_once, init_all);
+	if (!strcmp(spec, "auto")) {
+		/* the first available GPU backend, else the CPU */
+		for (size_t b = 1; b < WSN_ARRAY_SIZE(known); b++) {
+			if (infos[b].available && infos[b].device_count > 0) {
+				char s[32];
+				snprintf(s, sizeof(s), "%s:0", known[b]);
+				return wsn_device_open(s, out);
+			}
+		}
+		return wsn_device_open("cpu", out);
+	}
+	{
+		const char *colon = strchr(spec, ':');
+		size_t len = colon ? (size_t)(colon - spec) : strlen(spec);
+		char *end;
+
+		if (len == 0 || len >= sizeof(name))
+			return wsn__error(WSN_EINVAL, "device '%s': expected cpu, cuda[:N] or amd[:N]", spec);
+		memcpy(name, spec, len);
+		name[len] = '\0';
+		if (colon) {
+			index = strtol(colon + 1, &end, 10);
+			if (end == colon + 1 || *end || index < 0 || index > 1 << 20)
+				return wsn__error(WSN_EINVAL, "device '%s': bad device index", spec);
+		}
+	}
+	if (!(bi = info_of(name)))
+		return wsn__error(WSN_EINVAL, "device '%s': unknown backend '%s' (expected cpu, cuda or amd)",
+				  spec, name);
+	if (!bi->built)
+		return wsn__error(WSN_EBACKEND, "device '%s': the %s backend is not built into this library",
+				  spec, name);
+	if (!bi->available)
+		return wsn__error(!strcmp(name, "cpu") ? WSN_EBACKEND : WSN_ENODRIVER, "device '%s': %s", spec,
+				  bi->note);
+	if (index >= bi->device_count)
+		return wsn__error(WSN_ENODEV, "device '%s': the %s backend has %d device%s", spec, name,
+				  bi->device_count, bi->device_count == 1 ? "" : "s");
+	ops = built(name);
+	if (!(dev = calloc(1, sizeof(*dev))))
+		return wsn__error(WSN_ENOMEM, "device '%s': out of memory", spec);
+	dev->ops = ops;
+	if ((err = fill_info(ops, (int)index, &dev->info)) < 0)
+		goto err;
+	if (!ops->device_open) {
+		err = wsn__error(WSN_ENOTSUP, "device '%s': backend cannot open devices", spec);
+		goto err;
+	}
+	if ((err = ops->device_open((int)index, &dev->ctx)) < 0) {
+		wsn__error_context(err, "device '%s'", spec);
+		goto err;
+	}
+	*out = dev;
+	return 0;
+err:
+	free(dev);
+	return err;
+}
+
+WSN_API void wsn_device_close(struct wsn_device *dev)
+{
+	if (!dev)
+		return;
+	if (dev->ops->device_close)
+		dev->ops->device_close(dev->ctx);
+	free(dev);
+}
+
+WSN_API int wsn_device_info(const struct wsn_device *dev, struct wsn_device_info *out)
+{
+	if (!dev || !out)
+		return wsn__error(WSN_EINVAL, "device info: bad arguments");
+	*out = dev->info;
+	return 0;
+}
+
+static int unsupported(const struct wsn_device *dev, const char *what)
+{
+	return wsn__error(WSN_ENOTSUP, "%s: not supported by the %s backend", what, dev->ops->name);
+}
+
+#define NEED(dev, fn, what)                                                   \
+	do {                                                                  \
+		if (!(dev))                                                   \
+			return wsn__error(WSN_EINVAL, "%s: no device", what); \
+		if (!(dev)->ops->fn)                                          \
+			return unsupported(dev, what);                        \
+	} while (0)
+
+WSN_API int wsn_device_set_threads(struct wsn_device *dev, int threads)
+{
+	if (!dev || threads < 0)
+		return wsn__error(WSN_EINVAL, "threads: bad arguments");
+	return dev->ops->set_threads ? dev->ops->set_threads(dev->ctx, threads) : 0;
+}
+
+WSN_API int wsn_mem_alloc(struct wsn_device *dev, size_t bytes, void **out)
+{
+	NEED(dev, mem_alloc, "device memory allocation");
+	if (!out)
+		return wsn__error(WSN_EINVAL, "device memory allocation: no output");
+	*out = NULL;
+	return dev->ops->mem_alloc(dev->ctx, bytes ? bytes : 1, out);
+}
+
+WSN_API int wsn_mem_free(struct wsn_device *dev, void *ptr)
+{
+	NEED(dev, mem_free, "device memory free");
+	return ptr ? dev->ops->mem_free(dev->ctx, ptr) : 0;
+}
+
+WSN_API int wsn_mem_set(struct wsn_device *dev, void *ptr, int value, size_t bytes, struct wsn_stream *s)
+{
+	NEED(dev, mem_set, "device memset");
+	return dev->ops->mem_set(dev->ctx, ptr, value, bytes, s ? s->impl : NULL);
+}
+
+WSN_API int wsn_host_alloc(struct wsn_device *dev, size_t bytes, void **out)
+{
+	NEED(dev, host_alloc, "pinned host allocation");
+	if (!out)
+		return wsn__error(WSN_EINVAL, "pinned host allocation: no output");
+	*out = NULL;
+	return dev->ops->host_alloc(dev->ctx, bytes ? bytes : 1, out);
+}
+
+WSN_API int wsn_host_free(struct wsn_device *dev, void *ptr)
+{
+	NEED(dev, host_free, "pinned host free");
+	return ptr ? dev->ops->host_free(dev->ctx, ptr) : 0;
+}
+
+WSN_API int wsn_memcpy(struct wsn_device *dev, void *dst, const void *src, size_t bytes,
+		       enum wsn_copy_kind kind, struct wsn_stream *s)
+{
+	NEED(dev, memcpy, "memcpy");
+	if ((unsigned)kind > WSN_COPY_H2H)
+		return wsn__error(WSN_EINVAL, "memcpy: bad copy kind %d", (int)kind);
+	if (!bytes)
+		return 0;
+	if (!dst || !src)
+		return wsn__error(WSN_EINVAL, "memcpy: NULL pointer");
+	return dev->ops->memcpy(dev->ctx, dst, src, bytes, kind, s ? s->impl : NULL);
+}
+
+WSN_API int wsn_stream_create(struct wsn_device *dev, struct wsn_stream **out)
+{
+	struct wsn_stream *s;
+	int err;
+
+	NEED(dev, stream_create, "stream");
+	if (!out)
+		return wsn__error(WSN_EINVAL, "stream: no output");
+	if (!(s = calloc(1, sizeof(*s))))
+		return wsn__error(WSN_ENOMEM, "stream: out of memory");
+	s->dev = dev;
+	if ((err = dev->ops->stream_create(dev->ctx, &s->impl)) < 0) {
+		free(s);
+		return err;
+	}
+	*out = s;
+	return 0;
+}
+
+WSN_API int wsn_stream_destroy(struct wsn_stream *s)
+{
+	int err = 0;
+
+	if (!s)
+		return 0;
+	if (s->dev->ops->stream_destroy)
+		err = s->dev->ops->stream_destroy(s->dev->ctx, s->impl);
+	free(s);
+	return err;
+}
+
+WSN_API int wsn_stream_sync(struct wsn_device *dev, struct wsn_stream *s)
+{
+	if (!dev && s)
+		dev = s->dev;
+	NEED(dev, stream_sync, "stream sync");
+	return dev->ops->stream_sync(dev->ctx, s ? s->impl : NULL);
+}
+
+WSN_API int wsn_stream_wait_event(struct wsn_stream *s, struct wsn_event *e)
+{
+	if (!s || !e)
+		return wsn__error(WSN_EINVAL, "stream wait: bad arguments");
+	NEED(s->dev, stream_wait_event, "stream wait");
+	return s->dev->ops->stream_wait_event(s->dev->ctx, s->impl, e->impl);
+}
+
+WSN_API int wsn_event_create(struct wsn_device *dev, struct wsn_event **out)
+{
+	struct wsn_event *e;
+	int err;
+
+	NEED(dev, event_create, "event");
+	if (!out)
+		return wsn__error(WSN_EINVAL, "event: no output");
+	if (!(e = calloc(1, sizeof(*e))))
+		return wsn__error(WSN_ENOMEM, "event: out of memory");
+	e->dev = dev;
+	if ((err = dev->ops->event_create(dev->ctx, &e->impl)) < 0) {
+		free(e);
+		return err;
+	}
+	*out = e;
+	return 0;
+}
+
+WSN_API int wsn_event_destroy(struct wsn_event *e)
+{
+	int err = 0;
+
+	if (!e)
+		return 0;
+	if (e->dev->ops->event_destroy)
+		err = e->dev->ops->event_destroy(e->dev->ctx, e->impl);
+	free(e);
+	return err;
+}
+
+WSN_API int wsn_event_record(struct wsn_event *e, struct wsn_stream *s)
+{
+	if (!e)
+		return wsn__error(WSN_EINVAL, "event record: no event");
+	NEED(e->dev, event_record, "event record");
+	return e->dev->ops->event_record(e->dev->ctx, e->impl, s ? s->impl : NULL);
+}
+
+WSN_API int wsn_event_sync(struct wsn_event *e)
+{
+	if (!e)
+		return wsn__error(WSN_EINVAL, "event sync: no event");
+	NEED(e->dev, event_sync, "event sync");
+	return e->dev->ops->event_sync(e->dev->ctx, e->impl);
+}
+
+WSN_API int wsn_event_elapsed(struct wsn_event *start, struct wsn_event *end, float *ms)
+{
+	if (!start || !end || !ms || start->dev != end->dev)
+		return wsn__error(WSN_EINVAL, "event elapsed: bad arguments");
+	NEED(start->dev, event_elapsed, "event elapsed");
+	return start->dev->ops->event_elapsed(start->dev->ctx, start->impl, end->impl, ms);
+}

@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: MIT */
+/* runtime/error.c: error names and messages from the one table, and per-thread failure details. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define DETAIL_MAX 1024
+
+static _Thread_local char detail[DETAIL_MAX];
+static _Thread_local int drv_code;
+static _Thread_local const char *drv_name;
+static _Thread_local int drv_valid;
+
+WSN_API const char *wsn_version(void)
+{
+	return WSN_VERSION_STRING;
+}
+
+WSN_API const char *wsn_strerror(int err)
+{
+	switch (err) {
+#define XX(name, val, msg) case WSN_##name: return msg;
+	WSN_ERRNO_MAP(XX)
+#undef XX
+	case 0: return "success";
+	default: return "unknown error";
+	}
+}
+
+WSN_API const char *wsn_err_name(int err)
+{
+	switch (err) {
+#define XX(name, val, msg) case WSN_##name: return #name;
+	WSN_ERRNO_MAP(XX)
+#undef XX
+	case 0: return "OK";
+	default: return "UNKNOWN";
+	}
+}
+
+WSN_API const char *wsn_last_error(void)
+{
+	return detail;
+}
+
+WSN_API int wsn_last_driver_status(int *code, const char **name)
+{
+	if (!drv_valid)
+		return WSN_ENOENT;
+	if (code)
+		*code = drv_code;
+	if (name)
+		*name = drv_name ? drv_name : "";
+	return 0;
+}
+
+static void set_detail(const char *fmt, va_list ap)
+{
+	vsnprintf(detail, sizeof(detail), fmt, ap);
+}
+
+int wsn__error(int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	set_detail(fmt, ap);
+	va_end(ap);
+	drv_valid = 0;
+	return err;
+}
+
+int wsn__driver_error(int err, int raw, const char *raw_name, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	set_detail(fmt, ap);
+	va_end(ap);
+	drv_code = raw;
+	drv_name = raw_name;
+	drv_valid = 1;
+	return err;
+}
+
+int wsn__error_context(int err, const char *fmt, ...)
+{
+	char msg[DETAIL_MAX];
+	const char *rest = detail[0] ? detail : wsn_strerror(err);
+	size_t n, m;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	n = strlen(msg);
+	if (n + 2 < sizeof(msg)) {
+		memcpy(msg + n, ": ", 2);
+		n += 2;
+		m = strlen(rest);
+		if (m > sizeof(msg) - 1 - n)
+			m = sizeof(msg) - 1 - n;
+		memcpy(msg + n, rest, m);
+		n += m;
+	}
+	msg[n] = '\0';
+	memcpy(detail, msg, n + 1);
+	return err;
+}
+
+void wsn__error_clear(void)
+{
+	detail[0] = '\0';
+	drv_valid = 0;
+}
+
+double wsn__now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: MIT */
+/* runtime/internal.h: what the runtime's files share: the backend ops table, errors, timing. */
+#ifndef WSN_INTERNAL_H
+#define WSN_INTERNAL_H
+
+#include "config.h"
+#include "wsnorm.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+
+#define WSN_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define WSN_PRINTF(a, b) __attribute__((format(printf, a, b)))
+
+/* ---- errors (runtime/error.c) ---- */
+/* Record a detailed message for the calling thread and return err (a negative WSN_E* code). */
+int wsn__error(int err, const char *fmt, ...) WSN_PRINTF(2, 3);
+/* As wsn__error, and remember the raw driver status and its name. */
+int wsn__driver_error(int err, int raw, const char *raw_name, const char *fmt, ...) WSN_PRINTF(4, 5);
+/* Prefix the current detail with "prefix: " (context added on the way up). Returns err. */
+int wsn__error_context(int err, const char *fmt, ...) WSN_PRINTF(2, 3);
+void wsn__error_clear(void);
+
+/* ---- time ---- */
+double wsn__now(void); /* monotonic seconds */
+
+/* ---- plans: what every backend is given ---- */
+struct wsn__plan_params {
+	enum wsn_op op;
+	int64_t rows;   /* max rows */
+	int64_t hidden;
+	enum wsn_dtype dtype;
+	struct wsn_plan_options opts; /* defaults filled in */
+};
+
+/* A host-side view of one execution's tensors, checked by shared code before a backend sees it. */
+struct wsn__exec {
+	int64_t rows;
+	int64_t hidden;
+	/* row strides in elements of the row-major tensors (x, dy, y, dx) */
+	int64_t x_ld, dy_ld, y_ld, dx_ld;
+	/* elements between consecutive rows' mean/rstd (1 for [rows] and contiguous [rows, 1]) */
+	int64_t stats_ld;
+	const struct wsn_args *args;
+};
+
+/*
+ * A backend: one const table. Every function gets the backend's device context (void *ctx)
+ * created by device_open. Functions a backend lacks are NULL and reported as WSN_ENOTSUP.
+ */
+struct wsn__backend_ops {
+	const char *name;
+	enum wsn_mem exec_mem; /* where execute() wants its tensors */
+	/* Load the driver and count devices; fills info (note on failure). Called once. */
+	int (*init)(struct wsn_backend_info *info);
+	int (*device_info)(int index, struct wsn_device_info *out);
+	int (*device_open)(int index, void **ctx);
+	void (*device_close)(void *ctx);
+	int (*set_threads)(void *ctx, int threads);
+
+	int (*mem_alloc)(void *ctx, size_t bytes, void **out);
+	int (*mem_free)(void *ctx, void *ptr);
+	int (*mem_set)(void *ctx, void *ptr, int value, size_t bytes, void *stream);
+	int (*host_alloc)(void *ctx, size_t bytes, void **out);
+	int (*host_free)(void *ctx, void *ptr);
+	int (*memcpy)(void *ctx, void *dst, const void *src, size_t bytes, enum wsn_copy_kind kind,
+		      void *stream);
+
+	int (*stream_create)(void *ctx, void **out);
+	int (*stream_destroy)(void *ctx, void *s);
+	int (*stream_sync)(void *ctx, void *s); /* s NULL: whole device */
+	int (*stream_wait_event)(void *ctx, void *s, void *e);
+	int (*event_create)(void *ctx, void **out);
+	int (*event_destroy)(void *ctx, void *e);
+	int (*event_record)(void *ctx, void *e, void *s);
+	int (*event_sync)(void *ctx, void *e);
+	int (*event_elapsed)(void *ctx, void *start, void *end, float *ms);
+
+	int (*plan_create)(void *ctx, const struct wsn__plan_params *p, void **out);
+	void (*plan_destroy)(void *ctx, void *plan);
+	/* Append the backend's part of the description (like snprintf; returns length needed). */
+	int (*plan_describe)(void *ctx, const void *plan, char *buf, size_t len);
+	/* Tensors in ex were validated against the plan; memory kinds match the backend. */
+	int (*execute)(void *ctx, void *plan, const struct wsn__exec *ex, void *stream);
+};
+
+extern const struct wsn__backend_ops wsn__cpu_ops;
+#ifdef WSN_HAVE_CUDA
+extern const struct wsn__backend_ops wsn__cuda_ops;
+#endif
+#ifdef WSN_HAVE_AMD
+extern const struct wsn__backend_ops wsn__amd_ops;
+#endif
+
+/* Opaque public objects, defined once here. */
+struct wsn_device {
+	const struct wsn__backend_ops *ops;
+	void *ctx;
+	struct wsn_device_info info;
+};
+struct wsn_stream {
+	struct wsn_device *dev;
+	void *impl;
+};
+struct wsn_event {
+	struct wsn_device *dev;
+	void *impl;
+};
+struct wsn_plan {
+	struct wsn_device *dev;
+	struct wsn__plan_params p;
+	void *impl;
+};
+
+/* ---- dtype helpers (runtime/dtype.c), inline for the CPU kernels ---- */
+static inline float wsn__bf16_to_f32(uint16_t h)
+{
+	union { uint32_t u; float f; } v = { .u = (uint32_t)h << 16 };
+	return v.f;
+}
+static inline uint16_t wsn__f32_to_bf16(float f)
+{
+	union { uint32_t u; float f; } v = { .f = f };
+	if ((v.u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it a quiet NaN */
+		return (uint16_t)((v.u >> 16) | 0x40u);
+	uint32_t rounding = 0x7fffu + ((v.u >> 16) & 1u);
+	return (uint16_t)((v.u + rounding) >> 16);
+}
+float wsn__f16_to_f32(uint16_t h);
+uint16_t wsn__f32_to_f16(float f);
+
+/* Load element i of a buffer of dtype dt as f32; store f32 as dt. */
+static inline float wsn__load(const void *p, enum wsn_dtype dt, int64_t i)
+{
+	switch (dt) {
+	case WSN_F32: return ((const float *)p)[i];
+	case WSN_F16: return wsn__f16_to_f32(((const uint16_t *)p)[i]);
+	default: return wsn__bf16_to_f32(((const uint16_t *)p)[i]);
+	}
+}
+static inline void wsn__store(void *p, enum wsn_dtype dt, int64_t i, float v)
+{
+	switch (dt) {
+	case WSN_F32: ((float *)p)[i] = v; break;
+	case WSN_F16: ((uint16_t *)p)[i] = wsn__f32_to_f16(v); break;
+	default: ((uint16_t *)p)[i] = wsn__f32_to_bf16(v); break;
+	}
+}
+
+#endif

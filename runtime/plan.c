@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: MIT */
+/* runtime/plan.c: op names, plan creation and execution, with every tensor checked once here. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const op_names[WSN_OP_COUNT] = {
+	[WSN_LAYERNORM_FWD] = "layernorm-fwd",
+	[WSN_LAYERNORM_BWD] = "layernorm-bwd",
+	[WSN_RMSNORM_FWD] = "rmsnorm-fwd",
+	[WSN_RMSNORM_BWD] = "rmsnorm-bwd",
+};
+
+static const char *const approach_names[] = { "auto", "multiwave", "ws" };
+
+/* Largest hidden size any backend accepts: keeps rows * hidden and every byte count in range. */
+#define WSN_MAX_HIDDEN (1 << 24)
+
+WSN_API const char *wsn_op_name(enum wsn_op op)
+{
+	return (unsigned)op < WSN_OP_COUNT ? op_names[op] : NULL;
+}
+
+WSN_API int wsn_op_parse(const char *s, enum wsn_op *out)
+{
+	for (int i = 0; s && out && i < WSN_OP_COUNT; i++) {
+		if (!strcmp(s, op_names[i])) {
+			*out = (enum wsn_op)i;
+			return 0;
+		}
+	}
+	return wsn__error(WSN_EINVAL,
+			  "unknown op '%s' (expected layernorm-fwd, layernorm-bwd, rmsnorm-fwd or rmsnorm-bwd)",
+			  s ? s : "");
+}
+
+WSN_API int wsn_op_is_backward(enum wsn_op op)
+{
+	return op == WSN_LAYERNORM_BWD || op == WSN_RMSNORM_BWD;
+}
+
+static int is_layernorm(enum wsn_op op)
+{
+	return op == WSN_LAYERNORM_FWD || op == WSN_LAYERNORM_BWD;
+}
+
+WSN_API const char *wsn_approach_name(enum wsn_approach a)
+{
+	return (unsigned)a < WSN_ARRAY_SIZE(approach_names) ? approach_names[a] : NULL;
+}
+
+WSN_API int wsn_approach_parse(const char *s, enum wsn_approach *out)
+{
+	for (size_t i = 0; s && out && i < WSN_ARRAY_SIZE(approach_names); i++) {
+		if (!strcmp(s, approach_names[i])) {
+			*out = (enum wsn_approach)i;
+			return 0;
+		}
+	}
+	return wsn__error(WSN_EINVAL, "unknown approach '%s' (expected auto, multiwave or ws)", s ? s : "");
+}
+
+WSN_API void wsn_plan_options_init(struct wsn_plan_options *o, enum wsn_op op)
+{
+	if (!o)
+		return;
+	memset(o, 0, sizeof(*o));
+	o->eps = WSN_DEFAULT_EPS;
+	o->has_weight = 1;
+	o->has_bias = is_layernorm(op);
+	o->approach = WSN_APPROACH_AUTO;
+}
+
+WSN_API int64_t wsn_op_min_bytes(enum wsn_op op, int64_t rows, int64_t hidden, enum wsn_dtype dt,
+				 int has_weight, int has_bias)
+{
+	int64_t s = (int64_t)wsn_dtype_size(dt), rh = rows * hidden * s;
+	int64_t stats = (is_layernorm(op) ? 2 : 1) * rows * 4;
+	int64_t params = (has_weight ? hidden * s : 0) + (has_bias && is_layernorm(op) ? hidden * s : 0);
+
+	if (!wsn_op_name(op) || !s || rows < 0 || hidden < 0)
+		return 0;
+	if (wsn_op_is_backward(op)) /* read dy, x, stats, weight; write dx, dweight, dbias */
+		return 3 * rh + stats + (has_weight ? hidden * s : 0) + params;
+	return 2 * rh + stats + params; /* read x, weight, bias; write y, stats */
+}
+
+WSN_API int wsn_plan_create(struct wsn_device *dev, enum wsn_op op, int64_t rows, int64_t hidden,
+			    enum wsn_dtype dt, const struct wsn_plan_options *opts,
+			    struct wsn_plan **out)
+{
+	struct wsn_plan *p;
+	int err;
+
+	if (!dev || !out)
+		return wsn__error(WSN_EINVAL, "plan: no device or output given");
+	*out = NULL;
+	if (!wsn_op_name(op))
+		return wsn__error(WSN_EINVAL, "plan: invalid op %d", (int)op);
+	if (!wsn_dtype_name(dt))
+		return wsn__error(WSN_EDTYPE, "plan: invalid dtype %d", (int)dt);
+	if (rows < 1 || hidden < 1)
+		return wsn__error(WSN_ESHAPE, "plan: impossible shape %lld x %lld (rows and hidden must be >= 1)",
+				  (long long)rows, (long long)hidden);
+	if (hidden > WSN_MAX_HIDDEN || rows > INT64_MAX / 8 / hidden)
+		return wsn__error(WSN_ESHAPE, "plan: shape %lld x %lld is too large (hidden <= %d)",
+				  (long long)rows, (long long)hidden, WSN_MAX_HIDDEN);
+	if (!dev->ops->plan_create || !dev->ops->execute)
+		return wsn__error(WSN_ENOTSUP, "plan: the %s backend cannot run ops", dev->ops->name);
+	if (!(p = calloc(1, sizeof(*p))))
+		return wsn__error(WSN_ENOMEM, "plan: out of memory");
+	p->dev = dev;
+	p->p.op = op;
+	p->p.rows = rows;
+	p->p.hidden = hidden;
+	p->p.dtype = dt;
+	if (opts)
+		p->p.opts = *opts;
+	else
+		wsn_plan_options_init(&p->p.opts, op);
+	if (!(p->p.opts.eps > 0.0f) || p->p.opts.eps > 1.0f) {
+		err = wsn__error(WSN_EINVAL, "plan: eps %g out of range (0, 1]", (double)p->p.opts.eps);
+		goto err;
+	}
+	if (!is_layernorm(op))
+		p->p.opts.has_bias = 0;
+	if ((unsigned)p->p.opts.approach > WSN_APPROACH_WS || p->p.opts.threads < 0) {
+		err = wsn__error(WSN_EINVAL, "plan: bad approach or thread count");
+		goto err;
+	}
+	if ((err = dev->ops->plan_create(dev->ctx, &p->p, &p->impl)) < 0)
+		goto err;
+	*out = p;
+	return 0;
+err:
+	free(p);
+	return err;
+}
+
+WSN_API void wsn_plan_destroy(struct wsn_plan *p)
+{
+	if (!p)
+		return;
+	if (p->dev->ops->plan_destroy)
+		p->dev->ops->plan_destroy(p->dev->ctx, p->impl);
+	free(p);
+}
+
+WSN_API int wsn_plan_describe(const struct wsn_plan *p, char *buf, size_t len)
+{
+	int n, m = 0;
+
+	if (!p || (!buf && len))
+		return wsn__error(WSN_EINVAL, "plan describe: bad arguments");
+	n = snprintf(buf, len, "%s %s rows=%lld hidden=%lld eps=%g weight=%s bias=%s device=%s (%s)\n",
+		     wsn_op_name(p->p.op), wsn_dtype_name(p->p.dtype), (long long)p->p.rows,
+		     (long long)p->p.hidden, (double)p->p.opts.eps, p->p.opts.has_weight ? "yes" : "no",
+		     p->p.opts.has_bias ? "yes" : "no", p->dev->info.spec, p->dev->info.name);
+	if (n < 0)
+		return WSN_EINVAL;
+	if (p->dev->ops->plan_describe) {
+		size_t off = (size_t)n < len ? (size_t)n : len;
+		m = p->dev->ops->plan_describe(p->dev->ctx, p->impl, buf ? buf + off : NULL, len - off);
+		if (m < 0)
+			return m;
+	}
+	return n + m;
+}
+
+/* Check one tensor of an execution; returns its row stride in *ld for 2-D-like tensors. */
+struct want {
+	const char *name;
+	enum wsn_dtype dtype;
+	enum wsn_mem mem;
+	int64_t rows, hidden;
+};
+
+static int check_present(const struct wsn_tensor *t, const struct want *w)
+{
+	if (!t->data)
+		return wsn__error(WSN_EINVAL, "tensor '%s' is required by this op but absent", w->name);
+	if (t->ndim < 1 || t->ndim > WSN_MAX_DIMS)
+		return wsn__error(WSN_ESHAPE, "tensor '%s': %d dimensions (expected 1..%d)", w->name, t->ndim,
+				  WSN_MAX_DIMS);
+	if (t->dtype != w->dtype)
+		return wsn__error(WSN_EDTYPE, "tensor '%s' is %s, expected %s", w->name,
+				  wsn_dtype_name(t->dtype) ? wsn_dtype_name(t->dtype) : "invalid",
+				  wsn_dtype_name(w->dtype));
+	if (t->mem != w->mem)
+		return wsn__error(WSN_EINVAL, "tensor '%s' is in %s memory, this device needs %s memory", w->name,
+				  t->mem == WSN_MEM_HOST ? "host" : "device", w->mem == WSN_MEM_HOST ? "host" : "device");
+	for (int d = 0; d < t->ndim; d++)
+		if (t->shape[d] < 0)
+			return wsn__error(WSN_ESHAPE, "tensor '%s': negative dimension", w->name);
+	return 0;
+}
+
+/* Row-major [rows, hidden] (leading dims flattened when contiguous); returns the row stride. */
+static int check_matrix(const struct wsn_tensor *t, const struct want *w, int64_t *rows, int64_t *ld)
+{
+	int err = check_present(t, w);
+	int64_t r = 1;
+	int nd = t->ndim;
+
+	if (err)
+		return err;
+	if (t->shape[nd - 1] != w->hidden)
+		return wsn__error(WSN_ESHAPE, "tensor '%s': last dimension %lld, the plan's hidden size is %lld",
+				  w->name, (long long)t->shape[nd - 1], (long long)w->hidden);
+	if (t->stride[nd - 1] != 1 && w->hidden > 1)
+		return wsn__error(WSN_ESHAPE, "tensor '%s': last dimension is not contiguous (stride %lld)",
+				  w->name, (long long)t->stride[nd - 1]);
+	for (int d = 0; d < nd - 1; d++)
+		r *= t->shape[d];
+	for (int d = 0; d < nd - 2; d++)
+		if (t->shape[d + 1] > 1 && t->stride[d] != t->stride[d + 1] * t->shape[d + 1])
+			return wsn__error(WSN_ESHAPE, "tensor '%s': leading dimensions cannot be flattened into rows",
+					  w->name);
+	*ld = nd >= 2 ? t->stride[nd - 2] : w->hidden;
+	if (r > 1 && *ld < w->hidden)
+		return wsn__error(WSN_ESHAPE, "tensor '%s': row stride %lld is below the hidden size %lld", w->name,
+				  (long long)*ld, (long long)w->hidden);
+	if (w->rows >= 0 && r != w->rows)
+		return wsn__error(WSN_ESHAPE, "tensor '%s' has %lld rows, x has %lld", w->name, (long long)r,
+				  (long long)w->rows);
+	*rows = r;
+	return 0;
+}
+
+static int check_vector(const struct wsn_tensor *t, const struct want *w)
+{
+	int err = check_present(t, w);
+
+	if (err)
+		return err;
+	if (wsn_tensor_numel(t) != w->hidden)
+		return wsn__error(WSN_ESHAPE, "tensor '%s' has %lld elements, expected hidden = %lld", w->name,
+				  (long long)wsn_tensor_numel(t), (long long)w->hidden);
+	if (t->stride[t->ndim - 1] != 1 && w->hidden > 1)
+		return wsn__error(WSN_ESHAPE, "tensor '%s' is not contiguous", w->name);
+	return 0;
+}
+
+/* mean/rstd: f32 [rows] or [rows, 1]; returns the stride between rows. */
+static int check_stats(const struct wsn_tensor *t, const char *name, enum wsn_mem mem, int64_t rows,
+		       int64_t *ld)
+{
+	struct want w = { name, WSN_F32, mem, rows, 1 };
+	int err = check_present(t, &w);
+
+	if (err)
+		return err;
+	if (!(t->ndim == 1 || (t->ndim == 2 && t->shape[1] == 1)) || t->shape[0] != rows)
+		return wsn__error(WSN_ESHAPE, "tensor '%s' must be [%lld] or [%lld, 1] f32", name, (long long)rows,
+				  (long long)rows);
+	*ld = rows > 1 ? t->stride[0] : 1;
+	if (*ld < 1)
+		return wsn__error(WSN_ESHAPE, "tensor '%s': row stride %lld", name, (long long)*ld);
+	return 0;
+}
+
+WSN_API int wsn_plan_execute(struct wsn_plan *p, const struct wsn_args *a, struct wsn_stream *s)
+{
+	const struct wsn__plan_params *pp;
+	struct wsn__exec ex;
+	struct want w;
+	int64_t r, ld = 1;
+	int err, bwd;
+
+	if (!p || !a)
+		return wsn__error(WSN_EINVAL, "execute: no plan or arguments");
+	if (s && s->dev != p->dev)
+		return wsn__error(WSN_EINVAL, "execute: the stream belongs to another device");
+	pp = &p->p;
+	bwd = wsn_op_is_backward(pp->op);
+	memset(&ex, 0, sizeof(ex));
+	ex.hidden = pp->hidden;
+	ex.args = a;
+	ex.stats_ld = 1;
+	w = (struct want){ "x", pp->dtype, p->dev->ops->exec_mem, -1, pp->hidden };
+	if ((err = check_matrix(&a->x, &w, &ex.rows, &ex.x_ld)) < 0)
+		return err;
+	if (ex.rows > pp->rows)
+		return wsn__error(WSN_ESHAPE, "tensor 'x' has %lld rows, the plan was made for at most %lld",
+				  (long long)ex.rows, (long long)pp->rows);
+	w.rows = ex.rows;
+	if (pp->opts.has_weight) {
+		w.name = "weight";
+		if ((err = check_vector(&a->weight, &w)) < 0)
+			return err;
+	}
+	if (!bwd) {
+		w.name = "y";
+		if ((err = check_matrix(&a->y, &w, &r, &ex.y_ld)) < 0)
+			return err;
+		if (pp->opts.has_bias) {
+			w.name = "bias";
+			if ((err = check_vector(&a->bias, &w)) < 0)
+				return err;
+		}
+		if (a->mean.data) {
+			if (pp->op != WSN_LAYERNORM_FWD)
+				return wsn__error(WSN_EINVAL, "tensor 'mean': RMSNorm has no mean output");
+			if ((err = check_stats(&a->mean, "mean", w.mem, ex.rows, &ld)) < 0)
+				return err;
+		}
+		if (a->rstd.data && (err = check_stats(&a->rstd, "rstd", w.mem, ex.rows, &ld)) < 0)
+			return err;
+		if (a->mean.data && a->rstd.data && a->mean.ndim && ex.rows > 1 &&
+		    a->mean.stride[0] != a->rstd.stride[0])
+			return wsn__error(WSN_ESHAPE, "tensors 'mean' and 'rstd' have different row strides");
+		ex.stats_ld = ld;
+	} else {
+		int64_t ld2 = 1;
+
+		w.name = "dy";
+		if ((err = check_matrix(&a->dy, &w, &r, &ex.dy_ld)) < 0)
+			return err;
+		w.name = "dx";
+		if ((err = check_matrix(&a->dx, &w, &r, &ex.dx_ld)) < 0)
+			return err;
+		if ((err = check_stats(&a->rstd, "rstd", w.mem, ex.rows, &ld)) < 0)
+			return err;
+		if (pp->op == WSN_LAYERNORM_BWD) {
+			if ((err = check_stats(&a->mean, "mean", w.mem, ex.rows, &ld2)) < 0)
+				return err;
+			if (ld2 != ld)
+				return wsn__error(WSN_ESHAPE, "tensors 'mean' and 'rstd' have different row strides");
+		}
+		ex.stats_ld = ld;
+		if (a->dweight.data) {
+			w.name = "dweight";
+			if ((err = check_vector(&a->dweight, &w)) < 0)
+				return err;
+		}
+		if (a->dbias.data) {
+			if (pp->op != WSN_LAYERNORM_BWD)
+				return wsn__error(WSN_EINVAL, "tensor 'dbias': RMSNorm has no bias");
+			w.name = "dbias";
+			if ((err = check_vector(&a->dbias, &w)) < 0)
+				return err;
+		}
+	}
+	if (ex.rows == 0)
+		return 0;
+	return p->dev->ops->execute(p->dev->ctx, p->impl, &ex, s ? s->impl : NULL);
+}

@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: MIT */
+/* runtime/tensor.c: tensor descriptors, seeded random fill, poison, and comparison. */
+#include "internal.h"
+
+#include <math.h>
+#include <string.h>
+
+WSN_API int wsn_tensor_init(struct wsn_tensor *t, void *data, enum wsn_dtype dt, enum wsn_mem mem,
+			    int ndim, const int64_t *shape)
+{
+	int64_t stride = 1;
+
+	if (!t || ndim < 1 || ndim > WSN_MAX_DIMS || !shape)
+		return wsn__error(WSN_EINVAL, "tensor: %d dimensions (expected 1..%d)", ndim, WSN_MAX_DIMS);
+	if (!wsn_dtype_size(dt))
+		return wsn__error(WSN_EDTYPE, "tensor: invalid dtype %d", (int)dt);
+	memset(t, 0, sizeof(*t));
+	t->data = data;
+	t->dtype = dt;
+	t->mem = mem;
+	t->ndim = ndim;
+	for (int i = ndim - 1; i >= 0; i--) {
+		if (shape[i] < 0)
+			return wsn__error(WSN_ESHAPE, "tensor: negative dimension %lld", (long long)shape[i]);
+		t->shape[i] = shape[i];
+		t->stride[i] = stride;
+		if (shape[i] && stride > INT64_MAX / shape[i])
+			return wsn__error(WSN_EOVERFLOW, "tensor: shape product overflows");
+		stride *= shape[i] ? shape[i] : 1;
+	}
+	return 0;
+}
+
+WSN_API int wsn_tensor_2d(struct wsn_tensor *t, void *data, enum wsn_dtype dt, enum wsn_mem mem,
+			  int64_t rows, int64_t cols)
+{
+	int64_t shape[2] = { rows, cols };
+	return wsn_tensor_init(t, data, dt, mem, 2, shape);
+}
+
+WSN_API int wsn_tensor_1d(struct wsn_tensor *t, void *data, enum wsn_dtype dt, enum wsn_mem mem,
+			  int64_t n)
+{
+	return wsn_tensor_init(t, data, dt, mem, 1, &n);
+}
+
+WSN_API int64_t wsn_tensor_numel(const struct wsn_tensor *t)
+{
+	int64_t n = 1;
+
+	if (!t || !t->data || t->ndim < 1)
+		return 0;
+	for (int i = 0; i < t->ndim; i++)
+		n *= t->shape[i];
+	return n;
+}
+
+WSN_API size_t wsn_tensor_nbytes(const struct wsn_tensor *t)
+{
+	return t ? (size_t)wsn_tensor_numel(t) * wsn_dtype_size(t->dtype) : 0;
+}
+
+/* Offset in elements of flat (row-major logical) index i. */
+static int64_t elem_offset(const struct wsn_tensor *t, int64_t i)
+{
+	int64_t off = 0;
+
+	for (int d = t->ndim - 1; d >= 0; d--) {
+		int64_t n = t->shape[d];
+		off += (i % n) * t->stride[d];
+		i /= n;
+	}
+	return off;
+}
+
+static int host_tensor_ok(const struct wsn_tensor *t, const char *what)
+{
+	if (!t || !t->data || t->ndim < 1 || t->ndim > WSN_MAX_DIMS || !wsn_dtype_size(t->dtype))
+		return wsn__error(WSN_EINVAL, "%s: absent or invalid tensor", what);
+	if (t->mem != WSN_MEM_HOST)
+		return wsn__error(WSN_EINVAL, "%s: tensor is not in host memory", what);
+	return 0;
+}
+
+static uint64_t splitmix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/*
+ * A counter-based approximately normal value: the sum of four 16-bit uniforms (Irwin-Hall, n=4),
+ * centred and scaled to unit variance. Integer and exact double arithmetic only, so the values
+ * are the same on every machine for a seed.
+ */
+static double seeded_normal(uint64_t seed, int64_t i)
+{
+	uint64_t h = splitmix64(seed ^ splitmix64((uint64_t)i));
+	double s = (double)(h & 0xffff) + (double)((h >> 16) & 0xffff) +
+		   (double)((h >> 32) & 0xffff) + (double)(h >> 48);
+	/* each uniform is (k + 0.5) / 65536 in (0,1): sum mean 2, variance 4/12 */
+	s = (s + 2.0) / 65536.0 - 2.0;
+	return s * 1.7320508075688772;
+}
+
+WSN_API int wsn_tensor_fill_random(const struct wsn_tensor *t, uint64_t seed, float mean, float stddev)
+{
+	int err = host_tensor_ok(t, "random fill");
+	int64_t n = wsn_tensor_numel(t);
+
+	if (err)
+		return err;
+	for (int64_t i = 0; i < n; i++)
+		wsn__store(t->data, t->dtype, elem_offset(t, i),
+			   (float)(mean + stddev * seeded_normal(seed, i)));
+	return 0;
+}
+
+WSN_API int wsn_tensor_fill_nan(const struct wsn_tensor *t)
+{
+	int err = host_tensor_ok(t, "poison");
+	int64_t n = wsn_tensor_numel(t);
+
+	if (err)
+		return err;
+	for (int64_t i = 0; i < n; i++)
+		wsn__store(t->data, t->dtype, elem_offset(t, i), NAN);
+	return 0;
+}
+
+WSN_API int wsn_tensor_compare(const struct wsn_tensor *got, const struct wsn_tensor *ref,
+			       struct wsn_compare *out)
+{
+	double diff2 = 0, ref2 = 0;
+	int64_t n;
+	int err;
+
+	if ((err = host_tensor_ok(got, "compare")) || (err = host_tensor_ok(ref, "compare")))
+		return err;
+	if (!out)
+		return wsn__error(WSN_EINVAL, "compare: no result given");
+	n = wsn_tensor_numel(got);
+	if (n != wsn_tensor_numel(ref))
+		return wsn__error(WSN_ESHAPE, "compare: %lld elements against a reference of %lld",
+				  (long long)n, (long long)wsn_tensor_numel(ref));
+	memset(out, 0, sizeof(*out));
+	out->worst = -1;
+	for (int64_t i = 0; i < n; i++) {
+		double g = wsn__load(got->data, got->dtype, elem_offset(got, i));
+		double r = wsn__load(ref->data, ref->dtype, elem_offset(ref, i));
+		double d;
+
+		if (!isfinite(r))
+			continue;
+		if (!isfinite(g)) {
+			out->nonfinite++;
+			if (out->worst < 0 || out->max_abs != INFINITY) {
+				out->max_abs = INFINITY;
+				out->worst = i;
+			}
+			continue;
+		}
+		d = fabs(g - r);
+		diff2 += d * d;
+		ref2 += r * r;
+		if (d > out->max_abs || out->worst < 0) {
+			out->max_abs = d;
+			out->worst = i;
+		}
+	}
+	out->count = n;
+	out->rel_l2 = ref2 > 0 ? sqrt(diff2 / ref2) : sqrt(diff2);
+	if (out->nonfinite)
+		out->rel_l2 = INFINITY;
+	return 0;
+}

@@ -1,0 +1,235 @@
+/* SPDX-License-Identifier: MIT */
+/* tests/check_core.c: errors, dtypes, tensors, devices and plan argument checks. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+START_TEST(test_error_table)
+{
+	ck_assert_str_eq(wsn_err_name(WSN_EINVAL), "EINVAL");
+	ck_assert_str_eq(wsn_err_name(WSN_EFORMAT), "EFORMAT");
+	ck_assert_str_eq(wsn_strerror(WSN_ETRUNC), "truncated file");
+	ck_assert_int_eq(WSN_ENOENT, -ENOENT);
+	ck_assert_str_eq(wsn_err_name(-99999), "UNKNOWN");
+	ck_assert_str_eq(wsn_strerror(-99999), "unknown error");
+	ck_assert_str_eq(wsn_version(), WSN_VERSION_STRING);
+}
+END_TEST
+
+START_TEST(test_dtype_parse)
+{
+	enum wsn_dtype dt;
+
+	ck_assert_int_eq(wsn_dtype_parse("bf16", &dt), 0);
+	ck_assert_int_eq(dt, WSN_BF16);
+	ck_assert_int_eq(wsn_dtype_parse("F16", &dt), 0);
+	ck_assert_int_eq(dt, WSN_F16);
+	ck_assert_int_eq(wsn_dtype_parse("float32", &dt), 0);
+	ck_assert_int_eq(dt, WSN_F32);
+	ck_assert_int_eq(wsn_dtype_parse("f64", &dt), WSN_EDTYPE);
+	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "f64"));
+	ck_assert_uint_eq(wsn_dtype_size(WSN_BF16), 2);
+	ck_assert_uint_eq(wsn_dtype_size((enum wsn_dtype)7), 0);
+}
+END_TEST
+
+/* f16: every one of the 65536 bit patterns that is not NaN survives f16 -> f32 -> f16. */
+START_TEST(test_f16_roundtrip_all)
+{
+	for (uint32_t h = 0; h < 65536; h++) {
+		uint16_t in = (uint16_t)h, out;
+		float f;
+
+		ck_assert_int_eq(wsn_dtype_convert(&f, WSN_F32, &in, WSN_F16, 1), 0);
+		if (isnan(f))
+			continue;
+		ck_assert_int_eq(wsn_dtype_convert(&out, WSN_F16, &f, WSN_F32, 1), 0);
+		ck_assert_msg(out == in, "f16 0x%04x -> %g -> 0x%04x", in, (double)f, out);
+	}
+}
+END_TEST
+
+/* Narrowing rounds to nearest, ties to even, against a double-precision model. */
+START_TEST(test_narrowing_rounds_to_nearest)
+{
+	uint64_t seed = tu_case_seed("narrowing");
+	struct wsn_tensor t;
+	float *v = tu_xmalloc(4096 * sizeof(float));
+
+	ck_assert_int_eq(wsn_tensor_1d(&t, v, WSN_F32, WSN_MEM_HOST, 4096), 0);
+	ck_assert_int_eq(wsn_tensor_fill_random(&t, seed, 0.0f, 100.0f), 0);
+	for (int i = 0; i < 4096; i++) {
+		uint16_t h, b;
+		float fh, fb, alt;
+		ck_assert_int_eq(wsn_dtype_convert(&h, WSN_F16, &v[i], WSN_F32, 1), 0);
+		ck_assert_int_eq(wsn_dtype_convert(&b, WSN_BF16, &v[i], WSN_F32, 1), 0);
+		wsn_dtype_convert(&fh, WSN_F32, &h, WSN_F16, 1);
+		wsn_dtype_convert(&fb, WSN_F32, &b, WSN_BF16, 1);
+		/* no neighbour of the result is closer to the input */
+		for (int d = -1; d <= 1; d += 2) {
+			uint16_t nh = (uint16_t)(h + d), nb = (uint16_t)(b + d);
+			wsn_dtype_convert(&alt, WSN_F32, &nh, WSN_F16, 1);
+			ck_assert(fabs((double)alt - v[i]) >= fabs((double)fh - v[i]));
+			wsn_dtype_convert(&alt, WSN_F32, &nb, WSN_BF16, 1);
+			ck_assert(fabs((double)alt - v[i]) >= fabs((double)fb - v[i]));
+		}
+	}
+	free(v);
+}
+END_TEST
+
+START_TEST(test_random_fill_deterministic)
+{
+	float a[1000], b[1000];
+	struct wsn_tensor ta, tb;
+	double sum = 0, sq = 0;
+
+	wsn_tensor_1d(&ta, a, WSN_F32, WSN_MEM_HOST, 1000);
+	wsn_tensor_1d(&tb, b, WSN_F32, WSN_MEM_HOST, 1000);
+	ck_assert_int_eq(wsn_tensor_fill_random(&ta, 42, 1.0f, 2.0f), 0);
+	ck_assert_int_eq(wsn_tensor_fill_random(&tb, 42, 1.0f, 2.0f), 0);
+	ck_assert_mem_eq(a, b, sizeof(a));
+	ck_assert_int_eq(wsn_tensor_fill_random(&tb, 43, 1.0f, 2.0f), 0);
+	ck_assert(memcmp(a, b, sizeof(a)) != 0);
+	for (int i = 0; i < 1000; i++)
+		sum += a[i], sq += (a[i] - 1.0) * (a[i] - 1.0);
+	ck_assert(fabs(sum / 1000 - 1.0) < 0.2);
+	ck_assert(fabs(sqrt(sq / 1000) - 2.0) < 0.2);
+}
+END_TEST
+
+START_TEST(test_compare_and_poison)
+{
+	float a[64], b[64];
+	struct wsn_tensor ta, tb;
+	struct wsn_compare c;
+
+	wsn_tensor_1d(&ta, a, WSN_F32, WSN_MEM_HOST, 64);
+	wsn_tensor_1d(&tb, b, WSN_F32, WSN_MEM_HOST, 64);
+	wsn_tensor_fill_random(&ta, 7, 0.0f, 1.0f);
+	memcpy(b, a, sizeof(a));
+	ck_assert_int_eq(wsn_tensor_compare(&ta, &tb, &c), 0);
+	ck_assert(c.rel_l2 == 0.0 && c.max_abs == 0.0 && c.nonfinite == 0 && c.count == 64);
+	b[17] += 1.0f;
+	ck_assert_int_eq(wsn_tensor_compare(&ta, &tb, &c), 0);
+	ck_assert_int_eq(c.worst, 17);
+	ck_assert(c.rel_l2 > 0.0);
+	ck_assert_int_eq(wsn_tensor_fill_nan(&ta), 0);
+	ck_assert_int_eq(wsn_tensor_compare(&ta, &tb, &c), 0);
+	ck_assert_int_eq(c.nonfinite, 64);
+	ck_assert(isinf(c.rel_l2));
+	tb.shape[0] = 63;
+	ck_assert_int_eq(wsn_tensor_compare(&ta, &tb, &c), WSN_ESHAPE);
+}
+END_TEST
+
+START_TEST(test_devices)
+{
+	struct wsn_backend_info bi;
+	struct wsn_device_info di;
+	struct wsn_device *dev;
+	int ncpu = 0;
+
+	ck_assert_int_ge(wsn_backend_count(), 3);
+	ck_assert_int_eq(wsn_backend_info(0, &bi), 0);
+	ck_assert_str_eq(bi.name, "cpu");
+	ck_assert(bi.available && bi.device_count == 1);
+	ck_assert_int_eq(wsn_backend_info(99, &bi), WSN_EINVAL);
+	ck_assert_int_ge(wsn_device_count(), 1);
+	for (int i = 0; i < wsn_device_count(); i++) {
+		ck_assert_int_eq(wsn_device_info_at(i, &di), 0);
+		ncpu += !strcmp(di.backend, "cpu");
+	}
+	ck_assert_int_eq(ncpu, 1);
+	ck_assert_int_eq(wsn_device_info_at(0, &di), 0);
+	ck_assert_str_eq(di.spec, "cpu");
+	ck_assert_int_eq(wsn_device_open("cpu", &dev), 0);
+	wsn_device_close(dev);
+	ck_assert_int_eq(wsn_device_open("tpu:0", &dev), WSN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "tpu"));
+	ck_assert_int_eq(wsn_device_open("cpu:1", &dev), WSN_ENODEV);
+	ck_assert_int_eq(wsn_device_open("cuda:x", &dev), WSN_EINVAL);
+	ck_assert_ptr_null(dev);
+}
+END_TEST
+
+START_TEST(test_op_names)
+{
+	enum wsn_op op;
+	enum wsn_approach a;
+
+	for (int i = 0; i < WSN_OP_COUNT; i++) {
+		ck_assert_int_eq(wsn_op_parse(wsn_op_name((enum wsn_op)i), &op), 0);
+		ck_assert_int_eq(op, i);
+	}
+	ck_assert_int_eq(wsn_op_parse("batchnorm-fwd", &op), WSN_EINVAL);
+	ck_assert_int_eq(wsn_approach_parse("ws", &a), 0);
+	ck_assert_int_eq(a, WSN_APPROACH_WS);
+	ck_assert_int_eq(wsn_approach_parse("fast", &a), WSN_EINVAL);
+	/* fwd bf16 16384 x 4096: read x + write y + weight + bias + mean/rstd */
+	ck_assert_int_eq(wsn_op_min_bytes(WSN_LAYERNORM_FWD, 16384, 4096, WSN_BF16, 1, 1),
+			 2LL * 16384 * 4096 * 2 + 2 * 16384 * 4 + 2 * 4096 * 2);
+}
+END_TEST
+
+/* The shared argument checks name the tensor and the problem. */
+START_TEST(test_plan_argument_errors)
+{
+	struct wsn_device *dev;
+	struct wsn_plan *plan;
+	struct wsn_args a;
+	float x[4 * 8], y[4 * 8], w[8], b[8], mean[4], rstd[4];
+
+	ck_assert_int_eq(wsn_device_open("cpu", &dev), 0);
+	ck_assert_int_eq(wsn_plan_create(dev, WSN_LAYERNORM_FWD, 0, 8, WSN_F32, NULL, &plan), WSN_ESHAPE);
+	ck_assert_int_eq(wsn_plan_create(dev, WSN_LAYERNORM_FWD, 4, -1, WSN_F32, NULL, &plan), WSN_ESHAPE);
+	ck_assert_int_eq(wsn_plan_create(dev, WSN_LAYERNORM_FWD, 1LL << 40, 1 << 24, WSN_F32, NULL, &plan),
+			 WSN_ESHAPE);
+	ck_assert_int_eq(wsn_plan_create(dev, (enum wsn_op)9, 4, 8, WSN_F32, NULL, &plan), WSN_EINVAL);
+	ck_assert_int_eq(wsn_plan_create(dev, WSN_LAYERNORM_FWD, 4, 8, (enum wsn_dtype)9, NULL, &plan),
+			 WSN_EDTYPE);
+	ck_assert_int_eq(wsn_plan_create(dev, WSN_LAYERNORM_FWD, 4, 8, WSN_F32, NULL, &plan), 0);
+	memset(&a, 0, sizeof(a));
+	ck_assert_int_eq(wsn_plan_execute(plan, &a, NULL), WSN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "'x'"));
+	wsn_tensor_2d(&a.x, x, WSN_F32, WSN_MEM_HOST, 4, 8);
+	wsn_tensor_2d(&a.y, y, WSN_BF16, WSN_MEM_HOST, 4, 8);
+	wsn_tensor_1d(&a.weight, w, WSN_F32, WSN_MEM_HOST, 8);
+	wsn_tensor_1d(&a.bias, b, WSN_F32, WSN_MEM_HOST, 8);
+	ck_assert_int_eq(wsn_plan_execute(plan, &a, NULL), WSN_EDTYPE);
+	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "'y'"));
+	wsn_tensor_2d(&a.y, y, WSN_F32, WSN_MEM_HOST, 4, 7);
+	ck_assert_int_eq(wsn_plan_execute(plan, &a, NULL), WSN_ESHAPE);
+	wsn_tensor_2d(&a.y, y, WSN_F32, WSN_MEM_HOST, 4, 8);
+	wsn_tensor_1d(&a.mean, mean, WSN_F32, WSN_MEM_HOST, 3);
+	ck_assert_int_eq(wsn_plan_execute(plan, &a, NULL), WSN_ESHAPE);
+	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "'mean'"));
+	wsn_tensor_1d(&a.mean, mean, WSN_F32, WSN_MEM_HOST, 4);
+	wsn_tensor_2d(&a.rstd, rstd, WSN_F32, WSN_MEM_HOST, 4, 1);
+	a.x.mem = WSN_MEM_DEVICE;
+	ck_assert_int_eq(wsn_plan_execute(plan, &a, NULL), WSN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "device memory"));
+	wsn_plan_destroy(plan);
+	wsn_device_close(dev);
+}
+END_TEST
+
+Suite *suite_core(void)
+{
+	Suite *s = suite_create("core");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_test(tc, test_error_table);
+	tcase_add_test(tc, test_dtype_parse);
+	tcase_add_test(tc, test_f16_roundtrip_all);
+	tcase_add_test(tc, test_narrowing_rounds_to_nearest);
+	tcase_add_test(tc, test_random_fill_deterministic);
+	tcase_add_test(tc, test_compare_and_poison);
+	tcase_add_test(tc, test_devices);
+	tcase_add_test(tc, test_op_names);
+	tcase_add_test(tc, test_plan_argument_errors);
+	suite_add_tcase(s, tc);
+	return s;
+}

@@ -1,0 +1,3 @@
+/* SPDX-License-Identifier: MIT */
+/* placeholder, being written */
+int main(void) { return 77; }

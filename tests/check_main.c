@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/* tests/check_main.c: the runner that adds every subsystem's suite. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "testutil.h"
+
+Suite *suite_core(void);
+Suite *suite_cpu(void);
+Suite *suite_io(void);
+Suite *suite_cli(void);
+Suite *suite_codegen(void);
+
+int main(void)
+{
+	SRunner *sr = srunner_create(suite_core());
+	int failed;
+
+	printf("wsnorm tests, WSNORM_SEED=0x%llx\n", (unsigned long long)tu_seed());
+	srunner_add_suite(sr, suite_cpu());
+	srunner_add_suite(sr, suite_io());
+	srunner_add_suite(sr, suite_cli());
+	srunner_add_suite(sr, suite_codegen());
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

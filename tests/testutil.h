@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/* tests/testutil.h: what the test suites share: seeds, temp dirs, the subprocess runner. */
+#ifndef WSN_TESTUTIL_H
+#define WSN_TESTUTIL_H
+
+#include <check.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wsnorm.h"
+
+/* The run's base seed: $WSNORM_SEED or the time; printed once by the runner. */
+uint64_t tu_seed(void);
+/* A seed for one case, derived from the base seed and a tag, printed with the tag. */
+uint64_t tu_case_seed(const char *tag);
+/* A fresh temporary directory (removed by tu_rmtree). Returns a malloc'd path. */
+char *tu_tmpdir(void);
+void tu_rmtree(const char *path);
+/* Write bytes to a file; ck_assert on failure. */
+void tu_write_file(const char *path, const void *data, size_t len);
+/* Host buffer helpers that ck_assert on failure. */
+void *tu_xmalloc(size_t n);
+
+/* Result of running a command. */
+struct tu_proc {
+	int status;      /* exit status, or 128 + signal */
+	char *out;       /* stdout, NUL-terminated, malloc'd */
+	char *err;       /* stderr */
+};
+/* Run argv (argv[0] resolved by PATH unless it has a slash) with a timeout in seconds. */
+void tu_run(char *const argv[], int timeout_s, struct tu_proc *p);
+void tu_proc_free(struct tu_proc *p);
+/* The wsnorm binary under test ($WSNORM_BIN). */
+const char *tu_wsnorm_bin(void);
+
+#endif
