@@ -1,0 +1,4 @@
+/* SPDX-License-Identifier: MIT */
+/* placeholder */
+#include "reference.h"
+typedef int ref_placeholder;
