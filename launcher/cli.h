@@ -1,6 +1,104 @@
 /* SPDX-License-Identifier: MIT */
-/* launcher/cli.h: what the wsnorm subcommands share. */
+/* launcher/cli.h: what the wsnorm subcommands share: exit codes, option parsing, output. */
 #ifndef WSN_CLI_H
 #define WSN_CLI_H
+
+#include "config.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
 #include "wsnorm.h"
+
+/* Exit status of every subcommand. */
+enum {
+	EXIT_PASS = 0,    /* success; verification passed */
+	EXIT_MISMATCH = 1, /* verification mismatch (or a threshold missed) */
+	EXIT_USAGE = 2,   /* bad command line */
+	EXIT_RUNTIME = 3, /* runtime error: bad input file, driver error, I/O error */
+};
+
+/* Defaults shown in help text come from these. */
+#define CLI_DEFAULT_SEED 1
+#define CLI_DEFAULT_VERIFY_ROWS 64
+#define CLI_DEFAULT_BENCH_ITERS 50
+#define CLI_DEFAULT_BENCH_WARMUP 5
+#define CLI_DEFAULT_BENCH_ROWS 16384
+#define CLI_DEFAULT_BENCH_HIDDEN "1024,2048,4096,8192,16384,32768"
+#define CLI_DEFAULT_BENCH_OPS "layernorm-fwd,layernorm-bwd,rmsnorm-fwd,rmsnorm-bwd"
+
+extern const char *cli_prog; /* "wsnorm" */
+extern int cli_verbose;     /* -v count; -1 for -q */
+
+/* Subcommands: argc/argv start at the subcommand name. */
+int cmd_devices(int argc, char **argv);
+int cmd_gen(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
+int cmd_emit(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+/* Print "wsnorm <cmd>: message" and a usage hint to stderr; returns EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Print "wsnorm: what: ERRNAME: detail" to stderr; returns EXIT_RUNTIME. */
+int cli_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Informational line to stderr unless -q. */
+void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Parsers: 0 on success, -1 on a malformed value (the caller reports a usage error). */
+int cli_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out); /* accepts K/M/G suffix (x1024) */
+int cli_parse_size(const char *s, uint64_t *out);                         /* bytes with K/M/G suffix */
+int cli_parse_f32(const char *s, float *out);
+int cli_parse_u64(const char *s, uint64_t *out);
+/* Comma-separated list of integers (with suffixes); returns count or -1. */
+int cli_parse_i64_list(const char *s, int64_t min, int64_t max, int64_t *out, int max_n);
+/* Parse "sm_90a"/"sm_100a"/"90"/"100" into 90/100; -1 on error. */
+int cli_parse_arch(const char *s);
+
+/* Seconds, monotonic. */
+double cli_now(void);
+/* Human byte rate: "12.3 GB/s". */
+const char *cli_rate(double bytes, double seconds, char *buf, size_t len);
+
+/* A progress line on stderr, shown only when stderr is a terminal and the run is past 1 s. */
+struct cli_progress {
+	double start;
+	int active;
+	int shown;
+};
+void cli_progress_start(struct cli_progress *p);
+void cli_progress_update(struct cli_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cli_progress_end(struct cli_progress *p);
+
+/* Print a JSON value to stdout, indented, with a newline. Takes the reference. */
+void cli_json_print(json_t *v);
+/* JSON number that stays valid for inf/nan (null). */
+json_t *cli_json_real(double v);
+
+/* Open a device, reporting failures; returns 0 or EXIT_RUNTIME. */
+int cli_open_device(const char *spec, int threads, struct wsn_device **out);
+
 #endif
+
+/* Which named tensors an op reads and writes in files (PyTorch names). */
+struct cli_op_io {
+	bool dy;        /* reads dy */
+	bool stats_in;  /* reads rstd (and mean for LayerNorm) */
+	bool mean;      /* the op has a mean (LayerNorm) */
+	enum wsn_op fwd; /* the forward op that produces its stats */
+};
+void cli_op_io(enum wsn_op op, struct cli_op_io *io);
+
+/* Seed of tensor `tag` of shard `shard` for base seed `seed`. */
+uint64_t cli_tensor_seed(uint64_t seed, int shard, char tag);
+
+#define CLI_MAX_SHARDS 4096
+#define CLI_MAX_HIDDEN (1 << 24)
+#define CLI_MAX_ROWS (1LL << 40)
+
+/* Write one generated input file (see `wsnorm gen`); used by `run --demo`. Returns 0 or EXIT_RUNTIME. */
+int cli_gen_file(enum wsn_op op, enum wsn_dtype dt, int64_t rows, int64_t hidden, uint64_t seed,
+		 const char *path);

@@ -1,4 +1,445 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder */
+/* launcher/cmd_bench.c: `wsnorm bench`: kernel time on device-resident data against the copy bandwidth. */
 #include "cli.h"
-typedef int wsn_cli_placeholder_cmd_bench;
+
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_LIST 32
+#define CPU_DEFAULT_ROWS 1024
+#define CPU_DEFAULT_ITERS 3
+
+struct bench_opts {
+	const char *device;
+	enum wsn_op ops[WSN_OP_COUNT];
+	int nops;
+	enum wsn_dtype dts[WSN_DTYPE_COUNT];
+	int ndts;
+	int64_t hidden[MAX_LIST];
+	int nhidden;
+	int64_t rows;
+	int iters, warmup;
+	enum wsn_approach approach;
+	uint64_t copy_bytes;
+	int json;
+	int have_rows, have_iters;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: %s bench [OPTIONS]\n"
+		"Time each op on device-resident inputs, rotated over enough input sets to exceed the L2\n"
+		"cache, with events around many launches after a warm-up; report the median time, the\n"
+		"throughput over the fewest bytes the op must move, and its fraction of the device-to-device\n"
+		"copy bandwidth measured in the same run.\n\n"
+		"  --device SPEC    cpu, cuda:N or auto (default auto)\n"
+		"  --op LIST        ops, comma-separated (default %s)\n"
+		"  --dtype LIST     dtypes, comma-separated (default bf16)\n"
+		"  --hidden LIST    hidden sizes, comma-separated, K suffix allowed (default %s)\n"
+		"  --rows N         rows (default %d; %d on the CPU)\n"
+		"  --iters N        timed batches, the median is reported (default %d; %d on the CPU)\n"
+		"  --warmup N       untimed launches first (default %d)\n"
+		"  --approach A     auto, multiwave or ws (default auto)\n"
+		"  --copy-size SIZE bytes of the copy-bandwidth buffer (default 1G; 256M on the CPU)\n"
+		"  --json           machine-readable output\n"
+		"  -h, --help       show this help\n",
+		cli_prog, CLI_DEFAULT_BENCH_OPS, CLI_DEFAULT_BENCH_HIDDEN, CLI_DEFAULT_BENCH_ROWS, CPU_DEFAULT_ROWS,
+		CLI_DEFAULT_BENCH_ITERS, CPU_DEFAULT_ITERS, CLI_DEFAULT_BENCH_WARMUP);
+}
+
+static int cmp_f(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+	return (x > y) - (x < y);
+}
+
+static float median(float *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_f);
+	return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Time `launch` batches with events; returns the median milliseconds of one call. */
+struct timer {
+	struct wsn_device *dev;
+	struct wsn_stream *s;
+	struct wsn_event *e0, *e1;
+};
+
+/* Device-to-device copy bandwidth in bytes/s, counting bytes read plus written. */
+static int copy_bandwidth(struct timer *t, uint64_t bytes, int iters, double *out)
+{
+	void *a = NULL, *b = NULL;
+	float *ms = calloc((size_t)iters, sizeof(float));
+	int err = ms ? 0 : WSN_ENOMEM;
+
+	if (!err)
+		err = wsn_mem_alloc(t->dev, bytes, &a);
+	if (!err)
+		err = wsn_mem_alloc(t->dev, bytes, &b);
+	if (!err)
+		err = wsn_mem_set(t->dev, a, 0x5a, bytes, t->s);
+	for (int i = -2; i < iters && !err; i++) {
+		float m = 0;
+		err = wsn_event_record(t->e0, t->s);
+		if (!err)
+			err = wsn_memcpy(t->dev, b, a, bytes, WSN_COPY_D2D, t->s);
+		if (!err)
+			err = wsn_event_record(t->e1, t->s);
+		if (!err)
+			err = wsn_event_sync(t->e1);
+		if (!err)
+			err = wsn_event_elapsed(t->e0, t->e1, &m);
+		if (!err && i >= 0)
+			ms[i] = m;
+	}
+	if (!err)
+		*out = 2.0 * (double)bytes / (median(ms, iters) * 1e-3);
+	wsn_mem_free(t->dev, a);
+	wsn_mem_free(t->dev, b);
+	free(ms);
+	return err;
+}
+
+/* One input/output set in device memory. */
+struct set {
+	void *x, *dy, *y, *mean, *rstd;
+};
+
+struct point {
+	enum wsn_op op;
+	enum wsn_dtype dt;
+	int64_t hidden, rows;
+	double ms, bytes, tbs, frac;
+	int sets;
+	char approach[16];
+};
+
+static int bench_point(const struct bench_opts *o, struct timer *t, const struct wsn_device_info *di,
+		       double copy_bps, struct point *pt)
+{
+	size_t es = wsn_dtype_size(pt->dt), mat = (size_t)pt->rows * (size_t)pt->hidden * es;
+	size_t stats = (size_t)pt->rows * 4, vec = (size_t)pt->hidden * es, set_bytes;
+	int bwd = wsn_op_is_backward(pt->op), ln = pt->op == WSN_LAYERNORM_FWD || pt->op == WSN_LAYERNORM_BWD;
+	int nsets, err = 0, host = di->exec_mem == WSN_MEM_HOST;
+	struct set *sets = NULL;
+	void *w = NULL, *b = NULL, *dw = NULL, *db = NULL, *hbuf = NULL;
+	struct wsn_plan *plan = NULL;
+	struct wsn_plan_options po;
+	float *ms = NULL;
+
+	set_bytes = mat * (bwd ? 3 : 2) + stats * 2;
+	/* enough sets that one pass over all of them does not fit in L2 (twice over) */
+	nsets = (int)((2 * (uint64_t)di->l2_bytes + set_bytes - 1) / set_bytes) + 1;
+	if (nsets < 2)
+		nsets = 2;
+	if (nsets > 64)
+		nsets = 64;
+	pt->sets = nsets;
+	if (!(sets = calloc((size_t)nsets, sizeof(*sets))) || !(ms = calloc((size_t)o->iters, sizeof(float))))
+		goto oom;
+	/* random inputs, made once on the host and copied into every set */
+	{
+		size_t hb = mat > stats ? mat : stats;
+		struct wsn_tensor ht;
+		if ((err = wsn_host_alloc(t->dev, hb, &hbuf)) < 0)
+			goto fail;
+		for (int k = 0; k < nsets && !err; k++) {
+			struct set *st = &sets[k];
+			if ((err = wsn_mem_alloc(t->dev, mat, &st->x)) < 0 || (err = wsn_mem_alloc(t->dev, mat, &st->y)) < 0 ||
+			    (bwd && (err = wsn_mem_alloc(t->dev, mat, &st->dy)) < 0) ||
+			    (err = wsn_mem_alloc(t->dev, stats, &st->mean)) < 0 ||
+			    (err = wsn_mem_alloc(t->dev, stats, &st->rstd)) < 0)
+				goto fail;
+		}
+		wsn_tensor_2d(&ht, hbuf, pt->dt, WSN_MEM_HOST, pt->rows, pt->hidden);
+		wsn_tensor_fill_random(&ht, 11, 0.25f, 1.0f);
+		for (int k = 0; k < nsets && !err; k++)
+			err = wsn_memcpy(t->dev, sets[k].x, hbuf, mat, WSN_COPY_H2D, NULL);
+		if (bwd) {
+			wsn_tensor_fill_random(&ht, 12, 0.0f, 1.0f);
+			for (int k = 0; k < nsets && !err; k++)
+				err = wsn_memcpy(t->dev, sets[k].dy, hbuf, mat, WSN_COPY_H2D, NULL);
+			wsn_tensor_1d(&ht, hbuf, WSN_F32, WSN_MEM_HOST, pt->rows);
+			wsn_tensor_fill_random(&ht, 13, 0.25f, 0.1f);
+			for (int k = 0; k < nsets && !err; k++)
+				err = wsn_memcpy(t->dev, sets[k].mean, hbuf, stats, WSN_COPY_H2D, NULL);
+			wsn_tensor_fill_random(&ht, 14, 1.0f, 0.05f);
+			for (int k = 0; k < nsets && !err; k++)
+				err = wsn_memcpy(t->dev, sets[k].rstd, hbuf, stats, WSN_COPY_H2D, NULL);
+		}
+		if (!err && (err = wsn_mem_alloc(t->dev, vec, &w)) >= 0 && (err = wsn_mem_alloc(t->dev, vec, &b)) >= 0 &&
+		    (err = wsn_mem_alloc(t->dev, vec, &dw)) >= 0 && (err = wsn_mem_alloc(t->dev, vec, &db)) >= 0) {
+			wsn_tensor_1d(&ht, hbuf, pt->dt, WSN_MEM_HOST, pt->hidden);
+			wsn_tensor_fill_random(&ht, 15, 1.0f, 0.25f);
+			err = wsn_memcpy(t->dev, w, hbuf, vec, WSN_COPY_H2D, NULL);
+			wsn_tensor_fill_random(&ht, 16, 0.0f, 0.1f);
+			if (!err)
+				err = wsn_memcpy(t->dev, b, hbuf, vec, WSN_COPY_H2D, NULL);
+		}
+		if (err < 0)
+			goto fail;
+	}
+	wsn_plan_options_init(&po, pt->op);
+	po.approach = o->approach;
+	if ((err = wsn_plan_create(t->dev, pt->op, pt->rows, pt->hidden, pt->dt, &po, &plan)) < 0)
+		goto fail;
+	snprintf(pt->approach, sizeof(pt->approach), "%s", host ? "cpu" : wsn_approach_name(o->approach));
+	for (int it = -o->warmup; it < o->iters; it++) {
+		float m = 0;
+		int batch = it < 0 ? 1 : nsets;
+
+		if (it >= 0 && (err = wsn_event_record(t->e0, t->s)) < 0)
+			goto fail;
+		for (int k = 0; k < batch; k++) {
+			struct set *st = &sets[(it < 0 ? -it : k) % nsets];
+			enum wsn_mem mem = di->exec_mem;
+			struct wsn_args a;
+
+			memset(&a, 0, sizeof(a));
+			wsn_tensor_2d(&a.x, st->x, pt->dt, mem, pt->rows, pt->hidden);
+			wsn_tensor_1d(&a.weight, w, pt->dt, mem, pt->hidden);
+			if (ln)
+				wsn_tensor_1d(&a.bias, b, pt->dt, mem, pt->hidden);
+			wsn_tensor_1d(&a.rstd, st->rstd, WSN_F32, mem, pt->rows);
+			if (ln)
+				wsn_tensor_1d(&a.mean, st->mean, WSN_F32, mem, pt->rows);
+			if (bwd) {
+				wsn_tensor_2d(&a.dy, st->dy, pt->dt, mem, pt->rows, pt->hidden);
+				wsn_tensor_2d(&a.dx, st->y, pt->dt, mem, pt->rows, pt->hidden);
+				wsn_tensor_1d(&a.dweight, dw, pt->dt, mem, pt->hidden);
+				if (ln)
+					wsn_tensor_1d(&a.dbias, db, pt->dt, mem, pt->hidden);
+			} else {
+				wsn_tensor_2d(&a.y, st->y, pt->dt, mem, pt->rows, pt->hidden);
+			}
+			if ((err = wsn_plan_execute(plan, &a, t->s)) < 0)
+				goto fail;
+		}
+		if (it < 0)
+			continue;
+		if ((err = wsn_event_record(t->e1, t->s)) < 0 || (err = wsn_event_sync(t->e1)) < 0 ||
+		    (err = wsn_event_elapsed(t->e0, t->e1, &m)) < 0)
+			goto fail;
+		ms[it] = m / (float)batch;
+	}
+	if ((err = wsn_stream_sync(t->dev, t->s)) < 0)
+		goto fail;
+	pt->ms = median(ms, o->iters);
+	pt->bytes = (double)wsn_op_min_bytes(pt->op, pt->rows, pt->hidden, pt->dt, 1, ln);
+	pt->tbs = pt->bytes / (pt->ms * 1e-3) / 1e12;
+	pt->frac = copy_bps > 0 ? pt->tbs * 1e12 / copy_bps : 0;
+	goto out;
+oom:
+	err = WSN_ENOMEM;
+fail:
+	cli_fail(err, "bench: %s %s hidden %lld on %s", wsn_op_name(pt->op), wsn_dtype_name(pt->dt),
+		 (long long)pt->hidden, di->spec);
+out:
+	wsn_plan_destroy(plan);
+	for (int k = 0; sets && k < nsets; k++) {
+		wsn_mem_free(t->dev, sets[k].x);
+		wsn_mem_free(t->dev, sets[k].dy);
+		wsn_mem_free(t->dev, sets[k].y);
+		wsn_mem_free(t->dev, sets[k].mean);
+		wsn_mem_free(t->dev, sets[k].rstd);
+	}
+	wsn_mem_free(t->dev, w);
+	wsn_mem_free(t->dev, b);
+	wsn_mem_free(t->dev, dw);
+	wsn_mem_free(t->dev, db);
+	if (hbuf)
+		wsn_host_free(t->dev, hbuf);
+	free(sets);
+	free(ms);
+	return err < 0 ? EXIT_RUNTIME : 0;
+}
+
+static int parse_list(const char *s, int (*one)(const char *, int *), int *out, int max)
+{
+	char buf[512], *save = NULL, *tok;
+	int n = 0;
+
+	if (strlen(s) >= sizeof(buf))
+		return -1;
+	strcpy(buf, s);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (n >= max || one(tok, &out[n]))
+			return -1;
+		n++;
+	}
+	return n ? n : -1;
+}
+
+static int one_op(const char *s, int *v)
+{
+	enum wsn_op op;
+	if (wsn_op_parse(s, &op) < 0)
+		return -1;
+	*v = (int)op;
+	return 0;
+}
+
+static int one_dt(const char *s, int *v)
+{
+	enum wsn_dtype dt;
+	if (wsn_dtype_parse(s, &dt) < 0)
+		return -1;
+	*v = (int)dt;
+	return 0;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "device", required_argument, NULL, 'D' },  { "op", required_argument, NULL, 'o' },
+		{ "dtype", required_argument, NULL, 'd' },   { "hidden", required_argument, NULL, 'H' },
+		{ "rows", required_argument, NULL, 'r' },    { "iters", required_argument, NULL, 'i' },
+		{ "warmup", required_argument, NULL, 'w' },  { "approach", required_argument, NULL, 'a' },
+		{ "copy-size", required_argument, NULL, 'c' }, { "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },          { NULL, 0, NULL, 0 },
+	};
+	struct bench_opts o;
+	struct wsn_device_info di;
+	struct timer t = { 0 };
+	int ops[WSN_OP_COUNT], dts[WSN_DTYPE_COUNT], c, ret = EXIT_PASS, err;
+	int have_copy = 0;
+	double copy_bps = 0;
+	int64_t v;
+	json_t *jres = NULL;
+
+	memset(&o, 0, sizeof(o));
+	o.device = "auto";
+	o.nops = parse_list(CLI_DEFAULT_BENCH_OPS, one_op, ops, WSN_OP_COUNT);
+	o.ndts = 1;
+	dts[0] = WSN_BF16;
+	o.nhidden = cli_parse_i64_list(CLI_DEFAULT_BENCH_HIDDEN, 1, CLI_MAX_HIDDEN, o.hidden, MAX_LIST);
+	o.rows = CLI_DEFAULT_BENCH_ROWS;
+	o.iters = CLI_DEFAULT_BENCH_ITERS;
+	o.warmup = CLI_DEFAULT_BENCH_WARMUP;
+	o.copy_bytes = 1ull << 30;
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'D': o.device = optarg; break;
+		case 'o':
+			if ((o.nops = parse_list(optarg, one_op, ops, WSN_OP_COUNT)) < 0)
+				return cli_usage_error("bench", "bad --op '%s'", optarg);
+			break;
+		case 'd':
+			if ((o.ndts = parse_list(optarg, one_dt, dts, WSN_DTYPE_COUNT)) < 0)
+				return cli_usage_error("bench", "bad --dtype '%s'", optarg);
+			break;
+		case 'H':
+			if ((o.nhidden = cli_parse_i64_list(optarg, 1, CLI_MAX_HIDDEN, o.hidden, MAX_LIST)) < 0)
+				return cli_usage_error("bench", "bad --hidden '%s'", optarg);
+			break;
+		case 'r':
+			if (cli_parse_i64(optarg, 1, 1LL << 31, &o.rows))
+				return cli_usage_error("bench", "bad --rows '%s'", optarg);
+			o.have_rows = 1;
+			break;
+		case 'i': case 'w':
+			if (cli_parse_i64(optarg, c == 'i' ? 1 : 0, 100000, &v))
+				return cli_usage_error("bench", "bad %s '%s'", argv[optind - 1], optarg);
+			if (c == 'i')
+				o.iters = (int)v, o.have_iters = 1;
+			else
+				o.warmup = (int)v;
+			break;
+		case 'a':
+			if (wsn_approach_parse(optarg, &o.approach) < 0)
+				return cli_usage_error("bench", "%s", wsn_last_error());
+			break;
+		case 'c':
+			if (cli_parse_size(optarg, &o.copy_bytes) || o.copy_bytes < 4096)
+				return cli_usage_error("bench", "bad --copy-size '%s'", optarg);
+			have_copy = 1;
+			break;
+		case 'j': o.json = 1; break;
+		case 'h': usage(stdout); return EXIT_PASS;
+		case ':': return cli_usage_error("bench", "option '%s' needs a value", argv[optind - 1]);
+		default: return cli_usage_error("bench", "unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return cli_usage_error("bench", "unexpected argument '%s'", argv[optind]);
+	if ((ret = cli_open_device(o.device, 0, &t.dev)))
+		return ret;
+	wsn_device_info(t.dev, &di);
+	if (di.exec_mem == WSN_MEM_HOST) {
+		if (!o.have_rows)
+			o.rows = CPU_DEFAULT_ROWS;
+		if (!o.have_iters)
+			o.iters = CPU_DEFAULT_ITERS;
+		if (!have_copy)
+			o.copy_bytes = 256u << 20;
+	}
+	if ((err = wsn_stream_create(t.dev, &t.s)) < 0 || (err = wsn_event_create(t.dev, &t.e0)) < 0 ||
+	    (err = wsn_event_create(t.dev, &t.e1)) < 0) {
+		ret = cli_fail(err, "bench: streams and events on %s", di.spec);
+		goto out;
+	}
+	if ((err = copy_bandwidth(&t, o.copy_bytes, 10, &copy_bps)) < 0) {
+		ret = cli_fail(err, "bench: copy bandwidth on %s", di.spec);
+		goto out;
+	}
+	if (o.json) {
+		jres = json_array();
+	} else {
+		printf("device %s (%s); device-to-device copy %.3f TB/s (read + write, %llu MiB)\n", di.spec, di.name,
+		       copy_bps / 1e12, (unsigned long long)(o.copy_bytes >> 20));
+		printf("%-14s %-5s %7s %7s %10s %8s %7s %5s %s\n", "op", "dtype", "hidden", "rows", "time_us", "TB/s",
+		       "of_copy", "sets", "approach");
+	}
+	for (int i = 0; i < o.nops; i++) {
+		for (int d = 0; d < o.ndts; d++) {
+			for (int h = 0; h < o.nhidden; h++) {
+				struct point pt = { .op = (enum wsn_op)ops[i], .dt = (enum wsn_dtype)dts[d],
+						    .hidden = o.hidden[h], .rows = o.rows };
+				if ((ret = bench_point(&o, &t, &di, copy_bps, &pt)))
+					goto out;
+				if (o.json) {
+					json_t *p = json_object();
+					json_object_set_new(p, "op", json_string(wsn_op_name(pt.op)));
+					json_object_set_new(p, "dtype", json_string(wsn_dtype_name(pt.dt)));
+					json_object_set_new(p, "hidden", json_integer(pt.hidden));
+					json_object_set_new(p, "rows", json_integer(pt.rows));
+					json_object_set_new(p, "time_us", cli_json_real(pt.ms * 1e3));
+					json_object_set_new(p, "bytes", json_integer((json_int_t)pt.bytes));
+					json_object_set_new(p, "tbs", cli_json_real(pt.tbs));
+					json_object_set_new(p, "fraction_of_copy", cli_json_real(pt.frac));
+					json_object_set_new(p, "sets", json_integer(pt.sets));
+					json_object_set_new(p, "approach", json_string(pt.approach));
+					json_array_append_new(jres, p);
+				} else {
+					printf("%-14s %-5s %7lld %7lld %10.2f %8.3f %7.3f %5d %s\n", wsn_op_name(pt.op),
+					       wsn_dtype_name(pt.dt), (long long)pt.hidden, (long long)pt.rows, pt.ms * 1e3,
+					       pt.tbs, pt.frac, pt.sets, pt.approach);
+					fflush(stdout);
+				}
+			}
+		}
+	}
+	if (o.json) {
+		json_t *root = json_object();
+		json_object_set_new(root, "device", json_string(di.spec));
+		json_object_set_new(root, "device_name", json_string(di.name));
+		json_object_set_new(root, "copy_tbs", cli_json_real(copy_bps / 1e12));
+		json_object_set_new(root, "iters", json_integer(o.iters));
+		json_object_set_new(root, "results", jres);
+		jres = NULL;
+		cli_json_print(root);
+	}
+out:
+	json_decref(jres);
+	wsn_event_destroy(t.e0);
+	wsn_event_destroy(t.e1);
+	wsn_stream_destroy(t.s);
+	wsn_device_close(t.dev);
+	return ret;
+}

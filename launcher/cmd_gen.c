@@ -1,4 +1,245 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder */
+/* launcher/cmd_gen.c: `wsnorm gen`: seeded synthetic safetensors inputs for an op and shape. */
 #include "cli.h"
-typedef int wsn_cli_placeholder_cmd_gen;
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: %s gen --op OP --rows N --hidden H --out PATH [OPTIONS]\n"
+		"Write seeded random inputs for OP as safetensors: x (and dy, mean, rstd for backward ops),\n"
+		"weight and bias. The same seed gives the same bytes on every machine.\n\n"
+		"  --op OP          layernorm-fwd, layernorm-bwd, rmsnorm-fwd or rmsnorm-bwd\n"
+		"  --dtype DT       f32, f16 or bf16 (default bf16)\n"
+		"  --rows N         rows (K/M suffixes allowed)\n"
+		"  --hidden H       hidden size (elements per row)\n"
+		"  --shards K       split the rows over K files in directory PATH (default 1: PATH is a file)\n"
+		"  --seed S         random seed (default %d)\n"
+		"  --eps E          epsilon used for the stats of backward inputs (default %g)\n"
+		"  --no-weight      no affine weight\n"
+		"  --no-bias        no affine bias (LayerNorm)\n"
+		"  --out PATH       output file, or directory for --shards > 1\n"
+		"  -h, --help       show this help\n",
+		cli_prog, CLI_DEFAULT_SEED, (double)WSN_DEFAULT_EPS);
+}
+
+struct gen {
+	enum wsn_op op;
+	enum wsn_dtype dt;
+	int64_t rows, hidden;
+	int shards;
+	uint64_t seed;
+	float eps;
+	int weight, bias;
+	const char *out;
+};
+
+/* Write one shard of `rows` rows to path. Returns 0 or EXIT_RUNTIME. */
+static int write_shard(const struct gen *g, struct wsn_device *cpu, int shard, int64_t rows,
+		       const char *path)
+{
+	struct cli_op_io io;
+	size_t es = wsn_dtype_size(g->dt), n = (size_t)rows * (size_t)g->hidden;
+	struct wsn_tensor x, dy, w, b, mean, rstd, y;
+	struct wsn_named_tensor list[6];
+	char meta_op[32], meta_eps[32], meta_seed[32], meta_shard[32];
+	const char *meta[] = { "wsnorm.op", meta_op, "wsnorm.eps", meta_eps, "wsnorm.seed", meta_seed,
+			       "wsnorm.shard", meta_shard, NULL };
+	void *bx = NULL, *bdy = NULL, *bw = NULL, *bb = NULL, *by = NULL;
+	float *bmean = NULL, *brstd = NULL;
+	int nt = 0, err, ret = EXIT_RUNTIME;
+	struct wsn_plan *plan = NULL;
+
+	cli_op_io(g->op, &io);
+	bx = malloc(n * es);
+	bw = malloc((size_t)g->hidden * es);
+	bb = malloc((size_t)g->hidden * es);
+	if (!bx || !bw || !bb)
+		goto oom;
+	wsn_tensor_2d(&x, bx, g->dt, WSN_MEM_HOST, rows, g->hidden);
+	wsn_tensor_1d(&w, bw, g->dt, WSN_MEM_HOST, g->hidden);
+	wsn_tensor_1d(&b, bb, g->dt, WSN_MEM_HOST, g->hidden);
+	wsn_tensor_fill_random(&x, cli_tensor_seed(g->seed, shard, 'x'), 0.25f, 1.0f);
+	/* weight and bias are the same in every shard */
+	wsn_tensor_fill_random(&w, cli_tensor_seed(g->seed, 0, 'w'), 1.0f, 0.25f);
+	wsn_tensor_fill_random(&b, cli_tensor_seed(g->seed, 0, 'b'), 0.0f, 0.1f);
+	list[nt++] = (struct wsn_named_tensor){ "x", &x };
+	if (io.dy) {
+		struct wsn_plan_options po;
+		struct wsn_args a;
+
+		if (!(bdy = malloc(n * es)) || !(by = malloc(n * es)) ||
+		    !(bmean = malloc((size_t)rows * 4)) || !(brstd = malloc((size_t)rows * 4)))
+			goto oom;
+		wsn_tensor_2d(&dy, bdy, g->dt, WSN_MEM_HOST, rows, g->hidden);
+		wsn_tensor_fill_random(&dy, cli_tensor_seed(g->seed, shard, 'd'), 0.0f, 1.0f);
+		list[nt++] = (struct wsn_named_tensor){ "dy", &dy };
+		/* the saved stats of the forward pass, as training would hand them to backward */
+		wsn_plan_options_init(&po, io.fwd);
+		po.eps = g->eps;
+		po.has_weight = g->weight;
+		po.has_bias = g->bias;
+		if ((err = wsn_plan_create(cpu, io.fwd, rows, g->hidden, g->dt, &po, &plan)) < 0) {
+			cli_fail(err, "gen: planning the forward stats");
+			goto out;
+		}
+		memset(&a, 0, sizeof(a));
+		a.x = x;
+		if (g->weight)
+			a.weight = w;
+		if (g->bias && io.mean)
+			a.bias = b;
+		wsn_tensor_2d(&y, by, g->dt, WSN_MEM_HOST, rows, g->hidden);
+		a.y = y;
+		wsn_tensor_1d(&rstd, brstd, WSN_F32, WSN_MEM_HOST, rows);
+		a.rstd = rstd;
+		if (io.mean) {
+			wsn_tensor_1d(&mean, bmean, WSN_F32, WSN_MEM_HOST, rows);
+			a.mean = mean;
+		}
+		if ((err = wsn_plan_execute(plan, &a, NULL)) < 0) {
+			cli_fail(err, "gen: computing the forward stats");
+			goto out;
+		}
+		if (io.mean)
+			list[nt++] = (struct wsn_named_tensor){ "mean", &mean };
+		list[nt++] = (struct wsn_named_tensor){ "rstd", &rstd };
+	}
+	if (g->weight)
+		list[nt++] = (struct wsn_named_tensor){ "weight", &w };
+	if (g->bias && io.mean)
+		list[nt++] = (struct wsn_named_tensor){ "bias", &b };
+	snprintf(meta_op, sizeof(meta_op), "%s", wsn_op_name(g->op));
+	snprintf(meta_eps, sizeof(meta_eps), "%.9g", (double)g->eps);
+	snprintf(meta_seed, sizeof(meta_seed), "%llu", (unsigned long long)g->seed);
+	snprintf(meta_shard, sizeof(meta_shard), "%d/%d", shard, g->shards);
+	if ((err = wsn_st_write(path, list, nt, meta)) < 0) {
+		cli_fail(err, "gen: cannot write '%s'", path);
+		goto out;
+	}
+	cli_note("wrote %s: %d tensors, %lld x %lld %s\n", path, nt, (long long)rows, (long long)g->hidden,
+		 wsn_dtype_name(g->dt));
+	ret = EXIT_PASS;
+	goto out;
+oom:
+	fprintf(stderr, "%s: gen: out of memory for %lld x %lld %s\n", cli_prog, (long long)rows,
+		(long long)g->hidden, wsn_dtype_name(g->dt));
+out:
+	wsn_plan_destroy(plan);
+	free(bx), free(bdy), free(bw), free(bb), free(by), free(bmean), free(brstd);
+	return ret;
+}
+
+int cmd_gen(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "op", required_argument, NULL, 'o' },     { "dtype", required_argument, NULL, 'd' },
+		{ "rows", required_argument, NULL, 'r' },   { "hidden", required_argument, NULL, 'H' },
+		{ "shards", required_argument, NULL, 'k' }, { "seed", required_argument, NULL, 's' },
+		{ "eps", required_argument, NULL, 'e' },    { "no-weight", no_argument, NULL, 'W' },
+		{ "no-bias", no_argument, NULL, 'B' },      { "out", required_argument, NULL, 'O' },
+		{ "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 },
+	};
+	struct gen g = { .dt = WSN_BF16, .shards = 1, .seed = CLI_DEFAULT_SEED, .eps = WSN_DEFAULT_EPS,
+			 .weight = 1, .bias = 1 };
+	struct wsn_device *cpu = NULL;
+	int have_op = 0, c, ret = EXIT_PASS;
+	int64_t v;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			if (wsn_op_parse(optarg, &g.op) < 0)
+				return cli_usage_error("gen", "%s", wsn_last_error());
+			have_op = 1;
+			break;
+		case 'd':
+			if (wsn_dtype_parse(optarg, &g.dt) < 0)
+				return cli_usage_error("gen", "%s", wsn_last_error());
+			break;
+		case 'r':
+			if (cli_parse_i64(optarg, 1, CLI_MAX_ROWS, &g.rows))
+				return cli_usage_error("gen", "bad --rows '%s' (expected 1..2^40)", optarg);
+			break;
+		case 'H':
+			if (cli_parse_i64(optarg, 1, CLI_MAX_HIDDEN, &g.hidden))
+				return cli_usage_error("gen", "bad --hidden '%s' (expected 1..%d)", optarg, CLI_MAX_HIDDEN);
+			break;
+		case 'k':
+			if (cli_parse_i64(optarg, 1, CLI_MAX_SHARDS, &v))
+				return cli_usage_error("gen", "bad --shards '%s' (expected 1..%d)", optarg, CLI_MAX_SHARDS);
+			g.shards = (int)v;
+			break;
+		case 's':
+			if (cli_parse_u64(optarg, &g.seed))
+				return cli_usage_error("gen", "bad --seed '%s'", optarg);
+			break;
+		case 'e':
+			if (cli_parse_f32(optarg, &g.eps) || !(g.eps > 0) || g.eps > 1)
+				return cli_usage_error("gen", "bad --eps '%s' (expected 0 < eps <= 1)", optarg);
+			break;
+		case 'W': g.weight = 0; break;
+		case 'B': g.bias = 0; break;
+		case 'O': g.out = optarg; break;
+		case 'h': usage(stdout); return EXIT_PASS;
+		case ':': return cli_usage_error("gen", "option '%s' needs a value", argv[optind - 1]);
+		default: return cli_usage_error("gen", "unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return cli_usage_error("gen", "unexpected argument '%s'", argv[optind]);
+	if (!have_op)
+		return cli_usage_error("gen", "--op is required");
+	if (!g.rows || !g.hidden)
+		return cli_usage_error("gen", "--rows and --hidden are required");
+	if (!g.out)
+		return cli_usage_error("gen", "--out is required");
+	if (g.shards > g.rows)
+		return cli_usage_error("gen", "--shards %d is more than --rows %lld", g.shards, (long long)g.rows);
+	if (g.rows > (int64_t)(SIZE_MAX / 4) / g.hidden)
+		return cli_usage_error("gen", "%lld x %lld is too large", (long long)g.rows, (long long)g.hidden);
+	if ((ret = cli_open_device("cpu", 0, &cpu)))
+		return ret;
+	if (g.shards == 1) {
+		ret = write_shard(&g, cpu, 0, g.rows, g.out);
+	} else {
+		if (mkdir(g.out, 0777) < 0 && errno != EEXIST) {
+			fprintf(stderr, "%s: gen: cannot create directory '%s': %s\n", cli_prog, g.out, strerror(errno));
+			ret = EXIT_RUNTIME;
+		}
+		for (int s = 0; s < g.shards && !ret; s++) {
+			int64_t r0 = g.rows * s / g.shards, r1 = g.rows * (s + 1) / g.shards;
+			char path[4096];
+			if (snprintf(path, sizeof(path), "%s/shard-%05d-of-%05d.safetensors", g.out, s, g.shards) >=
+			    (int)sizeof(path)) {
+				fprintf(stderr, "%s: gen: path too long: %s\n", cli_prog, g.out);
+				ret = EXIT_RUNTIME;
+				break;
+			}
+			ret = write_shard(&g, cpu, s, r1 - r0, path);
+		}
+	}
+	wsn_device_close(cpu);
+	return ret;
+}
+
+int cli_gen_file(enum wsn_op op, enum wsn_dtype dt, int64_t rows, int64_t hidden, uint64_t seed,
+		 const char *path)
+{
+	struct gen g = { .op = op, .dt = dt, .rows = rows, .hidden = hidden, .shards = 1, .seed = seed,
+			 .eps = WSN_DEFAULT_EPS, .weight = 1, .bias = 1, .out = path };
+	struct wsn_device *cpu = NULL;
+	int ret = cli_open_device("cpu", 0, &cpu);
+
+	if (!ret)
+		ret = write_shard(&g, cpu, 0, rows, path);
+	wsn_device_close(cpu);
+	return ret;
+}

@@ -1,4 +1,209 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder */
+/* launcher/cmd_plan.c: `wsnorm plan` and `wsnorm emit`: the plan and the generated PTX for a shape. */
 #include "cli.h"
-typedef int wsn_cli_placeholder_cmd_plan;
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct shape_opts {
+	enum wsn_op op;
+	int have_op;
+	enum wsn_dtype dt;
+	int64_t hidden, rows;
+	struct wsn_plan_options po;
+	const char *device; /* plan: a real device instead of the modelled one */
+	int json;
+};
+
+static void usage(FILE *f, const char *cmd)
+{
+	int emit = !strcmp(cmd, "emit");
+
+	fprintf(f,
+		"Usage: %s %s --op OP --hidden H [OPTIONS]\n"
+		"%s\n\n"
+		"  --op OP            layernorm-fwd, layernorm-bwd, rmsnorm-fwd or rmsnorm-bwd\n"
+		"  --dtype DT         f32, f16 or bf16 (default bf16)\n"
+		"  --hidden H         hidden size\n"
+		"  --rows N           rows the plan is for (default %d)\n"
+		"  --approach A       auto, multiwave or ws (default auto)\n"
+		"  --arch ARCH        sm_90a or sm_100a (default sm_90a; with --device: the device's)\n"
+		"  --block-threads N  force threads per row (bdimx)\n"
+		"  --groups N         force rows per CTA (bdimy)\n"
+		"  --unroll N         force rows per iteration (ws)\n"
+		"  --stages N         force circular-buffer stages (ws)\n"
+		"  --eps E            epsilon (default %g)\n"
+		"  --no-weight        no affine weight\n"
+		"  --no-bias          no affine bias\n"
+		"%s"
+		"  -h, --help         show this help\n",
+		cli_prog, cmd,
+		emit ? "Print the PTX that a GPU plan for this shape would JIT-compile. Needs no GPU: planning\n"
+		       "assumes an H100 (sm_90a) or a B200-like device (sm_100a)."
+		     : "Print the plan for this shape: the kernel family, every parameter, the shared-memory and\n"
+		       "register budgets, and which rule decided. Without --device it plans for a modelled\n"
+		       "H100 (or B200-like device with --arch sm_100a) and needs no GPU.",
+		CLI_DEFAULT_BENCH_ROWS, (double)WSN_DEFAULT_EPS,
+		emit ? "" : "  --device SPEC      plan on a real device (cpu, cuda:N)\n"
+			    "  --json             machine-readable output\n");
+}
+
+static int parse(int argc, char **argv, const char *cmd, struct shape_opts *o)
+{
+	static const struct option opts[] = {
+		{ "op", required_argument, NULL, 'o' },        { "dtype", required_argument, NULL, 'd' },
+		{ "hidden", required_argument, NULL, 'H' },    { "rows", required_argument, NULL, 'r' },
+		{ "approach", required_argument, NULL, 'a' },  { "arch", required_argument, NULL, 'A' },
+		{ "block-threads", required_argument, NULL, 'x' }, { "groups", required_argument, NULL, 'y' },
+		{ "unroll", required_argument, NULL, 'u' },    { "stages", required_argument, NULL, 's' },
+		{ "eps", required_argument, NULL, 'e' },       { "no-weight", no_argument, NULL, 'W' },
+		{ "no-bias", no_argument, NULL, 'B' },         { "device", required_argument, NULL, 'D' },
+		{ "json", no_argument, NULL, 'j' },            { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int emit = !strcmp(cmd, "emit"), c, nb = -1, have_eps = 0;
+	float eps = WSN_DEFAULT_EPS;
+	int64_t v;
+
+	memset(o, 0, sizeof(*o));
+	o->dt = WSN_BF16;
+	o->rows = CLI_DEFAULT_BENCH_ROWS;
+	wsn_plan_options_init(&o->po, WSN_LAYERNORM_FWD);
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			if (wsn_op_parse(optarg, &o->op) < 0)
+				return cli_usage_error(cmd, "%s", wsn_last_error());
+			o->have_op = 1;
+			break;
+		case 'd':
+			if (wsn_dtype_parse(optarg, &o->dt) < 0)
+				return cli_usage_error(cmd, "%s", wsn_last_error());
+			break;
+		case 'H':
+			if (cli_parse_i64(optarg, 1, CLI_MAX_HIDDEN, &o->hidden))
+				return cli_usage_error(cmd, "bad --hidden '%s' (expected 1..%d)", optarg, CLI_MAX_HIDDEN);
+			break;
+		case 'r':
+			if (cli_parse_i64(optarg, 1, CLI_MAX_ROWS, &o->rows))
+				return cli_usage_error(cmd, "bad --rows '%s'", optarg);
+			break;
+		case 'a':
+			if (wsn_approach_parse(optarg, &o->po.approach) < 0)
+				return cli_usage_error(cmd, "%s", wsn_last_error());
+			break;
+		case 'A':
+			if ((o->po.arch = cli_parse_arch(optarg)) < 0)
+				return cli_usage_error(cmd, "bad --arch '%s' (expected sm_90a or sm_100a)", optarg);
+			break;
+		case 'x': case 'y': case 'u': case 's':
+			if (cli_parse_i64(optarg, 1, 1024, &v))
+				return cli_usage_error(cmd, "bad value '%s' for %s (expected 1..1024)", optarg,
+						       argv[optind - 1]);
+			*(c == 'x' ? &o->po.block_threads : c == 'y' ? &o->po.groups : c == 'u' ? &o->po.unroll
+											: &o->po.stages) = (int)v;
+			break;
+		case 'e':
+			if (cli_parse_f32(optarg, &eps) || !(eps > 0) || eps > 1)
+				return cli_usage_error(cmd, "bad --eps '%s' (expected 0 < eps <= 1)", optarg);
+			have_eps = 1;
+			break;
+		case 'W': o->po.has_weight = 0; break;
+		case 'B': nb = 0; break;
+		case 'D':
+			if (emit)
+				return cli_usage_error(cmd, "unknown option '--device'");
+			o->device = optarg;
+			break;
+		case 'j':
+			if (emit)
+				return cli_usage_error(cmd, "unknown option '--json'");
+			o->json = 1;
+			break;
+		case 'h': usage(stdout, cmd); return -1;
+		case ':': return cli_usage_error(cmd, "option '%s' needs a value", argv[optind - 1]);
+		default: return cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+	if (!o->have_op)
+		return cli_usage_error(cmd, "--op is required");
+	if (!o->hidden)
+		return cli_usage_error(cmd, "--hidden is required");
+	{
+		struct wsn_plan_options d;
+		wsn_plan_options_init(&d, o->op);
+		o->po.has_bias = nb == 0 ? 0 : d.has_bias;
+		o->po.eps = have_eps ? eps : d.eps;
+	}
+	return 0;
+}
+
+int cmd_emit(int argc, char **argv)
+{
+	struct shape_opts o;
+	char *ptx = NULL;
+	int r = parse(argc, argv, "emit", &o), err;
+
+	if (r)
+		return r < 0 ? EXIT_PASS : r;
+	if ((err = wsn_emit_ptx(o.op, o.dt, o.hidden, o.rows, &o.po, &ptx, NULL)) < 0)
+		return cli_fail(err, "emit: %s %s hidden %lld", wsn_op_name(o.op), wsn_dtype_name(o.dt),
+				(long long)o.hidden);
+	fputs(ptx, stdout);
+	free(ptx);
+	return EXIT_PASS;
+}
+
+int cmd_plan(int argc, char **argv)
+{
+	struct shape_opts o;
+	char *text = NULL, *ptx = NULL;
+	int r = parse(argc, argv, "plan", &o), err, ret = EXIT_PASS;
+
+	if (r)
+		return r < 0 ? EXIT_PASS : r;
+	if (o.device) {
+		struct wsn_device *dev = NULL;
+		struct wsn_plan *plan = NULL;
+		int n;
+
+		if ((ret = cli_open_device(o.device, 0, &dev)))
+			return ret;
+		if ((err = wsn_plan_create(dev, o.op, o.rows, o.hidden, o.dt, &o.po, &plan)) < 0) {
+			ret = cli_fail(err, "plan: %s %s hidden %lld on %s", wsn_op_name(o.op), wsn_dtype_name(o.dt),
+				       (long long)o.hidden, o.device);
+		} else if ((n = wsn_plan_describe(plan, NULL, 0)) < 0 || !(text = malloc((size_t)n + 1))) {
+			ret = cli_fail(n < 0 ? n : WSN_ENOMEM, "plan: describe");
+		} else {
+			wsn_plan_describe(plan, text, (size_t)n + 1);
+		}
+		wsn_plan_destroy(plan);
+		wsn_device_close(dev);
+		if (ret)
+			return ret;
+	} else if ((err = wsn_emit_ptx(o.op, o.dt, o.hidden, o.rows, &o.po, &ptx, &text)) < 0) {
+		return cli_fail(err, "plan: %s %s hidden %lld", wsn_op_name(o.op), wsn_dtype_name(o.dt),
+				(long long)o.hidden);
+	}
+	if (o.json) {
+		json_t *j = json_object();
+		json_object_set_new(j, "op", json_string(wsn_op_name(o.op)));
+		json_object_set_new(j, "dtype", json_string(wsn_dtype_name(o.dt)));
+		json_object_set_new(j, "hidden", json_integer(o.hidden));
+		json_object_set_new(j, "rows", json_integer(o.rows));
+		json_object_set_new(j, "device", json_string(o.device ? o.device : o.po.arch == 100 ? "model:b200"
+												    : "model:h100"));
+		json_object_set_new(j, "plan", json_string(text ? text : ""));
+		cli_json_print(j);
+	} else {
+		fputs(text ? text : "", stdout);
+	}
+	free(text);
+	free(ptx);
+	return ret;
+}

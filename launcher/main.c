@@ -1,5 +1,74 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder */
-#include <stdio.h>
+/* launcher/main.c: the wsnorm command: dispatch to devices, gen, run, plan, emit, bench. */
 #include "cli.h"
-int main(void) { printf("wsnorm %s\n", wsn_version()); return 0; }
+
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+	const char *name;
+	int (*fn)(int, char **);
+	const char *what;
+} cmds[] = {
+	{ "devices", cmd_devices, "list backends and devices with their properties" },
+	{ "gen", cmd_gen, "write seeded synthetic safetensors inputs for an op and shape" },
+	{ "run", cmd_run, "read inputs through io_uring, run an op, verify, report throughput" },
+	{ "bench", cmd_bench, "time kernels on device-resident data against the copy bandwidth" },
+	{ "plan", cmd_plan, "print the plan (kernel family, parameters, budgets) for a shape" },
+	{ "emit", cmd_emit, "print the generated PTX for a shape (no GPU needed)" },
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: %s [-q|-v] COMMAND [OPTIONS]\n"
+		"LayerNorm and RMSNorm kernels on GPUs, with tensors streamed from files through io_uring.\n"
+		"\nCommands:\n",
+		cli_prog);
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		fprintf(f, "  %-8s %s\n", cmds[i].name, cmds[i].what);
+	fprintf(f,
+		"\nOptions:\n"
+		"  -h, --help     show this help and exit\n"
+		"  -V, --version  show the version and exit\n"
+		"  -q, --quiet    print only results and errors\n"
+		"  -v, --verbose  print more detail\n"
+		"\n'%s COMMAND --help' describes each command. 'wsnorm run --demo' runs a self-contained demo.\n"
+		"Exit status: 0 pass, 1 verification mismatch, 2 usage error, 3 runtime error.\n",
+		cli_prog);
+}
+
+int main(int argc, char **argv)
+{
+	int i = 1;
+
+	for (; i < argc && argv[i][0] == '-'; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			usage(stdout);
+			return EXIT_PASS;
+		} else if (!strcmp(a, "-V") || !strcmp(a, "--version")) {
+			printf("wsnorm %s (libwsnorm %s)\n", WSN_VERSION_STRING, wsn_version());
+			return EXIT_PASS;
+		} else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+			cli_verbose = -1;
+		} else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
+			cli_verbose++;
+		} else {
+			fprintf(stderr, "%s: unknown option '%s'\n", cli_prog, a);
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (i >= argc) {
+		fprintf(stderr, "%s: no command given\n", cli_prog);
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	for (size_t c = 0; c < sizeof(cmds) / sizeof(cmds[0]); c++)
+		if (!strcmp(argv[i], cmds[c].name))
+			return cmds[c].fn(argc - i, argv + i);
+	fprintf(stderr, "%s: unknown command '%s'\n", cli_prog, argv[i]);
+	usage(stderr);
+	return EXIT_USAGE;
+}

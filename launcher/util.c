@@ -1,4 +1,245 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder */
+/* launcher/util.c: option parsing, messages, progress lines and JSON output for the CLI. */
 #include "cli.h"
-typedef int wsn_cli_placeholder_util;
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *cli_prog = "wsnorm";
+int cli_verbose;
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s%s%s: ", cli_prog, cmd ? " " : "", cmd ? cmd : "");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry '%s%s%s --help' for more information.\n", cli_prog, cmd ? " " : "",
+		cmd ? cmd : "");
+	return EXIT_USAGE;
+}
+
+int cli_fail(int err, const char *fmt, ...)
+{
+	const char *detail = wsn_last_error();
+	va_list ap;
+
+	fprintf(stderr, "%s: ", cli_prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, ": %s: %s\n", wsn_err_name(err), detail && detail[0] ? detail : wsn_strerror(err));
+	return EXIT_RUNTIME;
+}
+
+void cli_note(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (cli_verbose < 0)
+		return;
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+}
+
+static int parse_suffix(const char *end, uint64_t *mult)
+{
+	*mult = 1;
+	if (!*end)
+		return 0;
+	switch (*end) {
+	case 'k': case 'K': *mult = 1ull << 10; break;
+	case 'm': case 'M': *mult = 1ull << 20; break;
+	case 'g': case 'G': *mult = 1ull << 30; break;
+	default: return -1;
+	}
+	end++;
+	if (*end == 'i' || *end == 'B')
+		end++;
+	if (*end == 'B')
+		end++;
+	return *end ? -1 : 0;
+}
+
+int cli_parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!s || !*s || *s == '-')
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || end == s || *end)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int cli_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+	char *end;
+	long long v;
+	uint64_t mult;
+
+	if (!s || !*s)
+		return -1;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || end == s || parse_suffix(end, &mult))
+		return -1;
+	if (mult > 1 && (v > (long long)(INT64_MAX / (int64_t)mult) || v < 0))
+		return -1;
+	v *= (long long)mult;
+	if (v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int cli_parse_size(const char *s, uint64_t *out)
+{
+	int64_t v;
+
+	if (cli_parse_i64(s, 1, INT64_MAX, &v))
+		return -1;
+	*out = (uint64_t)v;
+	return 0;
+}
+
+int cli_parse_f32(const char *s, float *out)
+{
+	char *end;
+	double v;
+
+	if (!s || !*s)
+		return -1;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !isfinite(v))
+		return -1;
+	*out = (float)v;
+	return 0;
+}
+
+int cli_parse_i64_list(const char *s, int64_t min, int64_t max, int64_t *out, int max_n)
+{
+	char buf[1024], *save = NULL, *tok;
+	int n = 0;
+
+	if (!s || strlen(s) >= sizeof(buf))
+		return -1;
+	strcpy(buf, s);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (n >= max_n || cli_parse_i64(tok, min, max, &out[n]))
+			return -1;
+		n++;
+	}
+	return n ? n : -1;
+}
+
+int cli_parse_arch(const char *s)
+{
+	if (!s)
+		return -1;
+	if (!strcmp(s, "sm_90a") || !strcmp(s, "sm_90") || !strcmp(s, "90"))
+		return 90;
+	if (!strcmp(s, "sm_100a") || !strcmp(s, "sm_100") || !strcmp(s, "100"))
+		return 100;
+	return -1;
+}
+
+double cli_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+const char *cli_rate(double bytes, double seconds, char *buf, size_t len)
+{
+	if (seconds <= 0)
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%.2f GB/s", bytes / seconds / 1e9);
+	return buf;
+}
+
+void cli_progress_start(struct cli_progress *p)
+{
+	p->start = cli_now();
+	p->active = isatty(STDERR_FILENO) && cli_verbose >= 0;
+	p->shown = 0;
+}
+
+void cli_progress_update(struct cli_progress *p, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!p->active || cli_now() - p->start < 1.0)
+		return;
+	fputs("\r\033[K", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fflush(stderr);
+	p->shown = 1;
+}
+
+void cli_progress_end(struct cli_progress *p)
+{
+	if (p->shown)
+		fputs("\r\033[K", stderr);
+	p->shown = 0;
+}
+
+void cli_json_print(json_t *v)
+{
+	char *s = json_dumps(v, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
+
+	if (s) {
+		puts(s);
+		free(s);
+	}
+	json_decref(v);
+}
+
+json_t *cli_json_real(double v)
+{
+	return isfinite(v) ? json_real(v) : json_null();
+}
+
+int cli_open_device(const char *spec, int threads, struct wsn_device **out)
+{
+	int err = wsn_device_open(spec, out);
+
+	if (err < 0)
+		return cli_fail(err, "cannot open device '%s'", spec);
+	if (threads > 0 && (err = wsn_device_set_threads(*out, threads)) < 0) {
+		wsn_device_close(*out);
+		*out = NULL;
+		return cli_fail(err, "cannot set %d threads", threads);
+	}
+	return 0;
+}
+
+void cli_op_io(enum wsn_op op, struct cli_op_io *io)
+{
+	memset(io, 0, sizeof(*io));
+	io->mean = op == WSN_LAYERNORM_FWD || op == WSN_LAYERNORM_BWD;
+	io->dy = io->stats_in = wsn_op_is_backward(op);
+	io->fwd = io->mean ? WSN_LAYERNORM_FWD : WSN_RMSNORM_FWD;
+}
+
+uint64_t cli_tensor_seed(uint64_t seed, int shard, char tag)
+{
+	return seed * 0x9e3779b97f4a7c15ull + (uint64_t)shard * 0x100000001b3ull + (uint64_t)(unsigned char)tag;
+}

@@ -111,6 +111,7 @@ static int fill_info(const struct wsn__backend_ops *ops, int index, struct wsn_d
 		return err;
 	snprintf(out->backend, sizeof(out->backend), "%s", ops->name);
 	out->index = index;
+	out->exec_mem = ops->exec_mem;
 	if (!strcmp(ops->name, "cpu"))
 		snprintf(out->spec, sizeof(out->spec), "cpu");
 	else

@@ -4,6 +4,7 @@
 #define WSNORM_DEVICE_H
 
 #include "common.h"
+#include "tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -27,6 +28,7 @@ struct wsn_device_info {
 	char spec[32];          /* what wsn_device_open() takes: "cpu", "cuda:0" */
 	char backend[16];
 	int index;              /* index within its backend */
+	enum wsn_mem exec_mem;  /* memory its ops read and write: WSN_MEM_HOST (cpu) or WSN_MEM_DEVICE */
 	char name[128];
 	char arch[16];          /* "x86_64", "sm_90", "gfx942" */
 	int cc_major, cc_minor; /* compute capability (CUDA) */
