@@ -1,4 +1,264 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder, being written */
-#include "internal.h"
-typedef int wsn__placeholder_runtime_io_raw_c;
+/* runtime/io/raw.c: raw binary tensor files, and the write-to-temporary-then-rename helper. */
+#include "io_internal.h"
+
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- files written under a temporary name ---- */
+
+int wsn__out_open(struct wsn__out_file *o, const char *path)
+{
+	struct stat st;
+	mode_t mode = 0644;
+	int e;
+
+	o->fd = -1;
+	o->tmp = NULL;
+	o->path = path;
+	if (!path || !path[0])
+		return wsn__error(WSN_EINVAL, "write: no path");
+	if (stat(path, &st) == 0) {
+		if (S_ISDIR(st.st_mode))
+			return wsn__error(WSN_EISDIR, "%s: is a directory, not a file", path);
+		if (!S_ISREG(st.st_mode))
+			return wsn__error(WSN_EINVAL, "%s: exists and is not a regular file", path);
+		mode = st.st_mode & 07777; /* replacing a file keeps its permissions */
+	}
+	if (asprintf(&o->tmp, "%s.XXXXXX", path) < 0) {
+		o->tmp = NULL;
+		return wsn__error(WSN_ENOMEM, "%s: out of memory", path);
+	}
+	o->fd = mkostemp(o->tmp, O_CLOEXEC);
+	if (o->fd < 0) {
+		e = errno;
+		free(o->tmp);
+		o->tmp = NULL;
+		return wsn__error(wsn__errno_code(e), "%s: cannot create a temporary file next to it: %s",
+				  path, strerror(e));
+	}
+	if (fchmod(o->fd, mode) < 0) {
+		e = errno;
+		wsn__out_abort(o);
+		return wsn__error(wsn__errno_code(e), "%s: fchmod of the temporary file failed: %s", path,
+				  strerror(e));
+	}
+	return 0;
+}
+
+int wsn__out_write(struct wsn__out_file *o, const void *buf, size_t n)
+{
+	const unsigned char *p = buf;
+
+	while (n > 0) {
+		ssize_t w = write(o->fd, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return wsn__error(wsn__errno_code(errno), "%s: write failed: %s", o->path,
+					  strerror(errno));
+		if (w == 0)
+			return wsn__error(WSN_EIO, "%s: write made no progress", o->path);
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* fsync the directory holding path so the rename itself is durable; best effort. */
+static void sync_dir(const char *path)
+{
+	char *copy = strdup(path);
+	int fd;
+
+	if (!copy)
+		return;
+	fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		fsync(fd);
+		close(fd);
+	}
+	free(copy);
+}
+
+int wsn__out_commit(struct wsn__out_file *o, bool durable)
+{
+	int e, err;
+
+	if (durable && fsync(o->fd) < 0) {
+		e = errno;
+		err = wsn__error(wsn__errno_code(e), "%s: fsync failed: %s", o->path, strerror(e));
+		goto err;
+	}
+	e = close(o->fd);
+	o->fd = -1;
+	if (e < 0) {
+		e = errno;
+		err = wsn__error(wsn__errno_code(e), "%s: close failed: %s", o->path, strerror(e));
+		goto err;
+	}
+	if (rename(o->tmp, o->path) < 0) {
+		e = errno;
+		err = wsn__error(wsn__errno_code(e), "%s: rename from %s failed: %s", o->path, o->tmp,
+				 strerror(e));
+		goto err;
+	}
+	free(o->tmp);
+	o->tmp = NULL;
+	if (durable)
+		sync_dir(o->path);
+	return 0;
+
+err:
+	wsn__out_abort(o);
+	return err;
+}
+
+void wsn__out_abort(struct wsn__out_file *o)
+{
+	if (o->fd >= 0)
+		close(o->fd);
+	o->fd = -1;
+	if (o->tmp) {
+		unlink(o->tmp);
+		free(o->tmp);
+		o->tmp = NULL;
+	}
+}
+
+/* ---- tensor checks ---- */
+
+uint64_t wsn__tensor_bytes(const struct wsn_tensor *t)
+{
+	uint64_t n;
+
+	if (!t || t->ndim < 1 || t->ndim > WSN_MAX_DIMS || !wsn_dtype_size(t->dtype))
+		return 0;
+	n = wsn_dtype_size(t->dtype);
+	for (int i = 0; i < t->ndim; i++) {
+		if (t->shape[i] < 0)
+			return 0;
+		if (__builtin_mul_overflow(n, (uint64_t)t->shape[i], &n))
+			return 0;
+	}
+	return n;
+}
+
+int wsn__check_host_contiguous(const struct wsn_tensor *t, const char *what)
+{
+	int64_t expect = 1;
+	uint64_t bytes;
+
+	if (!t)
+		return wsn__error(WSN_EINVAL, "%s: no tensor", what);
+	if (t->ndim < 1 || t->ndim > WSN_MAX_DIMS)
+		return wsn__error(WSN_EINVAL, "%s: %d dimensions (expected 1..%d)", what, t->ndim,
+				  WSN_MAX_DIMS);
+	if (!wsn_dtype_size(t->dtype))
+		return wsn__error(WSN_EDTYPE, "%s: invalid dtype %d", what, (int)t->dtype);
+	if (t->mem != WSN_MEM_HOST)
+		return wsn__error(WSN_EINVAL, "%s: tensor is not in host memory", what);
+	for (int i = 0; i < t->ndim; i++)
+		if (t->shape[i] < 0)
+			return wsn__error(WSN_ESHAPE, "%s: negative dimension %lld", what,
+					  (long long)t->shape[i]);
+	bytes = wsn__tensor_bytes(t);
+	if (!bytes) {
+		for (int i = 0; i < t->ndim; i++)
+			if (t->shape[i] == 0)
+				return 0; /* no elements: no data needed */
+		return wsn__error(WSN_EOVERFLOW, "%s: shape product overflows", what);
+	}
+	if (bytes > (uint64_t)INT64_MAX)
+		return wsn__error(WSN_EOVERFLOW, "%s: %llu bytes is too large", what,
+				  (unsigned long long)bytes);
+	if (!t->data)
+		return wsn__error(WSN_EINVAL, "%s: tensor has no data", what);
+	for (int i = t->ndim - 1; i >= 0; i--) {
+		if (t->shape[i] != 1 && t->stride[i] != expect)
+			return wsn__error(WSN_EINVAL, "%s: tensor is not contiguous (stride %lld of dimension "
+					  "%d, expected %lld)", what, (long long)t->stride[i], i,
+					  (long long)expect);
+		expect *= t->shape[i];
+	}
+	return 0;
+}
+
+/* ---- raw files ---- */
+
+WSN_API int wsn_raw_read(const char *path, struct wsn_reader *r, uint64_t offset,
+			 const struct wsn_tensor *dst)
+{
+	struct wsn_reader *own = NULL;
+	uint64_t size, want;
+	char what[1024];
+	int err;
+
+	if (!path)
+		return wsn__error(WSN_EINVAL, "raw read: no path");
+	snprintf(what, sizeof(what), "%s: destination", path);
+	err = wsn__check_host_contiguous(dst, what);
+	if (err)
+		return err;
+	want = wsn__tensor_bytes(dst);
+	err = wsn__file_size(path, &size);
+	if (err)
+		return err;
+	if (offset > size || size - offset < want) {
+		if (size == 0)
+			return wsn__error(WSN_ETRUNC, "%s: empty file, expected %llu bytes of %s data "
+					  "at offset %llu", path, (unsigned long long)want,
+					  wsn_dtype_name(dst->dtype), (unsigned long long)offset);
+		return wsn__error(WSN_ETRUNC, "%s: file of %llu bytes is too short: expected %llu bytes "
+				  "of %s data at offset %llu", path, (unsigned long long)size,
+				  (unsigned long long)want, wsn_dtype_name(dst->dtype),
+				  (unsigned long long)offset);
+	}
+	if (size - offset != want)
+		return wsn__error(WSN_ESHAPE, "%s: holds %llu bytes after offset %llu, but the shape and "
+				  "dtype (%s) expect %llu bytes", path,
+				  (unsigned long long)(size - offset), (unsigned long long)offset,
+				  wsn_dtype_name(dst->dtype), (unsigned long long)want);
+	if (!want)
+		return 0;
+	if (!r) {
+		err = wsn_reader_create(NULL, &own);
+		if (err)
+			return err;
+		r = own;
+	}
+	err = wsn_reader_read(r, path, offset, want, dst->data);
+	wsn_reader_destroy(own);
+	return err;
+}
+
+WSN_API int wsn_raw_write(const char *path, const struct wsn_tensor *t)
+{
+	struct wsn__out_file o;
+	char what[1024];
+	int err;
+
+	if (!path)
+		return wsn__error(WSN_EINVAL, "raw write: no path");
+	snprintf(what, sizeof(what), "%s: tensor", path);
+	err = wsn__check_host_contiguous(t, what);
+	if (err)
+		return err;
+	err = wsn__out_open(&o, path);
+	if (err)
+		return err;
+	err = wsn__out_write(&o, t->data, (size_t)wsn__tensor_bytes(t));
+	if (err)
+		goto err;
+	return wsn__out_commit(&o, true);
+
+err:
+	wsn__out_abort(&o);
+	return err;
+}

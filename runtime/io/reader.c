@@ -1,4 +1,691 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder, being written */
-#include "internal.h"
-typedef int wsn__placeholder_runtime_io_reader_c;
+/* runtime/io/reader.c: the io_uring file reader: registered aligned buffers, O_DIRECT, short reads. */
+#include "io_internal.h"
+
+#include <fcntl.h>
+#include <liburing.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Kernel ABI values, for liburing headers older than the flags. */
+#ifndef IORING_SETUP_COOP_TASKRUN
+#define IORING_SETUP_COOP_TASKRUN (1U << 8)
+#endif
+#ifndef IORING_SETUP_SINGLE_ISSUER
+#define IORING_SETUP_SINGLE_ISSUER (1U << 12)
+#endif
+#ifndef IORING_SETUP_DEFER_TASKRUN
+#define IORING_SETUP_DEFER_TASKRUN (1U << 13)
+#endif
+
+#define MAX_QD 4096u
+#define MIN_BS ((size_t)4096)
+#define MAX_BS ((size_t)64 << 20)
+#define MIN_ALIGN 512u
+#define WAIT_BOUND_S 60  /* longest wait for any completion before a read counts as stalled */
+#define DRAIN_BOUND_S 10 /* longest wait for in-flight reads after a failure */
+#define MAX_RETRIES 16   /* EAGAIN/EINTR results, or short reads without progress, per buffer */
+
+enum slot_state { SLOT_FREE, SLOT_PENDING, SLOT_INFLIGHT };
+
+/* One registered buffer and the file range it is reading. */
+struct slot {
+	enum slot_state state;
+	uint64_t pos;     /* file offset of the buffer's first byte */
+	size_t want;      /* bytes asked for in all */
+	size_t got;       /* bytes in the buffer so far */
+	size_t need;      /* bytes that must arrive (less than want only at the end of the range) */
+	unsigned retries;
+};
+
+struct wsn_reader {
+	struct io_uring ring;
+	struct wsn_reader_options opt;
+	bool fixed;          /* buffers registered with the ring: read_fixed */
+	bool broken;         /* a read stalled with requests in flight; the buffers are not ours */
+	unsigned char *bufs; /* queue_depth * block_size bytes, page aligned */
+	size_t bufs_len;
+	struct slot *slots;
+	struct wsn_read_stats stats;
+	char mode[128];
+};
+
+/* What a read needs to know about the open file. */
+struct file_info {
+	uint64_t size;
+	uint32_t lbs;        /* logical block size (at least MIN_ALIGN) */
+	bool dio_known;      /* statx reported STATX_DIOALIGN */
+	uint32_t dio_mem;    /* required buffer alignment, 0 if direct I/O is unsupported */
+	uint32_t dio_off;    /* required file offset and length alignment */
+};
+
+/* One wsn_reader_read() call in progress. */
+struct job {
+	const char *path;
+	int fd;
+	bool direct;
+	uint64_t align;      /* 1 for buffered reads */
+	uint64_t offset, end;/* wanted range */
+	uint64_t next, aend; /* next aligned offset to hand out, aligned end */
+	unsigned char *dst;
+	unsigned inflight;
+};
+
+int wsn__errno_code(int e)
+{
+	if (e > 0 && strcmp(wsn_err_name(-e), "UNKNOWN") != 0)
+		return -e;
+	return WSN_EIO;
+}
+
+WSN_API void wsn_reader_options_init(struct wsn_reader_options *o)
+{
+	if (!o)
+		return;
+	memset(o, 0, sizeof(*o));
+	o->queue_depth = WSN_READER_DEFAULT_QD;
+	o->block_size = WSN_READER_DEFAULT_BS;
+	o->direct = -1;
+	o->sqpoll = 0;
+}
+
+/* ---- ring setup ---- */
+
+struct ring_try {
+	unsigned flags;
+	const char *name;
+};
+
+static const struct ring_try ring_tries[] = {
+	{ IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_SINGLE_ISSUER, "DEFER_TASKRUN|SINGLE_ISSUER" },
+	{ IORING_SETUP_COOP_TASKRUN, "COOP_TASKRUN" },
+	{ 0, "none" },
+};
+
+/* DEFER_TASKRUN is not valid with SQPOLL. */
+static const struct ring_try sqpoll_tries[] = {
+	{ IORING_SETUP_SQPOLL | IORING_SETUP_SINGLE_ISSUER, "SQPOLL|SINGLE_ISSUER" },
+	{ IORING_SETUP_SQPOLL, "SQPOLL" },
+};
+
+static int try_ring(struct wsn_reader *r, unsigned flags)
+{
+	struct io_uring_params p;
+
+	memset(&p, 0, sizeof(p));
+	p.flags = flags;
+	if (flags & IORING_SETUP_SQPOLL)
+		p.sq_thread_idle = 1000; /* ms */
+	return io_uring_queue_init_params(r->opt.queue_depth, &r->ring, &p);
+}
+
+/*
+ * Set up the ring with the best flags the kernel accepts: each set refused with EINVAL falls
+ * back to the next. SQPOLL, when asked, is tried first; its refusal (any error: older kernels
+ * want privileges for it) falls back to the plain sets and is noted in the mode text.
+ */
+static int setup_ring(struct wsn_reader *r)
+{
+	int sq_err = 0, ret = 0;
+
+	if (r->opt.sqpoll) {
+		for (size_t i = 0; i < WSN_ARRAY_SIZE(sqpoll_tries); i++) {
+			ret = try_ring(r, sqpoll_tries[i].flags);
+			if (ret == 0) {
+				snprintf(r->mode, sizeof(r->mode), "%s", sqpoll_tries[i].name);
+				return 0;
+			}
+			sq_err = ret;
+		}
+	}
+	for (size_t i = 0; i < WSN_ARRAY_SIZE(ring_tries); i++) {
+		ret = try_ring(r, ring_tries[i].flags);
+		if (ret == 0) {
+			if (r->opt.sqpoll)
+				snprintf(r->mode, sizeof(r->mode), "%s (SQPOLL refused: %s)",
+					 ring_tries[i].name, wsn_err_name(wsn__errno_code(-sq_err)));
+			else
+				snprintf(r->mode, sizeof(r->mode), "%s", ring_tries[i].name);
+			return 0;
+		}
+		if (ret != -EINVAL)
+			break;
+	}
+	return wsn__error(wsn__errno_code(-ret), "reader: io_uring_setup with %u entries failed: %s",
+			  r->opt.queue_depth, strerror(-ret));
+}
+
+/*
+ * The buffers: one anonymous mapping, so every block_size buffer is page aligned, which covers
+ * any direct I/O memory alignment up to the page size. Registration can be refused (e.g. by
+ * RLIMIT_MEMLOCK for an unprivileged user); the reader then issues plain reads into the same
+ * buffers.
+ *
+ * Later, reads straight into caller-provided pinned buffers: register the ring's table sparse
+ * (io_uring_register_buffers_sparse with room beyond queue_depth), add the caller's buffers with
+ * io_uring_register_buffers_update_tag, and let a job target them instead of the bounce slots
+ * when the range and the buffer are aligned.
+ */
+static int setup_buffers(struct wsn_reader *r)
+{
+	size_t bs = r->opt.block_size;
+	unsigned qd = r->opt.queue_depth;
+	struct iovec *iov;
+	void *p;
+
+	r->bufs_len = (size_t)qd * bs;
+	p = mmap(NULL, r->bufs_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return wsn__error(WSN_ENOMEM, "reader: cannot map %zu bytes of buffers (%u x %zu): %s",
+				  r->bufs_len, qd, bs, strerror(errno));
+	r->bufs = p;
+	iov = calloc(qd, sizeof(*iov));
+	if (!iov)
+		return wsn__error(WSN_ENOMEM, "reader: out of memory");
+	for (unsigned i = 0; i < qd; i++) {
+		iov[i].iov_base = r->bufs + (size_t)i * bs;
+		iov[i].iov_len = bs;
+	}
+	r->fixed = io_uring_register_buffers(&r->ring, iov, qd) == 0;
+	free(iov);
+	return 0;
+}
+
+WSN_API int wsn_reader_create(const struct wsn_reader_options *o, struct wsn_reader **out)
+{
+	struct wsn_reader_options def;
+	struct wsn_reader *r;
+	int err;
+
+	if (!out)
+		return wsn__error(WSN_EINVAL, "reader: no output pointer");
+	*out = NULL;
+	if (!o) {
+		wsn_reader_options_init(&def);
+		o = &def;
+	}
+	if (o->queue_depth < 1 || o->queue_depth > MAX_QD)
+		return wsn__error(WSN_EINVAL, "reader: queue depth %u is out of range (1..%u)",
+				  o->queue_depth, MAX_QD);
+	if (o->block_size < MIN_BS || o->block_size > MAX_BS || o->block_size % MIN_BS)
+		return wsn__error(WSN_EINVAL,
+				  "reader: block size %zu is not a multiple of 4 KiB in 4 KiB..64 MiB",
+				  o->block_size);
+	if (o->direct < -1 || o->direct > 1)
+		return wsn__error(WSN_EINVAL, "reader: direct must be -1 (auto), 0 or 1, not %d",
+				  o->direct);
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return wsn__error(WSN_ENOMEM, "reader: out of memory");
+	r->opt = *o;
+	r->slots = calloc(o->queue_depth, sizeof(*r->slots));
+	if (!r->slots) {
+		err = wsn__error(WSN_ENOMEM, "reader: out of memory");
+		goto err_free;
+	}
+	err = setup_ring(r);
+	if (err)
+		goto err_free;
+	err = setup_buffers(r);
+	if (err)
+		goto err_ring;
+	*out = r;
+	return 0;
+
+err_ring:
+	io_uring_queue_exit(&r->ring);
+	if (r->bufs)
+		munmap(r->bufs, r->bufs_len);
+err_free:
+	free(r->slots);
+	free(r);
+	return err;
+}
+
+WSN_API void wsn_reader_destroy(struct wsn_reader *r)
+{
+	if (!r)
+		return;
+	io_uring_queue_exit(&r->ring);
+	/*
+	 * A stalled plain read may still copy into the buffers from a kernel worker: keep them mapped
+	 * (leaked) rather than let it write into whatever is mapped there next. Registered buffers
+	 * are pinned by the kernel, so unmapping them is safe.
+	 */
+	if (!r->broken || r->fixed)
+		munmap(r->bufs, r->bufs_len);
+	free(r->slots);
+	free(r);
+}
+
+WSN_API const char *wsn_reader_ring_mode(const struct wsn_reader *r)
+{
+	return r ? r->mode : "";
+}
+
+WSN_API void wsn_reader_stats(const struct wsn_reader *r, struct wsn_read_stats *out)
+{
+	if (!out)
+		return;
+	if (!r) {
+		memset(out, 0, sizeof(*out));
+		return;
+	}
+	*out = r->stats;
+}
+
+bool wsn__reader_fixed_buffers(const struct wsn_reader *r)
+{
+	return r && r->fixed;
+}
+
+/* ---- opening files ---- */
+
+static int open_error(const char *path, int e)
+{
+	if (e == ENOENT)
+		return wsn__error(WSN_ENOENT, "%s: no such file", path);
+	return wsn__error(wsn__errno_code(e), "%s: cannot open: %s", path, strerror(e));
+}
+
+/* Type, size and alignment of an open file; rejects directories and anything unseekable. */
+static int classify(int fd, const char *path, struct file_info *fi)
+{
+	unsigned mask = STATX_TYPE | STATX_SIZE;
+	struct statx stx;
+	uint32_t lbs;
+
+	memset(fi, 0, sizeof(*fi));
+#ifdef STATX_DIOALIGN
+	mask |= STATX_DIOALIGN;
+#endif
+	memset(&stx, 0, sizeof(stx));
+	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_SYNC_AS_STAT, mask, &stx) < 0)
+		return wsn__error(wsn__errno_code(errno), "%s: statx failed: %s", path, strerror(errno));
+	if (S_ISDIR(stx.stx_mode))
+		return wsn__error(WSN_EISDIR, "%s: is a directory, not a file", path);
+	if (S_ISBLK(stx.stx_mode)) {
+		uint64_t bytes = 0;
+		int ssz = 0;
+
+		if (ioctl(fd, BLKGETSIZE64, &bytes) < 0)
+			return wsn__error(wsn__errno_code(errno), "%s: BLKGETSIZE64 failed: %s", path,
+					  strerror(errno));
+		if (ioctl(fd, BLKSSZGET, &ssz) < 0)
+			ssz = 0;
+		fi->size = bytes;
+		lbs = ssz > 0 ? (uint32_t)ssz : 0;
+	} else if (S_ISREG(stx.stx_mode)) {
+		fi->size = stx.stx_size;
+		lbs = stx.stx_blksize;
+	} else {
+		return wsn__error(WSN_EINVAL, "%s: not a regular file or block device", path);
+	}
+	fi->lbs = lbs > MIN_ALIGN ? lbs : MIN_ALIGN;
+#ifdef STATX_DIOALIGN
+	if (stx.stx_mask & STATX_DIOALIGN) {
+		fi->dio_known = true;
+		fi->dio_mem = stx.stx_dio_mem_align;
+		fi->dio_off = stx.stx_dio_offset_align;
+	}
+#endif
+	return 0;
+}
+
+static bool pow2(uint64_t x)
+{
+	return x && !(x & (x - 1));
+}
+
+/*
+ * The alignment direct reads of this file need, or 0 with a reason when the reader's buffers
+ * cannot serve them (no direct I/O on this file, or alignment the buffers do not meet).
+ */
+static uint64_t dio_align(const struct wsn_reader *r, const struct file_info *fi, char *why, size_t n)
+{
+	uint64_t mem = fi->lbs, off = fi->lbs, a;
+	long page = sysconf(_SC_PAGESIZE);
+
+	if (fi->dio_known) {
+		if (!fi->dio_off || !fi->dio_mem) {
+			snprintf(why, n, "the file system reports no direct I/O for it");
+			return 0;
+		}
+		mem = fi->dio_mem;
+		off = fi->dio_off;
+	}
+	a = mem > off ? mem : off;
+	if (!pow2(mem) || !pow2(off) || mem > (uint64_t)(page > 0 ? page : 4096) ||
+	    a > r->opt.block_size || r->opt.block_size % a) {
+		snprintf(why, n, "its direct I/O alignment (memory %llu, offset %llu) does not fit "
+			 "%zu-byte page-aligned buffers", (unsigned long long)mem,
+			 (unsigned long long)off, r->opt.block_size);
+		return 0;
+	}
+	return a;
+}
+
+/*
+ * Open path for reading per the reader's direct option. O_NONBLOCK keeps open() from waiting on
+ * a FIFO; it is cleared (with O_DIRECT when direct reads are refused) once the file is known to
+ * be a regular file or block device, so io_uring does not return EAGAIN for uncached pages.
+ */
+static int open_for_read(struct wsn_reader *r, struct job *j, struct file_info *fi)
+{
+	const int base = O_RDONLY | O_CLOEXEC | O_NONBLOCK;
+	char why[160] = "";
+	int fd = -1, fl, err;
+
+	if (r->opt.direct != 0) {
+		fd = open(j->path, base | O_DIRECT);
+		if (fd < 0 && errno != EINVAL)
+			return open_error(j->path, errno);
+		if (fd < 0)
+			snprintf(why, sizeof(why), "open(O_DIRECT) was refused (EINVAL)");
+	}
+	if (fd < 0) {
+		fd = open(j->path, base);
+		if (fd < 0)
+			return open_error(j->path, errno);
+	}
+	err = classify(fd, j->path, fi);
+	if (err)
+		goto err;
+	j->align = 1;
+	if (r->opt.direct != 0 && !why[0])
+		j->align = dio_align(r, fi, why, sizeof(why));
+	if (why[0]) {
+		j->align = 1;
+		if (r->opt.direct == 1) {
+			err = wsn__error(WSN_ENOTSUP, "%s: direct I/O is required but %s", j->path, why);
+			goto err;
+		}
+	}
+	j->direct = !why[0] && r->opt.direct != 0;
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~(O_NONBLOCK | (j->direct ? 0 : O_DIRECT))) < 0) {
+		err = wsn__error(wsn__errno_code(errno), "%s: fcntl(F_SETFL) failed: %s", j->path,
+				 strerror(errno));
+		goto err;
+	}
+	if (j->direct)
+		r->stats.direct_files++;
+	else
+		r->stats.buffered_files++;
+	j->fd = fd;
+	return 0;
+
+err:
+	close(fd);
+	return err;
+}
+
+int wsn__file_size(const char *path, uint64_t *size)
+{
+	struct file_info fi;
+	int fd, err;
+
+	if (!path || !size)
+		return wsn__error(WSN_EINVAL, "file size: no path");
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return open_error(path, errno);
+	err = classify(fd, path, &fi);
+	close(fd);
+	if (!err)
+		*size = fi.size;
+	return err;
+}
+
+/* ---- the read loop ---- */
+
+/* Put a pending slot's read on the submission queue; false if the queue is full. */
+static bool queue_slot(struct wsn_reader *r, struct job *j, unsigned i)
+{
+	struct slot *s = &r->slots[i];
+	unsigned char *buf = r->bufs + (size_t)i * r->opt.block_size + s->got;
+	unsigned n = (unsigned)(s->want - s->got);
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
+
+	if (!sqe)
+		return false;
+	if (r->fixed)
+		io_uring_prep_read_fixed(sqe, j->fd, buf, n, s->pos + s->got, (int)i);
+	else
+		io_uring_prep_read(sqe, j->fd, buf, n, s->pos + s->got);
+	sqe->user_data = (uint64_t)i + 1;
+	s->state = SLOT_INFLIGHT;
+	j->inflight++;
+	return true;
+}
+
+/* Give pending slots, then free slots with the next chunks of the range, to the ring. */
+static void fill(struct wsn_reader *r, struct job *j)
+{
+	size_t bs = r->opt.block_size;
+
+	for (unsigned i = 0; i < r->opt.queue_depth; i++) {
+		struct slot *s = &r->slots[i];
+
+		if (s->state == SLOT_FREE && j->next < j->aend) {
+			s->pos = j->next;
+			s->want = j->aend - j->next < bs ? (size_t)(j->aend - j->next) : bs;
+			s->got = 0;
+			s->need = j->end - s->pos < s->want ? (size_t)(j->end - s->pos) : s->want;
+			s->retries = 0;
+			s->state = SLOT_PENDING;
+			j->next += s->want;
+		}
+		if (s->state == SLOT_PENDING && !queue_slot(r, j, i))
+			return;
+	}
+}
+
+static void copy_out(const struct wsn_reader *r, const struct job *j, unsigned i)
+{
+	const struct slot *s = &r->slots[i];
+	uint64_t lo = s->pos > j->offset ? s->pos : j->offset;
+	uint64_t hi = s->pos + s->got < j->end ? s->pos + s->got : j->end;
+
+	if (hi > lo)
+		memcpy(j->dst + (lo - j->offset), r->bufs + (size_t)i * r->opt.block_size + (lo - s->pos),
+		       (size_t)(hi - lo));
+}
+
+/* Account for one completion of slot i. Returns 0 or the read's error. */
+static int complete(struct wsn_reader *r, struct job *j, unsigned i, int res)
+{
+	struct slot *s = &r->slots[i];
+	size_t before = s->got;
+
+	if (s->state != SLOT_INFLIGHT)
+		return 0;
+	j->inflight--;
+	r->stats.reads++;
+	if (res < 0) {
+		if ((res == -EAGAIN || res == -EINTR) && s->retries++ < MAX_RETRIES) {
+			s->state = SLOT_PENDING;
+			return 0;
+		}
+		s->state = SLOT_FREE;
+		return wsn__error(wsn__errno_code(-res), "%s: read of %zu bytes at offset %llu failed%s: %s",
+				  j->path, s->want - s->got, (unsigned long long)(s->pos + s->got),
+				  j->direct ? " (O_DIRECT)" : "", strerror(-res));
+	}
+	if (res == 0) {
+		s->state = SLOT_FREE;
+		return wsn__error(WSN_ETRUNC,
+				  "%s: end of file at offset %llu while reading %llu bytes at offset %llu "
+				  "(the file shrank while being read)",
+				  j->path, (unsigned long long)(s->pos + s->got),
+				  (unsigned long long)(j->end - j->offset), (unsigned long long)j->offset);
+	}
+	s->got += (size_t)res;
+	if (s->got >= s->need) {
+		/* a direct read of the last block stops short at the end of the file: that is enough */
+		copy_out(r, j, i);
+		s->state = SLOT_FREE;
+		return 0;
+	}
+	r->stats.short_reads++;
+	/* direct reads resume at an aligned offset; a short read that is not aligned is re-read */
+	s->got -= s->got % j->align;
+	if (s->got <= before && s->retries++ >= MAX_RETRIES) {
+		s->state = SLOT_FREE;
+		return wsn__error(WSN_EIO, "%s: reads at offset %llu make no progress", j->path,
+				  (unsigned long long)(s->pos + s->got));
+	}
+	s->state = SLOT_PENDING;
+	return 0;
+}
+
+/* Take every completion that is ready. Returns 0 or the first error. */
+static int reap(struct wsn_reader *r, struct job *j)
+{
+	struct io_uring_cqe *cqe;
+	int err = 0;
+
+	while (io_uring_peek_cqe(&r->ring, &cqe) == 0) {
+		uint64_t ud = cqe->user_data;
+		int res = cqe->res, e;
+
+		io_uring_cqe_seen(&r->ring, cqe);
+		if (ud == 0 || ud > r->opt.queue_depth)
+			continue; /* not one of ours (e.g. liburing's own timeout) */
+		e = complete(r, j, (unsigned)(ud - 1), res);
+		if (e && !err)
+			err = e;
+	}
+	return err;
+}
+
+/*
+ * After a failure: wait (bounded) for every read in flight so the buffers are ours again. If
+ * they do not come back the reader is marked broken and refuses further reads.
+ */
+static void drain(struct wsn_reader *r, struct job *j)
+{
+	struct __kernel_timespec ts = { .tv_sec = DRAIN_BOUND_S, .tv_nsec = 0 };
+	struct io_uring_cqe *cqe;
+
+	while (j->inflight > 0) {
+		int ret = io_uring_submit_and_wait_timeout(&r->ring, &cqe, 1, &ts, NULL);
+
+		if (ret == -EINTR)
+			continue;
+		if (ret < 0) {
+			r->broken = true;
+			break;
+		}
+		while (io_uring_peek_cqe(&r->ring, &cqe) == 0) {
+			uint64_t ud = cqe->user_data;
+
+			io_uring_cqe_seen(&r->ring, cqe);
+			if (ud && ud <= r->opt.queue_depth && r->slots[ud - 1].state == SLOT_INFLIGHT) {
+				r->slots[ud - 1].state = SLOT_FREE;
+				j->inflight--;
+			}
+		}
+	}
+	if (!r->broken)
+		for (unsigned i = 0; i < r->opt.queue_depth; i++)
+			r->slots[i].state = SLOT_FREE;
+}
+
+static int read_range(struct wsn_reader *r, struct job *j)
+{
+	struct __kernel_timespec ts = { .tv_sec = WAIT_BOUND_S, .tv_nsec = 0 };
+	unsigned busy_retries = 0;
+	int err = 0;
+
+	j->next = j->offset - j->offset % j->align;
+	j->aend = j->end + (j->align - j->end % j->align) % j->align;
+	j->inflight = 0;
+	for (;;) {
+		struct io_uring_cqe *cqe;
+		int ret;
+
+		fill(r, j);
+		if (j->inflight == 0)
+			break; /* nothing left to hand out and nothing in flight: done */
+		ret = io_uring_submit_and_wait_timeout(&r->ring, &cqe, 1, &ts, NULL);
+		if (ret == -EINTR)
+			continue;
+		if ((ret == -EAGAIN || ret == -EBUSY) && busy_retries++ < MAX_RETRIES)
+			continue;
+		if (ret == -ETIME) {
+			err = wsn__error(WSN_ETIMEDOUT, "%s: no read completed within %d s (%u in flight)",
+					 j->path, WAIT_BOUND_S, j->inflight);
+			break;
+		}
+		if (ret == -EEXIST) {
+			err = wsn__error(WSN_EINVAL, "%s: the reader was used from a thread other than the "
+					 "one that created it (ring mode %s)", j->path, r->mode);
+			break;
+		}
+		if (ret < 0) {
+			err = wsn__error(wsn__errno_code(-ret), "%s: io_uring_enter failed: %s", j->path,
+					 strerror(-ret));
+			break;
+		}
+		err = reap(r, j);
+		if (err)
+			break;
+	}
+	if (err)
+		drain(r, j);
+	return err;
+}
+
+WSN_API int wsn_reader_read(struct wsn_reader *r, const char *path, uint64_t offset, uint64_t len,
+			    void *dst)
+{
+	double t0 = wsn__now();
+	struct file_info fi;
+	struct job j;
+	int err;
+
+	if (!r || !path)
+		return wsn__error(WSN_EINVAL, "read: no reader or no path");
+	if (len && !dst)
+		return wsn__error(WSN_EINVAL, "%s: read of %llu bytes into no buffer", path,
+				  (unsigned long long)len);
+	if (r->broken)
+		return wsn__error(WSN_EIO, "%s: the reader is unusable: an earlier read stalled with "
+				  "requests in flight", path);
+	memset(&j, 0, sizeof(j));
+	j.path = path;
+	j.fd = -1;
+	j.offset = offset;
+	j.dst = dst;
+	err = open_for_read(r, &j, &fi);
+	if (err)
+		goto out;
+	if (offset > fi.size || len > fi.size - offset) {
+		if (fi.size == 0)
+			err = wsn__error(WSN_ETRUNC, "%s: empty file, %llu bytes wanted at offset %llu",
+					 path, (unsigned long long)len, (unsigned long long)offset);
+		else
+			err = wsn__error(WSN_ETRUNC,
+					 "%s: file of %llu bytes ends before offset %llu + %llu bytes",
+					 path, (unsigned long long)fi.size, (unsigned long long)offset,
+					 (unsigned long long)len);
+		goto out;
+	}
+	j.end = offset + len;
+	if (len)
+		err = read_range(r, &j);
+	if (!err)
+		r->stats.bytes += len;
+out:
+	if (j.fd >= 0)
+		close(j.fd);
+	r->stats.seconds += wsn__now() - t0;
+	return err;
+}

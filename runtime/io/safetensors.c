@@ -1,4 +1,546 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder, being written */
-#include "internal.h"
-typedef int wsn__placeholder_runtime_io_safetensors_c;
+/* runtime/io/safetensors.c: safetensors files: headers parsed and checked with jansson, tensors read and written. */
+#include "io_internal.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A header longer than this is not a tensor file's header but a corrupt length. */
+#define HEADER_MAX ((uint64_t)100 << 20)
+#define METADATA_KEY "__metadata__"
+
+struct wsn_st_file {
+	char *path;
+	struct wsn_reader *r;
+	bool own_reader;
+	int n;
+	struct wsn_st_entry *e; /* in order of offsets */
+	int *by_name;           /* indices into e in strcmp order of names */
+	json_t *meta;           /* the "__metadata__" object, or NULL */
+	uint64_t size;          /* file size */
+	uint64_t data_start;    /* 8 + header length */
+};
+
+static const struct {
+	const char *name;
+	enum wsn_dtype dt;
+} st_dtypes[] = {
+	{ "F32", WSN_F32 },
+	{ "F16", WSN_F16 },
+	{ "BF16", WSN_BF16 },
+};
+
+static const char *st_dtype_name(enum wsn_dtype dt)
+{
+	for (size_t i = 0; i < WSN_ARRAY_SIZE(st_dtypes); i++)
+		if (st_dtypes[i].dt == dt)
+			return st_dtypes[i].name;
+	return NULL;
+}
+
+static void fmt_shape(char *buf, size_t len, const int64_t *shape, int ndim)
+{
+	size_t n = 0;
+
+	n += (size_t)snprintf(buf + n, len - n, "[");
+	for (int i = 0; i < ndim && n < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%lld", i ? ", " : "", (long long)shape[i]);
+	if (n < len)
+		snprintf(buf + n, len - n, "]");
+}
+
+/* ---- reading the header ---- */
+
+/* Parse and check one tensor's entry (name -> {dtype, shape, data_offsets}) into e. */
+static int parse_entry(const struct wsn_st_file *f, const char *name, json_t *v, struct wsn_st_entry *e)
+{
+	const char *p = f->path, *dts;
+	uint64_t numel = 1, nbytes, begin, end, avail = f->size - f->data_start;
+	json_t *dt, *shape, *offs, *jb, *je;
+	size_t nd, dsize = 0;
+	bool zero = false;
+	char sh[128];
+
+	if (strlen(name) >= WSN_ST_MAX_NAME)
+		return wsn__error(WSN_ERANGE, "%s: tensor name '%.48s...' is %zu bytes, longer than the "
+				  "limit of %d", p, name, strlen(name), WSN_ST_MAX_NAME - 1);
+	if (!json_is_object(v))
+		return wsn__error(WSN_EFORMAT, "%s: tensor '%s': entry is not a JSON object", p, name);
+	dt = json_object_get(v, "dtype");
+	if (!json_is_string(dt))
+		return wsn__error(WSN_EFORMAT, "%s: tensor '%s': \"dtype\" is missing or not a string",
+				  p, name);
+	dts = json_string_value(dt);
+	for (size_t i = 0; i < WSN_ARRAY_SIZE(st_dtypes); i++)
+		if (!strcmp(dts, st_dtypes[i].name)) {
+			e->dtype = st_dtypes[i].dt;
+			dsize = wsn_dtype_size(e->dtype);
+		}
+	if (!dsize)
+		return wsn__error(WSN_EDTYPE, "%s: tensor '%s': unsupported dtype \"%.32s\" (F32, F16 "
+				  "and BF16 are supported)", p, name, dts);
+	shape = json_object_get(v, "shape");
+	if (!json_is_array(shape))
+		return wsn__error(WSN_EFORMAT, "%s: tensor '%s': \"shape\" is missing or not an array",
+				  p, name);
+	nd = json_array_size(shape);
+	if (nd > WSN_MAX_DIMS)
+		return wsn__error(WSN_ESHAPE, "%s: tensor '%s': shape has %zu dimensions, more than %d",
+				  p, name, nd, WSN_MAX_DIMS);
+	for (size_t i = 0; i < nd; i++) {
+		json_t *x = json_array_get(shape, i);
+
+		if (!json_is_integer(x))
+			return wsn__error(WSN_EFORMAT, "%s: tensor '%s': shape[%zu] is not an integer",
+					  p, name, i);
+		if (json_integer_value(x) < 0)
+			return wsn__error(WSN_ESHAPE, "%s: tensor '%s': shape[%zu] = %lld is negative", p,
+					  name, i, (long long)json_integer_value(x));
+		e->shape[i] = json_integer_value(x);
+		zero |= e->shape[i] == 0;
+	}
+	e->ndim = (int)nd;
+	fmt_shape(sh, sizeof(sh), e->shape, e->ndim);
+	for (size_t i = 0; i < nd && !zero; i++)
+		if (__builtin_mul_overflow(numel, (uint64_t)e->shape[i], &numel) ||
+		    numel > (uint64_t)INT64_MAX)
+			return wsn__error(WSN_EOVERFLOW, "%s: tensor '%s': the product of shape %s overflows",
+					  p, name, sh);
+	if (zero)
+		numel = 0;
+	if (__builtin_mul_overflow(numel, (uint64_t)dsize, &nbytes) || nbytes > (uint64_t)INT64_MAX)
+		return wsn__error(WSN_EOVERFLOW, "%s: tensor '%s': %s bytes of shape %s overflow", p, name,
+				  dts, sh);
+	offs = json_object_get(v, "data_offsets");
+	jb = json_array_get(offs, 0);
+	je = json_array_get(offs, 1);
+	if (!json_is_array(offs) || json_array_size(offs) != 2 || !json_is_integer(jb) ||
+	    !json_is_integer(je))
+		return wsn__error(WSN_EFORMAT, "%s: tensor '%s': \"data_offsets\" is not an array of two "
+				  "integers", p, name);
+	if (json_integer_value(jb) < 0 || json_integer_value(je) < 0)
+		return wsn__error(WSN_EFORMAT, "%s: tensor '%s': data_offsets [%lld, %lld] are negative",
+				  p, name, (long long)json_integer_value(jb),
+				  (long long)json_integer_value(je));
+	begin = (uint64_t)json_integer_value(jb);
+	end = (uint64_t)json_integer_value(je);
+	if (begin > end)
+		return wsn__error(WSN_EFORMAT, "%s: tensor '%s': data_offsets [%llu, %llu] end before "
+				  "they begin", p, name, (unsigned long long)begin, (unsigned long long)end);
+	if (end > avail)
+		return wsn__error(WSN_ETRUNC, "%s: tensor '%s': data_offsets [%llu, %llu] run past the end "
+				  "of the file (%llu data bytes after the header)", p, name,
+				  (unsigned long long)begin, (unsigned long long)end,
+				  (unsigned long long)avail);
+	if (end - begin != nbytes)
+		return wsn__error(WSN_ESHAPE, "%s: tensor '%s': shape %s of %s is %llu bytes but "
+				  "data_offsets [%llu, %llu] hold %llu", p, name, sh, dts,
+				  (unsigned long long)nbytes, (unsigned long long)begin,
+				  (unsigned long long)end, (unsigned long long)(end - begin));
+	memcpy(e->name, name, strlen(name) + 1);
+	e->offset = f->data_start + begin;
+	e->nbytes = nbytes;
+	return 0;
+}
+
+static int parse_metadata(const struct wsn_st_file *f, json_t *v)
+{
+	const char *key;
+	json_t *x;
+
+	if (!json_is_object(v))
+		return wsn__error(WSN_EFORMAT, "%s: \"" METADATA_KEY "\" is not a JSON object", f->path);
+	json_object_foreach(v, key, x) {
+		if (!json_is_string(x))
+			return wsn__error(WSN_EFORMAT, "%s: metadata '%s' is not a string", f->path, key);
+	}
+	return 0;
+}
+
+static int by_offset(const void *a, const void *b)
+{
+	const struct wsn_st_entry *x = a, *y = b;
+
+	if (x->offset != y->offset)
+		return x->offset < y->offset ? -1 : 1;
+	if (x->nbytes != y->nbytes)
+		return x->nbytes < y->nbytes ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+static int by_name(const void *a, const void *b, void *ctx)
+{
+	const struct wsn_st_entry *e = ctx;
+
+	return strcmp(e[*(const int *)a].name, e[*(const int *)b].name);
+}
+
+/* Sort the entries by offset, reject overlapping ranges, and build the name index. */
+static int index_entries(struct wsn_st_file *f)
+{
+	uint64_t max_end = 0;
+	int holder = -1;
+
+	qsort(f->e, (size_t)f->n, sizeof(*f->e), by_offset);
+	for (int i = 0; i < f->n; i++) {
+		const struct wsn_st_entry *e = &f->e[i];
+
+		if (!e->nbytes)
+			continue;
+		if (holder >= 0 && e->offset < max_end)
+			return wsn__error(WSN_EFORMAT, "%s: tensors '%s' and '%s' overlap (data_offsets "
+					  "[%llu, %llu] and [%llu, %llu])", f->path, f->e[holder].name,
+					  e->name,
+					  (unsigned long long)(f->e[holder].offset - f->data_start),
+					  (unsigned long long)(max_end - f->data_start),
+					  (unsigned long long)(e->offset - f->data_start),
+					  (unsigned long long)(e->offset + e->nbytes - f->data_start));
+		if (e->offset + e->nbytes > max_end) {
+			max_end = e->offset + e->nbytes;
+			holder = i;
+		}
+	}
+	f->by_name = calloc((unsigned)f->n + 1u, sizeof(*f->by_name));
+	if (!f->by_name)
+		return wsn__error(WSN_ENOMEM, "%s: out of memory", f->path);
+	for (int i = 0; i < f->n; i++)
+		f->by_name[i] = i;
+	qsort_r(f->by_name, (size_t)f->n, sizeof(*f->by_name), by_name, f->e);
+	return 0;
+}
+
+/* Read the header through the reader and fill f. */
+static int load_header(struct wsn_st_file *f)
+{
+	unsigned char lenbuf[8];
+	uint64_t hlen = 0;
+	char *hdr = NULL;
+	json_t *root = NULL, *v;
+	json_error_t jerr;
+	const char *key;
+	int err;
+
+	err = wsn_reader_read(f->r, f->path, 0, 8, lenbuf);
+	if (err)
+		return err;
+	for (int i = 7; i >= 0; i--)
+		hlen = hlen << 8 | lenbuf[i];
+	if (hlen > HEADER_MAX)
+		return wsn__error(WSN_EFORMAT, "%s: header length %llu is not plausible (more than "
+				  "100 MiB): not a safetensors file or a corrupt one", f->path,
+				  (unsigned long long)hlen);
+	if (hlen > f->size - 8)
+		return wsn__error(WSN_ETRUNC, "%s: header length %llu runs past the end of the file "
+				  "(%llu bytes)", f->path, (unsigned long long)hlen,
+				  (unsigned long long)f->size);
+	if (hlen == 0)
+		return wsn__error(WSN_EFORMAT, "%s: header length is 0: no JSON header", f->path);
+	f->data_start = 8 + hlen;
+	hdr = malloc((size_t)hlen);
+	if (!hdr)
+		return wsn__error(WSN_ENOMEM, "%s: out of memory for a %llu-byte header", f->path,
+				  (unsigned long long)hlen);
+	err = wsn_reader_read(f->r, f->path, 8, hlen, hdr);
+	if (err)
+		goto out;
+	/* the length bounds the parse: the header is not NUL-terminated */
+	root = json_loadb(hdr, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root) {
+		err = wsn__error(WSN_EFORMAT, "%s: malformed JSON header at byte %d (line %d, column "
+				 "%d): %s", f->path, jerr.position, jerr.line, jerr.column, jerr.text);
+		goto out;
+	}
+	if (!json_is_object(root)) {
+		err = wsn__error(WSN_EFORMAT, "%s: the JSON header is not an object", f->path);
+		goto out;
+	}
+	f->e = calloc(json_object_size(root) ? json_object_size(root) : 1, sizeof(*f->e));
+	if (!f->e) {
+		err = wsn__error(WSN_ENOMEM, "%s: out of memory for %zu entries", f->path,
+				 json_object_size(root));
+		goto out;
+	}
+	json_object_foreach(root, key, v) {
+		if (!strcmp(key, METADATA_KEY)) {
+			err = parse_metadata(f, v);
+			if (err)
+				goto out;
+			f->meta = json_incref(v);
+			continue;
+		}
+		err = parse_entry(f, key, v, &f->e[f->n]);
+		if (err)
+			goto out;
+		f->n++;
+	}
+	err = index_entries(f);
+out:
+	json_decref(root);
+	free(hdr);
+	return err;
+}
+
+/*
+ * Open path as a safetensors file. The header is read through r (NULL: a private reader with
+ * default options, owned by the file). Returns 0 and *out, or WSN_EINVAL, WSN_ENOENT, WSN_EISDIR,
+ * WSN_ETRUNC (file shorter than its header or data), WSN_EFORMAT (bad length, JSON or entry),
+ * WSN_EDTYPE, WSN_ESHAPE, WSN_EOVERFLOW, WSN_ERANGE (a tensor name of WSN_ST_MAX_NAME bytes or
+ * more), WSN_ENOMEM, or a read error; the detail names the file and the tensor.
+ */
+WSN_API int wsn_st_open(const char *path, struct wsn_reader *r, struct wsn_st_file **out)
+{
+	struct wsn_st_file *f;
+	int err;
+
+	if (!out)
+		return wsn__error(WSN_EINVAL, "safetensors: no output pointer");
+	*out = NULL;
+	if (!path)
+		return wsn__error(WSN_EINVAL, "safetensors: no path");
+	f = calloc(1, sizeof(*f));
+	if (!f || !(f->path = strdup(path))) {
+		free(f);
+		return wsn__error(WSN_ENOMEM, "%s: out of memory", path);
+	}
+	err = wsn__file_size(path, &f->size);
+	if (err)
+		goto err;
+	if (f->size < 8) {
+		if (f->size == 0)
+			err = wsn__error(WSN_ETRUNC, "%s: empty file, not a safetensors file", path);
+		else
+			err = wsn__error(WSN_ETRUNC, "%s: %llu bytes, shorter than the 8-byte header "
+					 "length", path, (unsigned long long)f->size);
+		goto err;
+	}
+	if (!r) {
+		err = wsn_reader_create(NULL, &f->r);
+		if (err)
+			goto err;
+		f->own_reader = true;
+	} else {
+		f->r = r;
+	}
+	err = load_header(f);
+	if (err)
+		goto err;
+	*out = f;
+	return 0;
+
+err:
+	wsn_st_close(f);
+	return err;
+}
+
+/* Close a file opened by wsn_st_open (and its private reader). NULL is ignored. */
+WSN_API void wsn_st_close(struct wsn_st_file *f)
+{
+	if (!f)
+		return;
+	if (f->own_reader)
+		wsn_reader_destroy(f->r);
+	json_decref(f->meta);
+	free(f->by_name);
+	free(f->e);
+	free(f->path);
+	free(f);
+}
+
+/* The path the file was opened with. */
+WSN_API const char *wsn_st_path(const struct wsn_st_file *f)
+{
+	return f ? f->path : NULL;
+}
+
+/* Number of tensors in the file (0 for NULL). */
+WSN_API int wsn_st_count(const struct wsn_st_file *f)
+{
+	return f ? f->n : 0;
+}
+
+/* Entry i (0..count-1) in order of file offsets; NULL when i is out of range. */
+WSN_API const struct wsn_st_entry *wsn_st_entry_at(const struct wsn_st_file *f, int i)
+{
+	if (!f || i < 0 || i >= f->n)
+		return NULL;
+	return &f->e[i];
+}
+
+/* The entry named name (binary search of the name index); NULL when absent. */
+WSN_API const struct wsn_st_entry *wsn_st_find(const struct wsn_st_file *f, const char *name)
+{
+	int lo = 0, hi;
+
+	if (!f || !name)
+		return NULL;
+	hi = f->n - 1;
+	while (lo <= hi) {
+		int mid = lo + (hi - lo) / 2;
+		const struct wsn_st_entry *e = &f->e[f->by_name[mid]];
+		int c = strcmp(name, e->name);
+
+		if (!c)
+			return e;
+		if (c < 0)
+			hi = mid - 1;
+		else
+			lo = mid + 1;
+	}
+	return NULL;
+}
+
+/* The "__metadata__" string value of key; NULL when absent. Valid until wsn_st_close. */
+WSN_API const char *wsn_st_metadata(const struct wsn_st_file *f, const char *key)
+{
+	if (!f || !f->meta || !key)
+		return NULL;
+	return json_string_value(json_object_get(f->meta, key));
+}
+
+/*
+ * Read tensor name into dst (cap bytes) through the file's reader. Returns 0, WSN_EINVAL,
+ * WSN_ENOTENSOR (detail names tensor and file), WSN_ERANGE (cap too small), or a read error.
+ */
+WSN_API int wsn_st_read(struct wsn_st_file *f, const char *name, void *dst, size_t cap)
+{
+	const struct wsn_st_entry *e;
+	int err;
+
+	if (!f || !name)
+		return wsn__error(WSN_EINVAL, "safetensors read: no file or no tensor name");
+	e = wsn_st_find(f, name);
+	if (!e)
+		return wsn__error(WSN_ENOTENSOR, "%s: no tensor '%s' in the file", f->path, name);
+	if (cap < e->nbytes)
+		return wsn__error(WSN_ERANGE, "%s: tensor '%s' is %llu bytes, the buffer holds %zu",
+				  f->path, name, (unsigned long long)e->nbytes, cap);
+	err = wsn_reader_read(f->r, f->path, e->offset, e->nbytes, dst);
+	if (err)
+		return wsn__error_context(err, "tensor '%s'", name);
+	return 0;
+}
+
+/* ---- writing ---- */
+
+/* Build the header object: metadata first, then the tensors in the given order, data packed. */
+static int build_header(const char *path, const struct wsn_named_tensor *tensors, int n,
+			const char *const *metadata, json_t *root)
+{
+	uint64_t off = 0;
+	char what[1024];
+	int err;
+
+	if (metadata && metadata[0]) {
+		json_t *meta = json_object();
+
+		if (!meta || json_object_set_new(root, METADATA_KEY, meta))
+			return wsn__error(WSN_ENOMEM, "%s: out of memory", path);
+		for (size_t i = 0; metadata[i]; i += 2) {
+			if (!metadata[i + 1])
+				return wsn__error(WSN_EINVAL, "%s: metadata key '%s' has no value", path,
+						  metadata[i]);
+			if (json_object_set_new(meta, metadata[i], json_string(metadata[i + 1])))
+				return wsn__error(WSN_EINVAL, "%s: metadata '%s' is not valid UTF-8 text",
+						  path, metadata[i]);
+		}
+	}
+	for (int i = 0; i < n; i++) {
+		const char *name = tensors[i].name;
+		const struct wsn_tensor *t = tensors[i].t;
+		json_t *shape, *entry;
+		uint64_t nbytes;
+
+		if (!name || !name[0])
+			return wsn__error(WSN_EINVAL, "%s: tensor %d has no name", path, i);
+		if (strlen(name) >= WSN_ST_MAX_NAME)
+			return wsn__error(WSN_ERANGE, "%s: tensor name '%.48s...' is longer than %d bytes",
+					  path, name, WSN_ST_MAX_NAME - 1);
+		if (!strcmp(name, METADATA_KEY) || json_object_get(root, name))
+			return wsn__error(WSN_EINVAL, "%s: tensor name '%s' is reserved or used twice",
+					  path, name);
+		snprintf(what, sizeof(what), "%s: tensor '%s'", path, name);
+		err = wsn__check_host_contiguous(t, what);
+		if (err)
+			return err;
+		nbytes = wsn__tensor_bytes(t);
+		if (off + nbytes < off || off + nbytes > (uint64_t)INT64_MAX)
+			return wsn__error(WSN_EOVERFLOW, "%s: the tensors' data exceeds the offset range",
+					  path);
+		shape = json_array();
+		for (int d = 0; shape && d < t->ndim; d++)
+			if (json_array_append_new(shape, json_integer(t->shape[d]))) {
+				json_decref(shape);
+				shape = NULL;
+			}
+		entry = shape ? json_pack("{s:s, s:o, s:[I, I]}", "dtype", st_dtype_name(t->dtype),
+					  "shape", shape, "data_offsets", (json_int_t)off,
+					  (json_int_t)(off + nbytes)) : NULL;
+		if (!entry)
+			return wsn__error(WSN_ENOMEM, "%s: out of memory", path);
+		if (json_object_set_new(root, name, entry))
+			return wsn__error(WSN_EINVAL, "%s: tensor name '%s' is not valid UTF-8", path, name);
+		off += nbytes;
+	}
+	return 0;
+}
+
+/*
+ * Write n tensors (contiguous host tensors) and optional metadata (key, value, ..., NULL) as a
+ * safetensors file: header entries and data in the given order, the header padded with spaces
+ * to a multiple of 8 bytes. Written to a temporary file in the same directory, synced and
+ * renamed over path; on failure path is untouched. Returns 0 or WSN_EINVAL, WSN_EDTYPE,
+ * WSN_ESHAPE, WSN_ERANGE, WSN_EOVERFLOW, WSN_EISDIR, WSN_ENOSPC, ... naming the file.
+ */
+WSN_API int wsn_st_write(const char *path, const struct wsn_named_tensor *tensors, int n,
+			 const char *const *metadata)
+{
+	struct wsn__out_file o = { .fd = -1 };
+	unsigned char *hdr = NULL;
+	json_t *root = NULL;
+	char *text = NULL;
+	size_t tlen, hlen;
+	int err;
+
+	if (!path || !path[0])
+		return wsn__error(WSN_EINVAL, "safetensors write: no path");
+	if (n < 0 || (n > 0 && !tensors))
+		return wsn__error(WSN_EINVAL, "%s: %d tensors to write", path, n);
+	root = json_object();
+	if (!root)
+		return wsn__error(WSN_ENOMEM, "%s: out of memory", path);
+	err = build_header(path, tensors, n, metadata, root);
+	if (err)
+		goto out;
+	text = json_dumps(root, JSON_COMPACT);
+	if (!text) {
+		err = wsn__error(WSN_ENOMEM, "%s: out of memory for the header", path);
+		goto out;
+	}
+	tlen = strlen(text);
+	hlen = (tlen + 7) & ~(size_t)7;
+	hdr = malloc(8 + hlen);
+	if (!hdr) {
+		err = wsn__error(WSN_ENOMEM, "%s: out of memory for the header", path);
+		goto out;
+	}
+	for (int i = 0; i < 8; i++)
+		hdr[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+	memcpy(hdr + 8, text, tlen);
+	memset(hdr + 8 + tlen, ' ', hlen - tlen);
+	err = wsn__out_open(&o, path);
+	if (err)
+		goto out;
+	err = wsn__out_write(&o, hdr, 8 + hlen);
+	for (int i = 0; i < n && !err; i++)
+		err = wsn__out_write(&o, tensors[i].t->data, (size_t)wsn__tensor_bytes(tensors[i].t));
+	if (!err)
+		err = wsn__out_commit(&o, true);
+out:
+	wsn__out_abort(&o);
+	free(hdr);
+	free(text);
+	json_decref(root);
+	return err;
+}
