@@ -1,6 +1,231 @@
 /* SPDX-License-Identifier: MIT */
-/* runtime/cuda/cuda_internal.h: the CUDA backend's internals. */
+/* runtime/cuda/cuda_internal.h: what the CUDA backend's files share: the driver table, errors, devices, modules, TMA. */
 #ifndef WSN_CUDA_INTERNAL_H
 #define WSN_CUDA_INTERNAL_H
+
 #include "internal.h"
+#include "codegen.h"
+
+#include <cuda.h>
+#include <pthread.h>
+
+#if CUDA_VERSION < 12000
+#error "the CUDA backend is written against the CUDA 12/13 driver API headers (cuda.h >= 12.0)"
+#endif
+
+/*
+ * Every driver entry point the backend calls, with the CUDA version whose ABI matches the
+ * prototype cuda.h (13.0) declares for it. cuGetProcAddress_v2(name, .., version, ..) returns the
+ * newest variant of `name` that is not newer than `version`, so the version is part of the ABI:
+ * 12000 gives cuMemAlloc_v2, cuMemFree_v2, cuStreamDestroy_v2, cuEventDestroy_v2,
+ * cuMemHostRegister_v2, cuDevicePrimaryCtxRelease_v2 and cuDeviceTotalMem_v2 (what the header's
+ * macros name), cuCtxSynchronize(void) (13000 would return the variant taking a CUcontext) and
+ * cuEventElapsedTime (same signature as its 12.8 _v2). Functions whose 13.0 prototype differs
+ * from every variant a 12.0 driver has (cuCtxCreate_v4, cuMemAdvise_v2, cuMemPrefetchAsync_v2,
+ * cuCtxGetDevice_v2, ...) are deliberately not used.
+ * X(name, cuda_version)
+ */
+#define WSN_CU_FUNCS(X)                                   \
+	X(cuGetErrorName, 12000)                          \
+	X(cuGetErrorString, 12000)                        \
+	X(cuInit, 12000)                                  \
+	X(cuDriverGetVersion, 12000)                      \
+	X(cuDeviceGetCount, 12000)                        \
+	X(cuDeviceGet, 12000)                             \
+	X(cuDeviceGetName, 12000)                         \
+	X(cuDeviceGetAttribute, 12000)                    \
+	X(cuDeviceTotalMem, 12000)                        \
+	X(cuDeviceGetPCIBusId, 12000)                     \
+	X(cuDevicePrimaryCtxRetain, 12000)                \
+	X(cuDevicePrimaryCtxRelease, 12000)               \
+	X(cuCtxSetCurrent, 12000)                         \
+	X(cuCtxSynchronize, 12000)                        \
+	X(cuMemAlloc, 12000)                              \
+	X(cuMemFree, 12000)                               \
+	X(cuMemsetD8Async, 12000)                         \
+	X(cuMemHostRegister, 12000)                       \
+	X(cuMemHostUnregister, 12000)                     \
+	X(cuMemcpyHtoDAsync, 12000)                       \
+	X(cuMemcpyDtoHAsync, 12000)                       \
+	X(cuMemcpyDtoDAsync, 12000)                       \
+	X(cuStreamCreate, 12000)                          \
+	X(cuStreamDestroy, 12000)                         \
+	X(cuStreamSynchronize, 12000)                     \
+	X(cuStreamWaitEvent, 12000)                       \
+	X(cuEventCreate, 12000)                           \
+	X(cuEventDestroy, 12000)                          \
+	X(cuEventRecord, 12000)                           \
+	X(cuEventSynchronize, 12000)                      \
+	X(cuEventElapsedTime, 12000)                      \
+	X(cuModuleLoadDataEx, 12000)                      \
+	X(cuModuleUnload, 12000)                          \
+	X(cuModuleGetFunction, 12000)                     \
+	X(cuFuncGetAttribute, 12000)                      \
+	X(cuFuncSetAttribute, 12000)                      \
+	X(cuOccupancyMaxActiveBlocksPerMultiprocessor, 12000) \
+	X(cuLaunchKernelEx, 12000)                        \
+	X(cuTensorMapEncodeTiled, 12000)
+
+/*
+ * The driver table. Members are typed from cuda.h's own declarations (through its macros, so
+ * `cuMemAlloc` is the member cuMemAlloc_v2 of type cuMemAlloc_v2's prototype).
+ */
+struct wsn__cu_api {
+	void *lib; /* dlopen handle, never closed once loaded */
+	int driver_version;
+#define WSN__CU_MEMBER(name, ver) __typeof__(name) *name;
+	WSN_CU_FUNCS(WSN__CU_MEMBER)
+#undef WSN__CU_MEMBER
+};
+
+/* The process-wide table, valid after wsn__cu_load() returned 0. */
+extern struct wsn__cu_api wsn__cu;
+
+/* Name of the driver library dlopen'ed by wsn__cu_load(). */
+#define WSN_CU_LIBRARY "libcuda.so.1"
+
+/*
+ * Load the driver once per process: dlopen WSN_CU_LIBRARY, resolve every WSN_CU_FUNCS entry
+ * through cuGetProcAddress_v2, cuInit(0), cuDriverGetVersion. Thread-safe; later calls return the
+ * first result again (and re-record its message). Returns 0, WSN_ENODRIVER ("no NVIDIA driver: ..."
+ * when the library is missing or too old, or names the missing entry point) or the cuInit error
+ * (WSN_ENODEV for CUDA_ERROR_NO_DEVICE, WSN_EDRIVER otherwise).
+ */
+int wsn__cu_load(void);
+/*
+ * Open `path` and resolve every entry point into *api without touching the process-wide table or
+ * calling cuInit (what wsn__cu_load uses; tests call it with a library that is not a driver).
+ * Returns 0 or WSN_ENODRIVER naming the library or the missing entry point; nothing is left open.
+ */
+int wsn__cu_open_library(const char *path, struct wsn__cu_api *api);
+
+/* ---- errors: the one boundary where a CUresult becomes a WSN_E* code ---- */
+
+/* WSN_E* code for a CUresult: 0, WSN_ENOMEM, WSN_ELAUNCH, WSN_EJIT, WSN_ENODEV or WSN_EDRIVER. */
+int wsn__cu_code(CUresult r);
+/* The driver's name for r ("CUDA_ERROR_ILLEGAL_ADDRESS"), from the driver when loaded, else a built-in table. */
+const char *wsn__cu_error_name(CUresult r);
+/*
+ * Translate r: 0 when r is CUDA_SUCCESS; otherwise record "call(): NAME (n): description, while
+ * <what>" (what formatted from fmt) with the raw code and name (wsn_last_driver_status) and return
+ * wsn__cu_code(r).
+ */
+int wsn__cu_result(CUresult r, const char *call, const char *fmt, ...) WSN_PRINTF(3, 4);
+/* As wsn__cu_result, but any failure other than out-of-memory is reported as err (e.g. WSN_ELAUNCH). */
+int wsn__cu_result_as(int err, CUresult r, const char *call, const char *fmt, ...) WSN_PRINTF(4, 5);
+
+/* Call driver function fn with the parenthesised args and translate its result. */
+#define WSN_CU(fn, args, ...) wsn__cu_result(wsn__cu.fn args, #fn, __VA_ARGS__)
+
+/* ---- devices ---- */
+
+struct wsn__cu_host_block; /* one pinned host allocation (cuda_backend.c) */
+
+/* An open device: what device_open returns as the backend's ctx. */
+struct wsn__cu_device {
+	int index;
+	CUdevice dev;
+	CUcontext ctx;        /* the retained primary context */
+	int cc_major, cc_minor;
+	int arch;             /* 90 (sm_90a) or 100 (sm_100a); 0: no kernels for this device */
+	char name[128];
+	struct wsn__gpu_props props;
+	pthread_mutex_t lock; /* guards host */
+	struct wsn__cu_host_block *host;
+};
+
+/* Make d's context current on the calling thread (every entry point does this first). 0 or an error. */
+int wsn__cu_set_current(struct wsn__cu_device *d);
+
+/* ---- modules and kernels (module.c) ---- */
+
+struct wsn__cu_module {
+	CUmodule mod;
+	double jit_ms;        /* wall time of cuModuleLoadDataEx measured here */
+	float jit_driver_ms;  /* CU_JIT_WALL_TIME as the driver reports it */
+	char *info_log;       /* malloc'd, NUL-terminated ("" when empty) */
+	char *error_log;
+	size_t ptx_bytes;
+};
+
+/*
+ * JIT-compile NUL-terminated PTX text in the current context (cuModuleLoadDataEx with the info
+ * and error log buffers and the wall time). what names the module in messages. On success m holds
+ * the module and both logs. On failure m->mod is NULL, m keeps the logs (free them with
+ * wsn__cu_module_unload) and the result is WSN_EJIT with the error log in the message (or another
+ * driver error, e.g. WSN_ENOMEM).
+ */
+int wsn__cu_module_load(struct wsn__cu_module *m, const char *ptx, const char *what);
+/* Unload the module (if any) and free the logs; m may be zeroed or half-loaded. */
+void wsn__cu_module_unload(struct wsn__cu_module *m);
+
+/* A kernel of a loaded module, with the attributes the driver reports for it. */
+struct wsn__cu_kernel {
+	CUfunction fn;
+	char name[64];
+	int regs;          /* registers per thread */
+	int local_bytes;   /* local memory per thread: spills (and local arrays) */
+	int static_smem;   /* static shared memory per CTA */
+	int const_bytes;
+	int max_threads;   /* most threads per CTA this kernel can launch with */
+	int ptx_version, binary_version;
+	unsigned block;    /* threads per CTA the plan launches with */
+	unsigned dyn_smem; /* dynamic shared memory per CTA the plan launches with */
+	int ctas_per_sm;   /* measured occupancy at (block, dyn_smem) */
+};
+
+/*
+ * Look up entry `name` in m, read its attributes, raise its dynamic shared memory limit when
+ * static + dyn_smem exceeds 48 KiB, and measure how many CTAs of `block` threads fit on one SM.
+ * Returns 0, WSN_ELAUNCH (the kernel cannot run with that block/shared memory: the message says
+ * why) or a driver error naming the kernel.
+ */
+int wsn__cu_kernel_get(const struct wsn__cu_module *m, const char *name, unsigned block, unsigned dyn_smem,
+		       struct wsn__cu_kernel *k);
+/*
+ * Launch k with cuLaunchKernelEx: grid x 1 x 1 CTAs of k->block threads, k->dyn_smem bytes of
+ * dynamic shared memory, on stream s (NULL: the context's default stream), params per the kernel's
+ * parameter list. cluster > 1 adds a cluster-dimension attribute (grid must be a multiple).
+ * Returns 0, WSN_EINVAL or WSN_ELAUNCH naming the kernel and the driver's error.
+ */
+int wsn__cu_launch(const struct wsn__cu_kernel *k, unsigned grid, unsigned cluster, CUstream s, void **params);
+
+/* ---- TMA descriptors (tma.c) ---- */
+
+/* The arguments of cuTensorMapEncodeTiled, dimension 0 innermost. */
+struct wsn__tma_desc {
+	CUtensorMapDataType dtype;
+	unsigned rank;            /* 1..5 */
+	const void *global;       /* device address of element 0 */
+	uint64_t dims[5];         /* elements per dimension */
+	uint64_t strides[4];      /* bytes between consecutive indices of dimensions 1..rank-1 */
+	uint32_t box[5];          /* elements per dimension of the box copied */
+	uint32_t elem_strides[5]; /* traversal step per dimension (1 = dense) */
+	CUtensorMapInterleave interleave;
+	CUtensorMapSwizzle swizzle;
+	CUtensorMapL2promotion l2;
+	CUtensorMapFloatOOBfill oob;
+};
+
+/* Bytes per element of a TMA data type; 0 for types this wrapper does not support (packed sub-byte ones). */
+size_t wsn__tma_elem_size(CUtensorMapDataType dt);
+/*
+ * Check d against the rules of cuTensorMapEncodeTiled without calling the driver. Returns 0 or
+ * WSN_ETMA with a message naming the rule and the offending dimension and value.
+ */
+int wsn__tma_check(const struct wsn__tma_desc *d);
+/*
+ * wsn__tma_check, then cuTensorMapEncodeTiled into *map (64-byte aligned) in the current context.
+ * Returns 0, WSN_ETMA (a rule, checked first, even with no driver loaded), WSN_EINVAL (map
+ * misaligned), WSN_ENODRIVER, or the driver's error.
+ */
+int wsn__tma_encode(CUtensorMap *map, const struct wsn__tma_desc *d);
+
+/* ---- plans (cuda_plan.c) ---- */
+
+int wsn__cuda_plan_create(void *ctx, const struct wsn__plan_params *p, void **out);
+void wsn__cuda_plan_destroy(void *ctx, void *plan);
+int wsn__cuda_plan_describe(void *ctx, const void *plan, char *buf, size_t len);
+int wsn__cuda_execute(void *ctx, void *plan, const struct wsn__exec *ex, void *stream);
+
 #endif
