@@ -1,4 +1,403 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder, being written */
+/* tests/check_cli.c: the wsnorm command against golden output: help, bad flags, exit codes, --json, --demo. */
 #include "testutil.h"
-Suite *suite_cli(void) { return suite_create("cli"); }
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define RUN(p, ...)                                                          \
+	do {                                                                 \
+		char *argv_[] = { (char *)tu_wsnorm_bin(), __VA_ARGS__, NULL }; \
+		tu_run(argv_, 120, (p));                                     \
+	} while (0)
+
+/* Read a golden file from the source tree. */
+static char *golden(const char *name)
+{
+	const char *src = getenv("WSNORM_SRCDIR");
+	char path[4096];
+	FILE *f;
+	char *buf;
+	long n;
+
+	snprintf(path, sizeof(path), "%s/tests/golden/%s", src ? src : ".", name);
+	f = fopen(path, "rb");
+	ck_assert_msg(f != NULL, "golden file %s", path);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = tu_xmalloc((size_t)n + 1);
+	ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+static void assert_golden(const char *got, const char *name)
+{
+	char *want = golden(name);
+	ck_assert_msg(!strcmp(got, want), "output differs from tests/golden/%s:\n--- got ---\n%s--- want ---\n%s",
+		      name, got, want);
+	free(want);
+}
+
+START_TEST(test_help_golden)
+{
+	struct tu_proc p;
+
+	RUN(&p, "--help");
+	ck_assert_int_eq(p.status, 0);
+	ck_assert_str_eq(p.err, "");
+	assert_golden(p.out, "help.txt");
+	tu_proc_free(&p);
+}
+END_TEST
+
+START_TEST(test_subcommand_help)
+{
+	static const char *cmds[] = { "devices", "gen", "run", "bench", "plan", "emit" };
+
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		struct tu_proc p;
+		char want[64];
+
+		RUN(&p, (char *)cmds[i], "--help");
+		ck_assert_msg(p.status == 0, "%s --help exit %d", cmds[i], p.status);
+		snprintf(want, sizeof(want), "Usage: wsnorm %s", cmds[i]);
+		ck_assert_msg(strstr(p.out, want) != NULL, "%s --help: %s", cmds[i], p.out);
+		ck_assert_str_eq(p.err, "");
+		tu_proc_free(&p);
+	}
+}
+END_TEST
+
+START_TEST(test_version)
+{
+	struct tu_proc p;
+	char want[64];
+
+	RUN(&p, "--version");
+	ck_assert_int_eq(p.status, 0);
+	snprintf(want, sizeof(want), "wsnorm %s (libwsnorm %s)\n", WSN_VERSION_STRING, WSN_VERSION_STRING);
+	ck_assert_str_eq(p.out, want);
+	tu_proc_free(&p);
+}
+END_TEST
+
+/* Misuse: exit 2, a message on stderr naming the problem, nothing on stdout. */
+START_TEST(test_usage_errors)
+{
+	static const struct {
+		const char *args[6];
+		const char *golden;
+	} cases[] = {
+		{ { NULL }, "err-no-command.txt" },
+		{ { "frobnicate", NULL }, "err-unknown-command.txt" },
+		{ { "run", "--bogus", NULL }, "err-run-bogus.txt" },
+		{ { "run", NULL }, "err-run-no-input.txt" },
+		{ { "gen", "--op", "layernorm-fwd", "--rows", "0", NULL }, "err-gen-rows.txt" },
+		{ { "gen", "--op", "groupnorm-fwd", NULL }, "err-gen-op.txt" },
+		{ { "run", "--input", "x", "--dtype", "f64", NULL }, "err-run-dtype.txt" },
+		{ { "run", "--input", "x", "--qd", "0", NULL }, "err-run-qd.txt" },
+		{ { "emit", "--op", "rmsnorm-fwd", NULL }, "err-emit-hidden.txt" },
+		{ { "bench", "--hidden", "1024,abc", NULL }, "err-bench-hidden.txt" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *argv[8] = { (char *)tu_wsnorm_bin() };
+		struct tu_proc p;
+		int n = 1;
+
+		for (int k = 0; cases[i].args[k]; k++)
+			argv[n++] = (char *)cases[i].args[k];
+		argv[n] = NULL;
+		tu_run(argv, 60, &p);
+		ck_assert_msg(p.status == 2, "case %zu (%s): exit %d, stderr %s", i, cases[i].golden, p.status, p.err);
+		ck_assert_str_eq(p.out, "");
+		assert_golden(p.err, cases[i].golden);
+		tu_proc_free(&p);
+	}
+}
+END_TEST
+
+START_TEST(test_devices_json)
+{
+	struct tu_proc p;
+	json_error_t je;
+	json_t *j, *b;
+
+	RUN(&p, "devices", "--json");
+	ck_assert_int_eq(p.status, 0);
+	j = json_loads(p.out, 0, &je);
+	ck_assert_msg(j != NULL, "devices --json is not JSON: %s\n%s", je.text, p.out);
+	b = json_object_get(j, "backends");
+	ck_assert(json_is_array(b) && json_array_size(b) >= 3);
+	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(b, 0), "name")), "cpu");
+	ck_assert(json_is_true(json_object_get(json_array_get(b, 0), "available")));
+	ck_assert_int_eq(json_array_size(json_object_get(json_array_get(b, 0), "devices")), 1);
+	json_decref(j);
+	tu_proc_free(&p);
+	RUN(&p, "devices");
+	ck_assert_int_eq(p.status, 0);
+	ck_assert_ptr_nonnull(strstr(p.out, "cpu: available"));
+	tu_proc_free(&p);
+}
+END_TEST
+
+static char *path_in(const char *dir, const char *name)
+{
+	char *p;
+	ck_assert(asprintf(&p, "%s/%s", dir, name) > 0);
+	return p;
+}
+
+/* gen then run on the CPU for each op: exit 0, a verified PASS, and --json that parses. */
+START_TEST(test_gen_run_json)
+{
+	static const char *ops[] = { "layernorm-fwd", "layernorm-bwd", "rmsnorm-fwd", "rmsnorm-bwd" };
+	char *dir = tu_tmpdir();
+
+	for (int i = 0; i < 4; i++) {
+		char *in = path_in(dir, "in.safetensors"), *out = path_in(dir, "out.safetensors");
+		char seed[32];
+		struct tu_proc p;
+		json_error_t je;
+		json_t *j;
+
+		snprintf(seed, sizeof(seed), "%llu", (unsigned long long)(tu_case_seed(ops[i]) & 0xffffffff));
+		RUN(&p, "gen", "--op", (char *)ops[i], "--dtype", "bf16", "--rows", "300", "--hidden", "257", "--seed",
+		    seed, "--out", in);
+		ck_assert_msg(p.status == 0, "gen %s: %s", ops[i], p.err);
+		tu_proc_free(&p);
+		RUN(&p, "-q", "run", "--input", in, "--device", "cpu", "--json", "--output", out);
+		ck_assert_msg(p.status == 0, "run %s: exit %d: %s", ops[i], p.status, p.err);
+		j = json_loads(p.out, 0, &je);
+		ck_assert_msg(j != NULL, "run --json is not JSON: %s\n%s", je.text, p.out);
+		ck_assert_str_eq(json_string_value(json_object_get(j, "op")), ops[i]);
+		ck_assert_str_eq(json_string_value(json_object_get(j, "result")), "pass");
+		ck_assert_int_eq(json_integer_value(json_object_get(j, "rows")), 300);
+		ck_assert(json_is_true(json_object_get(json_object_get(j, "verify"), "pass")));
+		ck_assert(json_integer_value(json_object_get(json_object_get(j, "verify"), "rows")) > 0);
+		ck_assert(json_integer_value(json_object_get(json_object_get(json_object_get(j, "stages"), "read"),
+							     "bytes")) > 300 * 257 * 2);
+		json_decref(j);
+		tu_proc_free(&p);
+		/* the outputs were written, and read back they hold what the op names */
+		{
+			struct wsn_st_file *f;
+			ck_assert_int_eq(wsn_st_open(out, NULL, &f), 0);
+			ck_assert_ptr_nonnull(wsn_st_find(f, i % 2 ? "dx" : "y"));
+			ck_assert_ptr_nonnull(wsn_st_find(f, i % 2 ? "dweight" : "rstd"));
+			wsn_st_close(f);
+		}
+		free(in);
+		free(out);
+	}
+	tu_rmtree(dir);
+	free(dir);
+}
+END_TEST
+
+/* A directory of shards runs as one dataset. */
+START_TEST(test_shards)
+{
+	char *dir = tu_tmpdir(), *ds = path_in(dir, "ds");
+	struct tu_proc p;
+
+	RUN(&p, "gen", "--op", "rmsnorm-bwd", "--dtype", "f32", "--rows", "100", "--hidden", "64", "--shards", "3",
+	    "--out", ds);
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	tu_proc_free(&p);
+	RUN(&p, "run", "--input", ds, "--device", "cpu", "--qd", "2", "--bs", "4K");
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	ck_assert_ptr_nonnull(strstr(p.out, "100 rows x 64, 3 shards"));
+	ck_assert_ptr_nonnull(strstr(p.out, "PASS"));
+	tu_proc_free(&p);
+	tu_rmtree(dir);
+	free(ds);
+	free(dir);
+}
+END_TEST
+
+/* Bad inputs are runtime errors (exit 3) that name the file and the problem. */
+START_TEST(test_bad_inputs)
+{
+	char *dir = tu_tmpdir(), *in = path_in(dir, "in.safetensors"), *junk = path_in(dir, "junk.safetensors");
+	struct tu_proc p;
+	struct stat st;
+
+	RUN(&p, "run", "--input", "/nonexistent/input.safetensors");
+	ck_assert_int_eq(p.status, 3);
+	ck_assert_ptr_nonnull(strstr(p.err, "/nonexistent/input.safetensors"));
+	tu_proc_free(&p);
+
+	RUN(&p, "gen", "--op", "layernorm-bwd", "--dtype", "f16", "--rows", "64", "--hidden", "128", "--out", in);
+	ck_assert_int_eq(p.status, 0);
+	tu_proc_free(&p);
+	ck_assert_int_eq(stat(in, &st), 0);
+	ck_assert_int_eq(truncate(in, st.st_size - 100), 0);
+	RUN(&p, "run", "--input", in, "--device", "cpu");
+	ck_assert_int_eq(p.status, 3);
+	ck_assert_msg(strstr(p.err, in) != NULL, "error does not name the file: %s", p.err);
+	ck_assert_msg(strstr(p.err, "ETRUNC") || strstr(p.err, "EFORMAT"), "%s", p.err);
+	ck_assert_str_eq(p.out, "");
+	tu_proc_free(&p);
+
+	tu_write_file(junk, "\x10\x00\x00\x00\x00\x00\x00\x00{\"x\": [1, 2]}   ", 24);
+	RUN(&p, "run", "--input", junk, "--device", "cpu");
+	ck_assert_int_eq(p.status, 3);
+	ck_assert_ptr_nonnull(strstr(p.err, junk));
+	tu_proc_free(&p);
+
+	/* op given on the command line that the file's tensors cannot serve */
+	RUN(&p, "gen", "--op", "rmsnorm-fwd", "--rows", "8", "--hidden", "16", "--out", in);
+	tu_proc_free(&p);
+	RUN(&p, "run", "--input", in, "--op", "rmsnorm-bwd", "--device", "cpu");
+	ck_assert_int_eq(p.status, 3);
+	ck_assert_ptr_nonnull(strstr(p.err, "'dy'"));
+	tu_proc_free(&p);
+
+	/* the device does not exist */
+	RUN(&p, "run", "--input", in, "--device", "cpu:3");
+	ck_assert_int_eq(p.status, 3);
+	ck_assert_ptr_nonnull(strstr(p.err, "cpu:3"));
+	tu_proc_free(&p);
+	tu_rmtree(dir);
+	free(in);
+	free(junk);
+	free(dir);
+}
+END_TEST
+
+/* An injected wrong output is caught: exit 1 and FAIL. */
+START_TEST(test_mismatch_exit)
+{
+	char *dir = tu_tmpdir(), *in = path_in(dir, "in.safetensors");
+	struct tu_proc p;
+
+	RUN(&p, "gen", "--op", "layernorm-fwd", "--rows", "50", "--hidden", "96", "--out", in);
+	ck_assert_int_eq(p.status, 0);
+	tu_proc_free(&p);
+	RUN(&p, "run", "--input", in, "--device", "cpu", "--inject-mismatch");
+	ck_assert_int_eq(p.status, 1);
+	ck_assert_ptr_nonnull(strstr(p.out, "FAIL"));
+	tu_proc_free(&p);
+	RUN(&p, "run", "--input", in, "--device", "cpu", "--inject-mismatch", "--no-verify");
+	ck_assert_int_eq(p.status, 0);
+	ck_assert_ptr_nonnull(strstr(p.out, "not verified"));
+	tu_proc_free(&p);
+	tu_rmtree(dir);
+	free(in);
+	free(dir);
+}
+END_TEST
+
+/* Raw input with an explicit shape. */
+START_TEST(test_raw_input)
+{
+	char *dir = tu_tmpdir(), *raw = path_in(dir, "x.bin");
+	float *x = tu_xmalloc(40 * 33 * sizeof(float));
+	struct wsn_tensor t;
+	struct tu_proc p;
+
+	wsn_tensor_2d(&t, x, WSN_F32, WSN_MEM_HOST, 40, 33);
+	wsn_tensor_fill_random(&t, tu_case_seed("raw"), 0.0f, 1.0f);
+	tu_write_file(raw, x, 40 * 33 * sizeof(float));
+	RUN(&p, "run", "--input", raw, "--shape", "40x33", "--dtype", "f32", "--op", "rmsnorm-fwd", "--device", "cpu");
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	ck_assert_ptr_nonnull(strstr(p.out, "PASS"));
+	tu_proc_free(&p);
+	RUN(&p, "run", "--input", raw, "--shape", "41x33", "--dtype", "f32", "--op", "rmsnorm-fwd", "--device", "cpu");
+	ck_assert_int_eq(p.status, 3);
+	ck_assert_ptr_nonnull(strstr(p.err, "raw file has"));
+	tu_proc_free(&p);
+	tu_rmtree(dir);
+	free(raw);
+	free(dir);
+	free(x);
+}
+END_TEST
+
+START_TEST(test_demo)
+{
+	struct tu_proc p;
+	json_error_t je;
+	json_t *j, *runs;
+
+	RUN(&p, "run", "--demo", "--device", "cpu");
+	ck_assert_msg(p.status == 0, "demo exit %d: %s\n%s", p.status, p.err, p.out);
+	ck_assert_ptr_nonnull(strstr(p.out, "demo result: PASS"));
+	for (int op = 0; op < WSN_OP_COUNT; op++)
+		ck_assert_ptr_nonnull(strstr(p.out, wsn_op_name((enum wsn_op)op)));
+	ck_assert_ptr_nonnull(strstr(p.out, "compute"));
+	ck_assert_ptr_nonnull(strstr(p.out, "read"));
+	tu_proc_free(&p);
+	RUN(&p, "run", "--demo", "--device", "cpu", "--json");
+	ck_assert_int_eq(p.status, 0);
+	j = json_loads(p.out, 0, &je);
+	ck_assert_msg(j != NULL, "demo --json: %s", je.text);
+	runs = json_object_get(j, "runs");
+	ck_assert_int_eq(json_array_size(runs), 4);
+	for (size_t i = 0; i < 4; i++) {
+		json_t *r = json_array_get(runs, i);
+		ck_assert_str_eq(json_string_value(json_object_get(r, "result")), "pass");
+		ck_assert(json_real_value(json_object_get(json_object_get(json_object_get(r, "stages"), "compute"),
+							  "gbs")) > 0);
+	}
+	ck_assert_str_eq(json_string_value(json_object_get(j, "result")), "pass");
+	json_decref(j);
+	tu_proc_free(&p);
+}
+END_TEST
+
+START_TEST(test_plan_emit_cpu)
+{
+	struct tu_proc p;
+
+	RUN(&p, "plan", "--op", "layernorm-bwd", "--hidden", "4096", "--device", "cpu");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	ck_assert_ptr_nonnull(strstr(p.out, "layernorm-bwd bf16 rows=16384 hidden=4096"));
+	tu_proc_free(&p);
+	RUN(&p, "bench", "--device", "cpu", "--op", "rmsnorm-fwd", "--hidden", "256", "--rows", "64", "--iters",
+	    "2", "--copy-size", "1M", "--json");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	{
+		json_error_t je;
+		json_t *j = json_loads(p.out, 0, &je), *r;
+		ck_assert_msg(j != NULL, "bench --json: %s", je.text);
+		ck_assert(json_real_value(json_object_get(j, "copy_tbs")) > 0);
+		r = json_array_get(json_object_get(j, "results"), 0);
+		ck_assert_int_eq(json_integer_value(json_object_get(r, "hidden")), 256);
+		ck_assert(json_real_value(json_object_get(r, "tbs")) > 0);
+		ck_assert(json_real_value(json_object_get(r, "fraction_of_copy")) > 0);
+		json_decref(j);
+	}
+	tu_proc_free(&p);
+}
+END_TEST
+
+Suite *suite_cli(void)
+{
+	Suite *s = suite_create("cli");
+	TCase *tc = tcase_create("cli");
+
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_help_golden);
+	tcase_add_test(tc, test_subcommand_help);
+	tcase_add_test(tc, test_version);
+	tcase_add_test(tc, test_usage_errors);
+	tcase_add_test(tc, test_devices_json);
+	tcase_add_test(tc, test_gen_run_json);
+	tcase_add_test(tc, test_shards);
+	tcase_add_test(tc, test_bad_inputs);
+	tcase_add_test(tc, test_mismatch_exit);
+	tcase_add_test(tc, test_raw_input);
+	tcase_add_test(tc, test_demo);
+	tcase_add_test(tc, test_plan_emit_cpu);
+	suite_add_tcase(s, tc);
+	return s;
+}

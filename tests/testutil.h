@@ -3,6 +3,8 @@
 #ifndef WSN_TESTUTIL_H
 #define WSN_TESTUTIL_H
 
+#include "config.h"
+
 #include <check.h>
 #include <stddef.h>
 #include <stdint.h>
