@@ -29,6 +29,7 @@ struct run_opts {
 	int64_t raw_rows, raw_hidden; /* --shape for raw input */
 	float eps;
 	int have_eps;
+	int inject_mismatch; /* corrupt one output element before verification (self-test) */
 };
 
 /* One input file and what it holds. */
@@ -107,6 +108,8 @@ static void usage(FILE *f)
 		"  --direct MODE     O_DIRECT: auto, on or off (default auto)\n"
 		"  --demo            generate a small input set in a temporary directory, run all four\n"
 		"                    ops on the best device present, report, and remove the files\n"
+		"  --inject-mismatch corrupt one output element before verification, to check that a\n"
+		"                    mismatch is caught (exit status 1)\n"
 		"  --json            machine-readable report on stdout\n"
 		"  -h, --help        show this help\n"
 		"\nExit status: 0 pass, 1 verification mismatch, 2 usage error, 3 runtime error.\n",
@@ -881,6 +884,11 @@ static int run_dataset(const struct run_opts *o, struct wsn_device *dev, struct 
 								ds->has_bias);
 		if ((ret = copy_outputs(dev, host_only, ds, &bs, sh->rows, s, res)))
 			goto out;
+		if (o->inject_mismatch) {
+			/* the first row is always sampled: make its first output element wrong */
+			float bad = 1000.0f;
+			wsn_dtype_convert(wsn_op_is_backward(ds->op) ? bs.dx.h : bs.y.h, ds->dt, &bad, WSN_F32, 1);
+		}
 		if (o->verify_rows > 0 && (ret = verify_shard(o, ds, &bs, sh->rows, res)))
 			goto out;
 		if (o->output && (ret = write_outputs(o, ds, sh, &bs, sh->rows, res)))
@@ -1129,6 +1137,7 @@ int cmd_run(int argc, char **argv)
 		{ "bs", required_argument, NULL, 'b' },      { "direct", required_argument, NULL, 'x' },
 		{ "approach", required_argument, NULL, 'a' }, { "shape", required_argument, NULL, 's' },
 		{ "eps", required_argument, NULL, 'e' },     { "demo", no_argument, NULL, 'M' },
+		{ "inject-mismatch", no_argument, NULL, 'I' },
 		{ "help", no_argument, NULL, 'h' },          { NULL, 0, NULL, 0 },
 	};
 	struct run_opts o;
@@ -1211,6 +1220,7 @@ int cmd_run(int argc, char **argv)
 			o.have_eps = 1;
 			break;
 		case 'M': demo = 1; break;
+		case 'I': o.inject_mismatch = 1; break;
 		case 'h': usage(stdout); return EXIT_PASS;
 		case ':': return cli_usage_error("run", "option '%s' needs a value", argv[optind - 1]);
 		default: return cli_usage_error("run", "unknown option '%s'", argv[optind - 1]);
