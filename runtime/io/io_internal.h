@@ -25,6 +25,12 @@ int wsn__file_size(const char *path, uint64_t *size);
  */
 bool wsn__reader_fixed_buffers(const struct wsn_reader *r);
 
+/*
+ * Testing aid: report the first completion of every buffer as short (two thirds of what
+ * arrived), so the resubmission of short reads is exercised on any file system.
+ */
+void wsn__reader_inject_short_reads(struct wsn_reader *r, bool on);
+
 /* ---- raw.c: files written under a temporary name and renamed into place ---- */
 
 struct wsn__out_file {

@@ -49,6 +49,7 @@ struct wsn_reader {
 	struct wsn_reader_options opt;
 	bool fixed;          /* buffers registered with the ring: read_fixed */
 	bool broken;         /* a read stalled with requests in flight; the buffers are not ours */
+	bool inject_short;   /* tests: report each buffer's first completion as short */
 	unsigned char *bufs; /* queue_depth * block_size bytes, page aligned */
 	size_t bufs_len;
 	struct slot *slots;
@@ -283,6 +284,12 @@ WSN_API void wsn_reader_stats(const struct wsn_reader *r, struct wsn_read_stats 
 bool wsn__reader_fixed_buffers(const struct wsn_reader *r)
 {
 	return r && r->fixed;
+}
+
+void wsn__reader_inject_short_reads(struct wsn_reader *r, bool on)
+{
+	if (r)
+		r->inject_short = on;
 }
 
 /* ---- opening files ---- */
@@ -526,6 +533,8 @@ static int complete(struct wsn_reader *r, struct job *j, unsigned i, int res)
 				  j->path, (unsigned long long)(s->pos + s->got),
 				  (unsigned long long)(j->end - j->offset), (unsigned long long)j->offset);
 	}
+	if (r->inject_short && s->got == 0 && !s->retries && res > 1)
+		res -= res / 3; /* as if the kernel stopped early: the rest is read again */
 	s->got += (size_t)res;
 	if (s->got >= s->need) {
 		/* a direct read of the last block stops short at the end of the file: that is enough */
