@@ -1,3 +1,781 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder, being written */
-int main(void) { return 77; }
+/* tests/check_gpu.c: the CUDA backend on a real GPU against the CPU backend; exits 77 when no CUDA device is usable. */
+#include "testutil.h"
+#include "cuda/cuda_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static struct wsn_device *gpu, *cpu;
+
+#define OK(call)                                                                                    \
+	do {                                                                                        \
+		int e_ = (call);                                                                    \
+		ck_assert_msg(e_ == 0, "%s: %s: %s", #call, wsn_err_name(e_), wsn_last_error()); \
+	} while (0)
+
+static void setup(void)
+{
+	OK(wsn_device_open("cuda:0", &gpu));
+	OK(wsn_device_open("cpu", &cpu));
+}
+
+static void teardown(void)
+{
+	wsn_device_close(gpu);
+	wsn_device_close(cpu);
+	gpu = cpu = NULL;
+}
+
+static void *dalloc(size_t bytes)
+{
+	void *p = NULL;
+
+	OK(wsn_mem_alloc(gpu, bytes, &p));
+	return p;
+}
+
+static void upload(void *d, const void *h, size_t n)
+{
+	OK(wsn_memcpy(gpu, d, h, n, WSN_COPY_H2D, NULL));
+}
+
+static void download(void *h, const void *d, size_t n)
+{
+	OK(wsn_memcpy(gpu, h, d, n, WSN_COPY_D2H, NULL));
+}
+
+/* 0xFF bytes are NaN in f32, f16 and bf16: an element the kernel does not write fails the compare. */
+static void poison(void *d, size_t n)
+{
+	if (d)
+		OK(wsn_mem_set(gpu, d, 0xff, n, NULL));
+}
+
+/* [rows, hidden] with row stride ld, starting off elements into base. */
+static struct wsn_tensor mat(void *base, enum wsn_dtype dt, enum wsn_mem mem, int64_t rows, int64_t hidden,
+			     int64_t ld, int64_t off)
+{
+	struct wsn_tensor t;
+
+	memset(&t, 0, sizeof(t));
+	t.data = (char *)base + off * (int64_t)wsn_dtype_size(dt);
+	t.dtype = dt;
+	t.mem = mem;
+	t.ndim = 2;
+	t.shape[0] = rows;
+	t.shape[1] = hidden;
+	t.stride[0] = ld;
+	t.stride[1] = 1;
+	return t;
+}
+
+static struct wsn_tensor vec(void *p, enum wsn_dtype dt, enum wsn_mem mem, int64_t n)
+{
+	struct wsn_tensor t;
+
+	OK(wsn_tensor_1d(&t, p, dt, mem, n));
+	return t;
+}
+
+/* mean/rstd: f32 [rows], or [rows, 1] */
+static struct wsn_tensor stats(void *p, enum wsn_mem mem, int64_t rows, int two_d)
+{
+	return two_d ? mat(p, WSN_F32, mem, rows, 1, 1, 0) : vec(p, WSN_F32, mem, rows);
+}
+
+static const enum wsn_dtype dtypes[] = { WSN_F32, WSN_F16, WSN_BF16 };
+static const enum wsn_op ops[] = { WSN_LAYERNORM_FWD, WSN_RMSNORM_FWD, WSN_LAYERNORM_BWD, WSN_RMSNORM_BWD };
+
+static double tolerance(enum wsn_dtype dt)
+{
+	return dt == WSN_F32 ? 1e-5 : 1e-2;
+}
+
+/* One (dtype, hidden, layout): inputs in host and device memory, output buffers of both backends. */
+struct setup {
+	enum wsn_dtype dt;
+	int64_t hidden, rows; /* rows: the most any run uses */
+	int64_t ld, off;      /* x and dy: row stride and offset in elements (ld > hidden, off > 0: unaligned) */
+	int stats2d;          /* mean/rstd as [rows, 1] */
+	size_t es, in_elems;
+	void *hx, *hdy, *hw, *hb;           /* host inputs */
+	void *x, *dy, *w, *b;               /* device inputs */
+	float *hmean, *hrstd_ln, *hrstd_rms; /* CPU forward statistics: the backward inputs */
+	void *mean_in, *rstd_ln_in, *rstd_rms_in;
+	/* outputs: CPU (c*), GPU device (d*), GPU read back (g*) */
+	void *cy, *cdx, *cdw, *cdb, *gy, *gdx, *gdw, *gdb, *gy2, *gdx2, *gdw2, *gdb2;
+	float *cmean, *crstd, *gmean, *grstd;
+	void *dyo, *ddx, *ddw, *ddb, *dmean, *drstd;
+};
+
+static void *xcalloc(size_t n)
+{
+	void *p = calloc(1, n ? n : 1);
+
+	ck_assert_msg(p != NULL, "calloc %zu", n);
+	return p;
+}
+
+/* Random inputs from f32 (mean 0.5 so the statistics are not near zero), converted to dt. */
+static void setup_init(struct setup *s, enum wsn_dtype dt, int64_t hidden, int64_t rows, int64_t ld, int64_t off,
+		       int stats2d, const float *x32, const float *dy32, const float *w32, const float *b32)
+{
+	size_t rh = (size_t)(rows * hidden);
+
+	memset(s, 0, sizeof(*s));
+	s->dt = dt;
+	s->hidden = hidden;
+	s->rows = rows;
+	s->ld = ld;
+	s->off = off;
+	s->stats2d = stats2d;
+	s->es = wsn_dtype_size(dt);
+	s->in_elems = (size_t)((rows - 1) * ld + hidden + off);
+	s->hx = xcalloc(s->in_elems * s->es);
+	s->hdy = xcalloc(s->in_elems * s->es);
+	s->hw = xcalloc((size_t)hidden * s->es);
+	s->hb = xcalloc((size_t)hidden * s->es);
+	OK(wsn_dtype_convert(s->hx, dt, x32, WSN_F32, s->in_elems));
+	OK(wsn_dtype_convert(s->hdy, dt, dy32, WSN_F32, s->in_elems));
+	OK(wsn_dtype_convert(s->hw, dt, w32, WSN_F32, (size_t)hidden));
+	OK(wsn_dtype_convert(s->hb, dt, b32, WSN_F32, (size_t)hidden));
+	s->x = dalloc(s->in_elems * s->es);
+	s->dy = dalloc(s->in_elems * s->es);
+	s->w = dalloc((size_t)hidden * s->es);
+	s->b = dalloc((size_t)hidden * s->es);
+	upload(s->x, s->hx, s->in_elems * s->es);
+	upload(s->dy, s->hdy, s->in_elems * s->es);
+	upload(s->w, s->hw, (size_t)hidden * s->es);
+	upload(s->b, s->hb, (size_t)hidden * s->es);
+
+	s->cy = xcalloc(rh * s->es);
+	s->cdx = xcalloc(rh * s->es);
+	s->gy = xcalloc(rh * s->es);
+	s->gdx = xcalloc(rh * s->es);
+	s->gy2 = xcalloc(rh * s->es);
+	s->gdx2 = xcalloc(rh * s->es);
+	s->cdw = xcalloc((size_t)hidden * s->es);
+	s->cdb = xcalloc((size_t)hidden * s->es);
+	s->gdw = xcalloc((size_t)hidden * s->es);
+	s->gdb = xcalloc((size_t)hidden * s->es);
+	s->gdw2 = xcalloc((size_t)hidden * s->es);
+	s->gdb2 = xcalloc((size_t)hidden * s->es);
+	s->cmean = xcalloc((size_t)rows * 4);
+	s->crstd = xcalloc((size_t)rows * 4);
+	s->gmean = xcalloc((size_t)rows * 4);
+	s->grstd = xcalloc((size_t)rows * 4);
+	s->hmean = xcalloc((size_t)rows * 4);
+	s->hrstd_ln = xcalloc((size_t)rows * 4);
+	s->hrstd_rms = xcalloc((size_t)rows * 4);
+	s->dyo = dalloc(rh * s->es);
+	s->ddx = dalloc(rh * s->es);
+	s->ddw = dalloc((size_t)hidden * s->es);
+	s->ddb = dalloc((size_t)hidden * s->es);
+	s->dmean = dalloc((size_t)rows * 4);
+	s->drstd = dalloc((size_t)rows * 4);
+	s->mean_in = dalloc((size_t)rows * 4);
+	s->rstd_ln_in = dalloc((size_t)rows * 4);
+	s->rstd_rms_in = dalloc((size_t)rows * 4);
+
+	/* the backward inputs: the CPU forward statistics of the same x */
+	for (int rms = 0; rms < 2; rms++) {
+		enum wsn_op op = rms ? WSN_RMSNORM_FWD : WSN_LAYERNORM_FWD;
+		struct wsn_plan *p;
+		struct wsn_args a;
+
+		memset(&a, 0, sizeof(a));
+		OK(wsn_plan_create(cpu, op, rows, hidden, dt, NULL, &p));
+		a.x = mat(s->hx, dt, WSN_MEM_HOST, rows, hidden, ld, off);
+		a.weight = vec(s->hw, dt, WSN_MEM_HOST, hidden);
+		if (!rms)
+			a.bias = vec(s->hb, dt, WSN_MEM_HOST, hidden);
+		a.y = mat(s->cy, dt, WSN_MEM_HOST, rows, hidden, hidden, 0);
+		if (!rms)
+			a.mean = stats(s->hmean, WSN_MEM_HOST, rows, stats2d);
+		a.rstd = stats(rms ? s->hrstd_rms : s->hrstd_ln, WSN_MEM_HOST, rows, stats2d);
+		OK(wsn_plan_execute(p, &a, NULL));
+		wsn_plan_destroy(p);
+	}
+	upload(s->mean_in, s->hmean, (size_t)rows * 4);
+	upload(s->rstd_ln_in, s->hrstd_ln, (size_t)rows * 4);
+	upload(s->rstd_rms_in, s->hrstd_rms, (size_t)rows * 4);
+}
+
+static void setup_free(struct setup *s)
+{
+	void *host[] = { s->hx, s->hdy, s->hw, s->hb, s->cy, s->cdx, s->gy, s->gdx, s->gy2, s->gdx2, s->cdw, s->cdb,
+			 s->gdw, s->gdb, s->gdw2, s->gdb2, s->cmean, s->crstd, s->gmean, s->grstd, s->hmean,
+			 s->hrstd_ln, s->hrstd_rms };
+	void *dev[] = { s->x, s->dy, s->w, s->b, s->dyo, s->ddx, s->ddw, s->ddb, s->dmean, s->drstd, s->mean_in,
+			s->rstd_ln_in, s->rstd_rms_in };
+
+	for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++)
+		free(host[i]);
+	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
+		OK(wsn_mem_free(gpu, dev[i]));
+}
+
+/* The arguments of op over the first r rows, in host (CPU) or device (GPU) memory. */
+static struct wsn_args args_of(const struct setup *s, enum wsn_op op, int64_t r, int on_gpu)
+{
+	enum wsn_mem m = on_gpu ? WSN_MEM_DEVICE : WSN_MEM_HOST;
+	int64_t h = s->hidden;
+	int ln = op == WSN_LAYERNORM_FWD || op == WSN_LAYERNORM_BWD;
+	struct wsn_args a;
+
+	memset(&a, 0, sizeof(a));
+	a.x = mat(on_gpu ? s->x : s->hx, s->dt, m, r, h, s->ld, s->off);
+	a.weight = vec(on_gpu ? s->w : s->hw, s->dt, m, h);
+	if (ln)
+		a.bias = vec(on_gpu ? s->b : s->hb, s->dt, m, h);
+	if (!wsn_op_is_backward(op)) {
+		a.y = mat(on_gpu ? s->dyo : s->cy, s->dt, m, r, h, h, 0);
+		if (ln)
+			a.mean = stats(on_gpu ? s->dmean : (void *)s->cmean, m, r, s->stats2d);
+		a.rstd = stats(on_gpu ? s->drstd : (void *)s->crstd, m, r, s->stats2d);
+		return a;
+	}
+	a.dy = mat(on_gpu ? s->dy : s->hdy, s->dt, m, r, h, s->ld, s->off);
+	a.dx = mat(on_gpu ? s->ddx : s->cdx, s->dt, m, r, h, h, 0);
+	if (ln)
+		a.mean = stats(on_gpu ? s->mean_in : (void *)s->hmean, m, r, s->stats2d);
+	a.rstd = stats(on_gpu ? (ln ? s->rstd_ln_in : s->rstd_rms_in) : (void *)(ln ? s->hrstd_ln : s->hrstd_rms), m,
+		       r, s->stats2d);
+	a.dweight = vec(on_gpu ? s->ddw : s->cdw, s->dt, m, h);
+	if (ln)
+		a.dbias = vec(on_gpu ? s->ddb : s->cdb, s->dt, m, h);
+	return a;
+}
+
+/* Compare one output; prints and returns 1 on a mismatch. */
+static int check_out(const char *what, const char *name, enum wsn_dtype dt, const void *got, const void *ref, int64_t n,
+		     double tol, double *worst)
+{
+	struct wsn_tensor g = vec((void *)got, dt, WSN_MEM_HOST, n), r = vec((void *)ref, dt, WSN_MEM_HOST, n);
+	struct wsn_compare c;
+
+	OK(wsn_tensor_compare(&g, &r, &c));
+	if (c.rel_l2 > *worst)
+		*worst = c.rel_l2;
+	if (c.nonfinite || !(c.rel_l2 <= tol)) {
+		printf("FAIL %s %s: rel_l2 %.3g (tolerance %.0e), max_abs %.3g at %lld, %lld non-finite of %lld\n", what,
+		       name, c.rel_l2, tol, c.max_abs, (long long)c.worst, (long long)c.nonfinite, (long long)c.count);
+		return 1;
+	}
+	return 0;
+}
+
+/* Run op over r rows on both backends and compare; backward runs twice to check determinism. */
+static int run_rows(struct setup *s, enum wsn_op op, struct wsn_plan *gp, struct wsn_plan *cp, int64_t r,
+		    double *worst)
+{
+	size_t rh = (size_t)(r * s->hidden) * s->es, hb = (size_t)s->hidden * s->es;
+	int ln = op == WSN_LAYERNORM_FWD || op == WSN_LAYERNORM_BWD, fails = 0, e;
+	struct wsn_args ca = args_of(s, op, r, 0), ga = args_of(s, op, r, 1);
+	double tol = tolerance(s->dt);
+	char what[160];
+
+	snprintf(what, sizeof(what), "%s %s hidden=%lld rows=%lld%s", wsn_op_name(op), wsn_dtype_name(s->dt),
+		 (long long)s->hidden, (long long)r, s->ld != s->hidden || s->off ? " (strided, unaligned x)" : "");
+	OK(wsn_plan_execute(cp, &ca, NULL));
+	for (int run = 0; run < (wsn_op_is_backward(op) ? 2 : 1); run++) {
+		if (!wsn_op_is_backward(op)) {
+			poison(s->dyo, rh);
+			poison(s->dmean, (size_t)r * 4);
+			poison(s->drstd, (size_t)r * 4);
+		} else {
+			poison(s->ddx, rh);
+			poison(s->ddw, hb);
+			poison(s->ddb, hb);
+		}
+		if ((e = wsn_plan_execute(gp, &ga, NULL)) < 0 || (e = wsn_stream_sync(gpu, NULL)) < 0) {
+			printf("FAIL %s: %s: %s\n", what, wsn_err_name(e), wsn_last_error());
+			return 1;
+		}
+		if (!wsn_op_is_backward(op)) {
+			download(s->gy, s->dyo, rh);
+			download(s->grstd, s->drstd, (size_t)r * 4);
+			fails += check_out(what, "y", s->dt, s->gy, s->cy, r * s->hidden, tol, worst);
+			fails += check_out(what, "rstd", WSN_F32, s->grstd, s->crstd, r, 1e-5, worst);
+			if (ln) {
+				download(s->gmean, s->dmean, (size_t)r * 4);
+				fails += check_out(what, "mean", WSN_F32, s->gmean, s->cmean, r, 1e-5, worst);
+			}
+			continue;
+		}
+		download(run ? s->gdx2 : s->gdx, s->ddx, rh);
+		download(run ? s->gdw2 : s->gdw, s->ddw, hb);
+		if (ln)
+			download(run ? s->gdb2 : s->gdb, s->ddb, hb);
+		if (!run) {
+			fails += check_out(what, "dx", s->dt, s->gdx, s->cdx, r * s->hidden, tol, worst);
+			fails += check_out(what, "dweight", s->dt, s->gdw, s->cdw, s->hidden, tol, worst);
+			if (ln)
+				fails += check_out(what, "dbias", s->dt, s->gdb, s->cdb, s->hidden, tol, worst);
+			continue;
+		}
+		if (memcmp(s->gdx, s->gdx2, rh) || memcmp(s->gdw, s->gdw2, hb) || (ln && memcmp(s->gdb, s->gdb2, hb))) {
+			printf("FAIL %s: two backward runs differ (not deterministic)\n", what);
+			fails++;
+		}
+	}
+	return fails;
+}
+
+/* Every op over every row count in rows[] for one setup; returns the failures. */
+static int run_setup(struct setup *s, const int64_t *rows, int nrows)
+{
+	int fails = 0;
+
+	for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
+		struct wsn_plan *gp = NULL, *cp = NULL;
+		double worst = 0, t0 = wsn__now();
+		int e, f = 0;
+
+		if ((e = wsn_plan_create(gpu, ops[o], s->rows, s->hidden, s->dt, NULL, &gp)) < 0) {
+			printf("FAIL %s %s hidden=%lld: GPU plan: %s: %s\n", wsn_op_name(ops[o]), wsn_dtype_name(s->dt),
+			       (long long)s->hidden, wsn_err_name(e), wsn_last_error());
+			fails++;
+			continue;
+		}
+		OK(wsn_plan_create(cpu, ops[o], s->rows, s->hidden, s->dt, NULL, &cp));
+		for (int i = 0; i < nrows; i++)
+			if (rows[i] <= s->rows)
+				f += run_rows(s, ops[o], gp, cp, rows[i], &worst);
+		printf("%s %s %s hidden=%lld%s: worst rel_l2 %.2e, %.2f s\n", f ? "FAIL" : "ok", wsn_op_name(ops[o]),
+		       wsn_dtype_name(s->dt), (long long)s->hidden, s->ld != s->hidden || s->off ? " strided" : "", worst,
+		       wsn__now() - t0);
+		fflush(stdout);
+		fails += f;
+		wsn_plan_destroy(gp);
+		wsn_plan_destroy(cp);
+	}
+	return fails;
+}
+
+static float *random_f32(size_t n, const char *tag, float mean, float stddev)
+{
+	float *p = xcalloc(n * 4);
+	struct wsn_tensor t = vec(p, WSN_F32, WSN_MEM_HOST, (int64_t)n);
+
+	OK(wsn_tensor_fill_random(&t, tu_case_seed(tag), mean, stddev));
+	return p;
+}
+
+static const int64_t hiddens[] = { 1, 3, 64, 1000, 1024, 2048, 4096, 4097, 8192, 12288, 16384, 32768 };
+static const int64_t row_counts[] = { 1, 7, 1000, 16384 };
+
+/* All ops x dtypes for hidden size hiddens[_i]; 16384 rows for hidden <= 4097, else up to 1000. */
+START_TEST(test_ops)
+{
+	int64_t h = hiddens[_i], rows = h <= 4097 ? 16384 : 1000;
+	size_t n = (size_t)(rows * h);
+	char tag[64];
+	float *x32, *dy32, *w32, *b32;
+	int fails = 0;
+
+	snprintf(tag, sizeof(tag), "x-%lld", (long long)h);
+	x32 = random_f32(n, tag, 0.5f, 1.0f);
+	snprintf(tag, sizeof(tag), "dy-%lld", (long long)h);
+	dy32 = random_f32(n, tag, 0.0f, 1.0f);
+	snprintf(tag, sizeof(tag), "w-%lld", (long long)h);
+	w32 = random_f32((size_t)h, tag, 1.0f, 0.25f);
+	snprintf(tag, sizeof(tag), "b-%lld", (long long)h);
+	b32 = random_f32((size_t)h, tag, 0.0f, 0.25f);
+	for (size_t d = 0; d < sizeof(dtypes) / sizeof(dtypes[0]); d++) {
+		struct setup s;
+
+		setup_init(&s, dtypes[d], h, rows, h, 0, 0, x32, dy32, w32, b32);
+		fails += run_setup(&s, row_counts, (int)(sizeof(row_counts) / sizeof(row_counts[0])));
+		setup_free(&s);
+	}
+	free(x32);
+	free(dy32);
+	free(w32);
+	free(b32);
+	ck_assert_msg(fails == 0, "%d mismatches for hidden %lld (see FAIL lines above)", fails, (long long)h);
+}
+END_TEST
+
+/* [rows, 1] statistics, and x/dy with a row stride and a base that is not 16-byte aligned. */
+START_TEST(test_strided_stats)
+{
+	static const int64_t hs[] = { 1000, 4096 };
+	static const int64_t rows[] = { 1, 333 };
+	int fails = 0;
+
+	for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++) {
+		int64_t h = hs[i], ld = h + 3, r = 333;
+		size_t n = (size_t)((r - 1) * ld + h + 1);
+		float *x32 = random_f32(n, "strided-x", 0.5f, 1.0f), *dy32 = random_f32(n, "strided-dy", 0.0f, 1.0f);
+		float *w32 = random_f32((size_t)h, "strided-w", 1.0f, 0.25f), *b32 = random_f32((size_t)h, "strided-b", 0, 0.25f);
+
+		for (size_t d = 0; d < sizeof(dtypes) / sizeof(dtypes[0]); d++) {
+			struct setup s;
+
+			setup_init(&s, dtypes[d], h, r, ld, 1, 1, x32, dy32, w32, b32);
+			fails += run_setup(&s, rows, 2);
+			setup_free(&s);
+		}
+		free(x32);
+		free(dy32);
+		free(w32);
+		free(b32);
+	}
+	ck_assert_msg(fails == 0, "%d mismatches (see FAIL lines above)", fails);
+}
+END_TEST
+
+START_TEST(test_device_info)
+{
+	struct wsn_device_info di;
+	struct wsn_backend_info bi;
+
+	OK(wsn_device_info(gpu, &di));
+	printf("%s: %s %s, %d SMs, %.1f GiB, opt-in smem %d, smem/SM %d, regs/SM %d, L2 %lld, mem %d kHz x %d bit = %.0f GB/s, "
+	       "PCIe gen %d x%d at %s, clusters %d, driver %d\n",
+	       di.spec, di.name, di.arch, di.multiprocessors, (double)di.total_mem / (1 << 30), di.smem_per_block_optin,
+	       di.smem_per_sm, di.regs_per_sm, (long long)di.l2_bytes, di.mem_clock_khz, di.mem_bus_width,
+	       di.mem_peak_gbs, di.pcie_gen, di.pcie_width, di.pci_bus_id, di.cluster_launch, di.driver_version);
+	ck_assert_str_eq(di.backend, "cuda");
+	ck_assert(di.name[0]);
+	ck_assert_int_ge(di.cc_major, 1);
+	ck_assert_int_gt(di.multiprocessors, 0);
+	ck_assert_int_gt(di.total_mem, 0);
+	ck_assert_int_gt(di.smem_per_block_optin, 48 * 1024 - 1);
+	ck_assert_int_gt(di.regs_per_sm, 0);
+	ck_assert_int_gt(di.l2_bytes, 0);
+	ck_assert_int_gt(di.mem_bus_width, 0);
+	ck_assert_int_ge(di.driver_version, 12000);
+	ck_assert(di.pci_bus_id[0]);
+	for (int i = 0; i < wsn_backend_count(); i++) {
+		OK(wsn_backend_info(i, &bi));
+		if (!strcmp(bi.name, "cuda")) {
+			printf("cuda backend: %s\n", bi.note);
+			ck_assert(bi.available);
+			ck_assert_int_ge(bi.device_count, 1);
+		}
+	}
+}
+END_TEST
+
+/* Pinned memory, async copies on two streams ordered by an event, and event timing. */
+START_TEST(test_pinned_async)
+{
+	static const size_t sizes[] = { 4096 + 16, 3u << 20, 64u << 20 };
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t n = sizes[i];
+		struct wsn_stream *s1, *s2;
+		struct wsn_event *e0, *e1, *e2;
+		unsigned char *h1, *h2, *page;
+		void *d1, *d2;
+		float ms = -1;
+
+		OK(wsn_host_alloc(gpu, n, (void **)&h1));
+		OK(wsn_host_alloc(gpu, n, (void **)&h2));
+		for (size_t k = 0; k < n; k++)
+			h1[k] = (unsigned char)(k * 131 + i);
+		memset(h2, 0, n);
+		d1 = dalloc(n);
+		d2 = dalloc(n);
+		OK(wsn_stream_create(gpu, &s1));
+		OK(wsn_stream_create(gpu, &s2));
+		OK(wsn_event_create(gpu, &e0));
+		OK(wsn_event_create(gpu, &e1));
+		OK(wsn_event_create(gpu, &e2));
+		OK(wsn_event_record(e0, s1));
+		OK(wsn_memcpy(gpu, d1, h1, n, WSN_COPY_H2D, s1));
+		OK(wsn_memcpy(gpu, d2, d1, n, WSN_COPY_D2D, s1));
+		OK(wsn_event_record(e1, s1));
+		OK(wsn_stream_wait_event(s2, e1));
+		OK(wsn_memcpy(gpu, h2, d2, n, WSN_COPY_D2H, s2));
+		OK(wsn_event_record(e2, s2));
+		OK(wsn_event_sync(e2));
+		ck_assert_msg(!memcmp(h1, h2, n), "async round trip of %zu bytes differs", n);
+		OK(wsn_event_elapsed(e0, e1, &ms));
+		ck_assert_msg(ms >= 0 && ms < 10000, "elapsed %g ms", (double)ms);
+		printf("pinned %zu bytes: H2D + D2D in %.3f ms\n", n, (double)ms);
+		/* synchronous copies from pageable memory, and memset */
+		page = xcalloc(n);
+		OK(wsn_mem_set(gpu, d1, 0x5a, n, NULL));
+		OK(wsn_memcpy(gpu, page, d1, n, WSN_COPY_D2H, NULL));
+		for (size_t k = 0; k < n; k++)
+			ck_assert_msg(page[k] == 0x5a, "memset byte %zu is %d", k, page[k]);
+		OK(wsn_memcpy(gpu, h2, h1, n, WSN_COPY_H2H, s1));
+		ck_assert(!memcmp(h1, h2, n));
+		free(page);
+		OK(wsn_stream_sync(gpu, s1));
+		OK(wsn_stream_sync(gpu, NULL));
+		OK(wsn_event_destroy(e0));
+		OK(wsn_event_destroy(e1));
+		OK(wsn_event_destroy(e2));
+		OK(wsn_stream_destroy(s1));
+		OK(wsn_stream_destroy(s2));
+		OK(wsn_mem_free(gpu, d1));
+		OK(wsn_mem_free(gpu, d2));
+		OK(wsn_host_free(gpu, h1));
+		ck_assert_int_eq(wsn_host_free(gpu, h1), WSN_EINVAL); /* already freed */
+		OK(wsn_host_free(gpu, h2));
+	}
+}
+END_TEST
+
+/* A 2-D bf16 descriptor encodes; each broken rule gives WSN_ETMA naming it. */
+START_TEST(test_tma)
+{
+	struct wsn__cu_device *cd = gpu->ctx;
+	CUtensorMap map __attribute__((aligned(64)));
+	struct wsn__tma_desc d, bad;
+	char *base = dalloc(1 << 20);
+
+	OK(wsn__cu_set_current(cd));
+	memset(&d, 0, sizeof(d));
+	d.dtype = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+	d.rank = 2;
+	d.global = base;
+	d.dims[0] = 1024;
+	d.dims[1] = 256;
+	d.strides[0] = 2048;
+	d.box[0] = 64;
+	d.box[1] = 64;
+	d.elem_strides[0] = d.elem_strides[1] = 1;
+	d.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+	OK(wsn__tma_encode(&map, &d));
+
+#define EXPECT_RULE(stmt, word)                                                                           \
+	do {                                                                                              \
+		int e_;                                                                                   \
+		bad = d;                                                                                  \
+		stmt;                                                                                     \
+		e_ = wsn__tma_encode(&map, &bad);                                                         \
+		ck_assert_msg(e_ == WSN_ETMA, "%s: got %s: %s", #stmt, wsn_err_name(e_), wsn_last_error()); \
+		ck_assert_msg(strstr(wsn_last_error(), word), "%s: message '%s' lacks '%s'", #stmt,       \
+			      wsn_last_error(), word);                                                    \
+	} while (0)
+	EXPECT_RULE(bad.global = base + 8, "16-byte aligned");
+	EXPECT_RULE(bad.strides[0] = 2056, "multiples of 16");
+	EXPECT_RULE(bad.strides[0] = (uint64_t)1 << 40, "below 2^40");
+	EXPECT_RULE(bad.box[1] = 0, "box dimensions 1..256");
+	EXPECT_RULE(bad.box[1] = 257, "box dimensions 1..256");
+	EXPECT_RULE((bad.box[0] = 4, bad.swizzle = CU_TENSOR_MAP_SWIZZLE_NONE), "multiple of 16");
+	EXPECT_RULE(bad.rank = 0, "rank 1..5");
+	EXPECT_RULE(bad.rank = 6, "rank 1..5");
+	EXPECT_RULE(bad.dims[1] = 0, "global dimension 1..2^32");
+	EXPECT_RULE(bad.elem_strides[1] = 9, "element strides 1..8");
+	EXPECT_RULE(bad.swizzle = CU_TENSOR_MAP_SWIZZLE_32B, "swizzle span");
+	EXPECT_RULE(bad.box[0] = 128, "swizzle span");
+#undef EXPECT_RULE
+	OK(wsn_mem_free(gpu, base));
+}
+END_TEST
+
+START_TEST(test_describe)
+{
+	struct wsn_plan *p;
+	char *text;
+	int n;
+
+	OK(wsn_plan_create(gpu, WSN_LAYERNORM_BWD, 4096, 4096, WSN_BF16, NULL, &p));
+	n = wsn_plan_describe(p, NULL, 0);
+	ck_assert_int_gt(n, 0);
+	text = xcalloc((size_t)n + 1);
+	ck_assert_int_eq(wsn_plan_describe(p, text, (size_t)n + 1), n);
+	printf("%s", text);
+	ck_assert(strstr(text, "JIT:"));
+	ck_assert(strstr(text, "registers"));
+	ck_assert(strstr(text, "spills"));
+	free(text);
+	wsn_plan_destroy(p);
+}
+END_TEST
+
+/* Invalid PTX: WSN_EJIT, with the driver's error name and the JIT log in the message. */
+START_TEST(test_jit_error)
+{
+	static const char bad[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
+				  ".visible .entry broken()\n{\n\tthis_is_not_an_instruction %r0;\n\tret;\n}\n";
+	struct wsn__cu_module m;
+	int e;
+
+	OK(wsn__cu_set_current(gpu->ctx));
+	e = wsn__cu_module_load(&m, bad, "a deliberately broken module");
+	printf("JIT error: %s\nJIT log: %s\n", wsn_last_error(), m.error_log ? m.error_log : "(none)");
+	ck_assert_int_eq(e, WSN_EJIT);
+	ck_assert(strstr(wsn_last_error(), "cuModuleLoadDataEx"));
+	ck_assert(strstr(wsn_last_error(), "CUDA_ERROR_"));
+	ck_assert(m.error_log && m.error_log[0]);
+	ck_assert(strstr(wsn_last_error(), "JIT log: "));
+	wsn__cu_module_unload(&m);
+}
+END_TEST
+
+/* A kernel that stores 42 at its pointer argument. */
+static const char store_ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
+				".visible .entry wsn_test_store(.param .u64 p)\n{\n"
+				"\t.reg .u64 %rd<2>;\n\t.reg .u32 %r<2>;\n"
+				"\tld.param.u64 %rd0, [p];\n\tmov.u32 %r0, 42;\n\tst.global.u32 [%rd0], %r0;\n\tret;\n}\n";
+
+/* Too many threads per CTA: WSN_ELAUNCH naming cuLaunchKernelEx and the driver's error. */
+START_TEST(test_launch_too_many_threads)
+{
+	struct wsn__cu_module m;
+	struct wsn__cu_kernel k;
+	uint32_t v = 0;
+	void *d = dalloc(4);
+	CUdeviceptr p = (CUdeviceptr)(uintptr_t)d;
+	void *params[] = { &p };
+	int e;
+
+	OK(wsn__cu_set_current(gpu->ctx));
+	OK(wsn__cu_module_load(&m, store_ptx, "the store test kernel"));
+	OK(wsn__cu_kernel_get(&m, "wsn_test_store", 32, 0, &k));
+	OK(wsn__cu_launch(&k, 1, 1, NULL, params));
+	OK(wsn_stream_sync(gpu, NULL));
+	download(&v, d, 4);
+	ck_assert_uint_eq(v, 42);
+	k.block = 4096;
+	e = wsn__cu_launch(&k, 1, 1, NULL, params);
+	printf("too many threads: %s\n", wsn_last_error());
+	ck_assert_int_eq(e, WSN_ELAUNCH);
+	ck_assert(strstr(wsn_last_error(), "cuLaunchKernelEx"));
+	ck_assert(strstr(wsn_last_error(), "CUDA_ERROR_"));
+	/* not sticky: the device still works */
+	OK(wsn_stream_sync(gpu, NULL));
+	OK(wsn_mem_free(gpu, d));
+	wsn__cu_module_unload(&m);
+}
+END_TEST
+
+/*
+ * A bad tensor pointer faults in the kernel: the error surfaces as WSN_ELAUNCH with
+ * CUDA_ERROR_ILLEGAL_ADDRESS, and every later call fails cleanly instead of hanging. The context is
+ * lost afterwards, so this runs last (and in its own process when Check forks, the default).
+ */
+START_TEST(test_illegal_address)
+{
+	struct wsn_plan *p;
+	struct wsn_args a;
+	void *y = dalloc(64 * 1024 * 4), *again = NULL;
+	int e;
+
+	OK(wsn_plan_create(gpu, WSN_RMSNORM_FWD, 64, 1024, WSN_F32, NULL, &p));
+	memset(&a, 0, sizeof(a));
+	OK(wsn_tensor_2d(&a.x, (void *)(uintptr_t)0x10000, WSN_F32, WSN_MEM_DEVICE, 64, 1024));
+	OK(wsn_tensor_2d(&a.y, y, WSN_F32, WSN_MEM_DEVICE, 64, 1024));
+	OK(wsn_tensor_1d(&a.weight, y, WSN_F32, WSN_MEM_DEVICE, 1024));
+	e = wsn_plan_execute(p, &a, NULL);
+	if (e == 0)
+		e = wsn_stream_sync(gpu, NULL);
+	printf("illegal address: %s\n", wsn_last_error());
+	ck_assert_int_eq(e, WSN_ELAUNCH);
+	ck_assert(strstr(wsn_last_error(), "CUDA_ERROR_ILLEGAL_ADDRESS"));
+	/* sticky: later calls fail with a named error, and do not hang */
+	e = wsn_mem_alloc(gpu, 1024, &again);
+	printf("after the fault, allocation: %s: %s\n", wsn_err_name(e), wsn_last_error());
+	ck_assert_int_lt(e, 0);
+	ck_assert_int_lt(wsn_stream_sync(gpu, NULL), 0);
+	ck_assert_int_lt(wsn_plan_execute(p, &a, NULL) < 0 ? -1 : wsn_stream_sync(gpu, NULL), 0);
+	wsn_plan_destroy(p);
+	wsn_mem_free(gpu, y);
+}
+END_TEST
+
+static Suite *suite_gpu(void)
+{
+	Suite *s = suite_create("gpu");
+	TCase *tc;
+
+	tc = tcase_create("device");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_device_info);
+	tcase_add_test(tc, test_pinned_async);
+	tcase_add_test(tc, test_tma);
+	tcase_add_test(tc, test_describe);
+	tcase_add_test(tc, test_jit_error);
+	tcase_add_test(tc, test_launch_too_many_threads);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("ops");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 300);
+	tcase_add_loop_test(tc, test_ops, 0, (int)(sizeof(hiddens) / sizeof(hiddens[0])));
+	tcase_add_test(tc, test_strided_stats);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("fault"); /* last: it poisons the context */
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_illegal_address);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+/*
+ * Whether cuda:0 opens, asked in a child process: CUDA cannot be used across fork(), and the tests
+ * run in forked children, so this process must not initialise the driver itself.
+ */
+static int probe(char *why, size_t len)
+{
+	int fds[2], status = 0;
+	ssize_t n;
+	pid_t pid;
+
+	why[0] = '\0';
+	if (pipe(fds) < 0 || (pid = fork()) < 0) {
+		snprintf(why, len, "cannot fork a probe");
+		return WSN_EIO;
+	}
+	if (pid == 0) {
+		struct wsn_device *d;
+		int e = wsn_device_open("cuda:0", &d);
+
+		close(fds[0]);
+		if (write(fds[1], wsn_last_error(), strlen(wsn_last_error())) < 0)
+			_exit(127);
+		_exit(e == 0 ? 0 : e == WSN_ENODRIVER ? 1 : e == WSN_ENODEV ? 2 : e == WSN_EBACKEND ? 3 : 4);
+	}
+	close(fds[1]);
+	n = read(fds[0], why, len - 1);
+	why[n > 0 ? n : 0] = '\0';
+	close(fds[0]);
+	waitpid(pid, &status, 0);
+	if (!WIFEXITED(status))
+		return WSN_EIO;
+	switch (WEXITSTATUS(status)) {
+	case 0: return 0;
+	case 1: return WSN_ENODRIVER;
+	case 2: return WSN_ENODEV;
+	case 3: return WSN_EBACKEND;
+	default: return WSN_EIO;
+	}
+}
+
+int main(void)
+{
+	char why[1024];
+	SRunner *sr;
+	int e, failed;
+
+	e = probe(why, sizeof(why));
+	if (e == WSN_ENODRIVER || e == WSN_ENODEV || e == WSN_EBACKEND) {
+		printf("no CUDA device: %s\n", why[0] ? why : wsn_strerror(e));
+		return 77;
+	}
+	if (e < 0) {
+		printf("cuda:0 does not open: %s\n", why);
+		return 1;
+	}
+	printf("wsnorm GPU tests, WSNORM_SEED=0x%llx\n", (unsigned long long)tu_seed());
+	sr = srunner_create(suite_gpu());
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
