@@ -394,13 +394,13 @@ START_TEST(test_st_bad_json_nul)
 {
 	char *path = pjoin(tdir, "nul.safetensors");
 	const char json[] = "{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
-	unsigned char buf[8 + sizeof(json) + 8] = { 0 };
+	unsigned char buf[8 + sizeof(json) + 7 + 4] = { 0 };
 	struct wsn_st_file *f;
 
 	buf[0] = (unsigned char)(sizeof(json) + 7); /* header = json, NUL, 7 spaces */
 	memcpy(buf + 8, json, sizeof(json));
 	memset(buf + 8 + sizeof(json), ' ', 7);
-	tu_write_file(path, buf, 8 + sizeof(json) + 7 + 4);
+	tu_write_file(path, buf, sizeof(buf));
 	expect_err(wsn_st_open(path, NULL, &f), WSN_EFORMAT, path, "JSON");
 	free(path);
 }

@@ -37,6 +37,7 @@ struct wsn_reader;
 /*
  * Create an io_uring reader: one ring with queue_depth registered, aligned buffers of block_size.
  * Ring setup flags are probed: DEFER_TASKRUN|SINGLE_ISSUER, then COOP_TASKRUN, then none.
+ * Use a reader from the thread that created it (SINGLE_ISSUER), one call at a time.
  * Returns 0, WSN_EINVAL, WSN_ENOMEM, or the io_uring_setup error (e.g. WSN_EPERM, WSN_ENOSYS).
  */
 WSN_API int wsn_reader_create(const struct wsn_reader_options *o, struct wsn_reader **out);
@@ -46,7 +47,8 @@ WSN_API const char *wsn_reader_ring_mode(const struct wsn_reader *r);
 /*
  * Read len bytes at offset of path into dst, completing short reads. O_DIRECT per the options,
  * with alignment from statx(STATX_DIOALIGN), else the logical block size. Returns 0, WSN_ETRUNC
- * (the file ends before offset + len), WSN_EISDIR, WSN_ENOENT, WSN_EIO, ...; the detail names the file.
+ * (the file ends before offset + len), WSN_EISDIR, WSN_ENOENT, WSN_ENOTSUP (direct = 1 and the
+ * file system refuses O_DIRECT), WSN_EIO, ...; the detail names the file.
  */
 WSN_API int wsn_reader_read(struct wsn_reader *r, const char *path, uint64_t offset, uint64_t len,
 			    void *dst);

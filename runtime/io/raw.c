@@ -192,6 +192,11 @@ int wsn__check_host_contiguous(const struct wsn_tensor *t, const char *what)
 
 /* ---- raw files ---- */
 
+/*
+ * Read a raw tensor file into the contiguous host tensor dst: the file must hold exactly offset
+ * + nbytes(dst) bytes. r NULL: a private reader for this call. Returns 0, WSN_ETRUNC (too short),
+ * WSN_ESHAPE (longer than the shape and dtype need; both sizes named), WSN_EINVAL, or a read error.
+ */
 WSN_API int wsn_raw_read(const char *path, struct wsn_reader *r, uint64_t offset,
 			 const struct wsn_tensor *dst)
 {
@@ -238,6 +243,11 @@ WSN_API int wsn_raw_read(const char *path, struct wsn_reader *r, uint64_t offset
 	return err;
 }
 
+/*
+ * Write a contiguous host tensor's bytes to path through a temporary file in the same directory,
+ * synced and renamed into place; on failure path is untouched. Returns 0 or WSN_EINVAL,
+ * WSN_EISDIR, WSN_ENOENT, WSN_ENOSPC, ... naming the file.
+ */
 WSN_API int wsn_raw_write(const char *path, const struct wsn_tensor *t)
 {
 	struct wsn__out_file o;

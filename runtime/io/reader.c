@@ -85,6 +85,7 @@ int wsn__errno_code(int e)
 	return WSN_EIO;
 }
 
+/* Fill o with the defaults: queue depth 32, 1 MiB blocks, direct auto, no SQPOLL. */
 WSN_API void wsn_reader_options_init(struct wsn_reader_options *o)
 {
 	if (!o)
@@ -198,6 +199,11 @@ static int setup_buffers(struct wsn_reader *r)
 	return 0;
 }
 
+/*
+ * Create a reader (o NULL: defaults). A reader is used by one thread at a time, and with
+ * SINGLE_ISSUER only by the thread that created it. Returns 0 and *out, or WSN_EINVAL (options
+ * out of range), WSN_ENOMEM, or the io_uring_setup error (WSN_EPERM, WSN_ENOSYS, ...).
+ */
 WSN_API int wsn_reader_create(const struct wsn_reader_options *o, struct wsn_reader **out)
 {
 	struct wsn_reader_options def;
@@ -249,6 +255,7 @@ err_free:
 	return err;
 }
 
+/* Tear down the ring and free the buffers. NULL is ignored. */
 WSN_API void wsn_reader_destroy(struct wsn_reader *r)
 {
 	if (!r)
@@ -265,11 +272,17 @@ WSN_API void wsn_reader_destroy(struct wsn_reader *r)
 	free(r);
 }
 
+/*
+ * The accepted ring flags: "DEFER_TASKRUN|SINGLE_ISSUER", "COOP_TASKRUN" or "none"; with SQPOLL
+ * asked, "SQPOLL|SINGLE_ISSUER", "SQPOLL", or a plain set followed by " (SQPOLL refused: EPERM)".
+ * "" for NULL.
+ */
 WSN_API const char *wsn_reader_ring_mode(const struct wsn_reader *r)
 {
 	return r ? r->mode : "";
 }
 
+/* Copy the reader's cumulative counters into out (zeros for NULL). */
 WSN_API void wsn_reader_stats(const struct wsn_reader *r, struct wsn_read_stats *out)
 {
 	if (!out)
@@ -621,8 +634,17 @@ static int read_range(struct wsn_reader *r, struct job *j)
 		int ret;
 
 		fill(r, j);
-		if (j->inflight == 0)
-			break; /* nothing left to hand out and nothing in flight: done */
+		if (j->inflight == 0) {
+			/* nothing in flight: every chunk must have been handed out and completed */
+			for (unsigned i = 0; i < r->opt.queue_depth && !err; i++)
+				if (r->slots[i].state != SLOT_FREE)
+					err = wsn__error(WSN_EIO, "%s: no submission queue entry for a read "
+							 "with nothing in flight", j->path);
+			if (!err && j->next < j->aend)
+				err = wsn__error(WSN_EIO, "%s: reads stopped at offset %llu of %llu", j->path,
+						 (unsigned long long)j->next, (unsigned long long)j->aend);
+			break;
+		}
 		ret = io_uring_submit_and_wait_timeout(&r->ring, &cqe, 1, &ts, NULL);
 		if (ret == -EINTR)
 			continue;
@@ -652,6 +674,13 @@ static int read_range(struct wsn_reader *r, struct job *j)
 	return err;
 }
 
+/*
+ * Read [offset, offset + len) of path into dst with up to queue_depth reads in flight. Direct
+ * reads cover the aligned superset of the range and copy the wanted bytes out. Returns 0, or
+ * WSN_EINVAL, WSN_ENOENT, WSN_EISDIR, WSN_ENOTSUP (direct I/O required but refused), WSN_ETRUNC
+ * (the file ends before offset + len, or shrank while read), WSN_ETIMEDOUT (no completion within
+ * 60 s), WSN_EIO, ...; the detail names the file, the offset and the sizes.
+ */
 WSN_API int wsn_reader_read(struct wsn_reader *r, const char *path, uint64_t offset, uint64_t len,
 			    void *dst)
 {
