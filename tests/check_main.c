@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/check_main.c: the runner that adds every subsystem's suite. */
+#include "config.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -10,6 +12,9 @@ Suite *suite_cpu(void);
 Suite *suite_io(void);
 Suite *suite_cli(void);
 Suite *suite_codegen(void);
+#ifdef WSN_HAVE_CUDA
+Suite *suite_cuda_host(void);
+#endif
 
 int main(void)
 {
@@ -21,6 +26,9 @@ int main(void)
 	srunner_add_suite(sr, suite_io());
 	srunner_add_suite(sr, suite_cli());
 	srunner_add_suite(sr, suite_codegen());
+#ifdef WSN_HAVE_CUDA
+	srunner_add_suite(sr, suite_cuda_host());
+#endif
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
