@@ -5,6 +5,14 @@
 
 #include "internal.h"
 
+/* Where a multi-wave kernel keeps a piece of data. */
+enum wsn__store {
+	WSN_STORE_REG = 0,    /* registers (bf16/f16 packed two to a register) */
+	WSN_STORE_SMEM = 1,   /* dynamic shared memory */
+	WSN_STORE_GLOBAL = 2, /* global memory: re-read at each use (rows, params) or the CTA's own
+			       * workspace rows updated in place (accumulators) */
+};
+
 /* What the planner knows about a GPU (read off the device, or modelled for `wsnorm emit`). */
 struct wsn__gpu_props {
 	int arch;               /* 90 (sm_90a), 100 (sm_100a) */
@@ -62,6 +70,10 @@ struct wsn__kernel_plan {
 	unsigned per_thread;    /* row elements each thread holds */
 	int row_in_smem;        /* row cached in shared memory instead of registers */
 	unsigned est_regs;      /* planner's register estimate per thread */
+	/* where each part lives (enum wsn__store): the row (x, and dy for backward), the affine
+	 * parameters (weight/bias), and the backward dweight/dbias accumulators */
+	int row_store, param_store, dw_store, db_store;
+	unsigned nvec;          /* 16-byte vectors per thread per row (per_thread = nvec * vec) */
 
 	/* warp-specialised parameters (ws approach) */
 	unsigned stages, unroll, groups;

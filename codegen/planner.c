@@ -1,4 +1,408 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder, being written */
-#include "internal.h"
-typedef int wsn__placeholder_codegen_planner_c;
+/* codegen/planner.c: modelled GPUs and the multi-wave kernel planner (block shape, storage, grid). */
+#include "codegen.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void wsn__gpu_props_h100(struct wsn__gpu_props *g)
+{
+	memset(g, 0, sizeof(*g));
+	g->arch = 90;
+	g->sms = 132;
+	g->smem_per_block_optin = 232448;
+	g->smem_per_sm = 233472;
+	g->regs_per_sm = 65536;
+	g->regs_per_block = 65536;
+	g->max_threads_per_sm = 2048;
+	g->l2_bytes = 50ll << 20;
+}
+
+void wsn__gpu_props_b200(struct wsn__gpu_props *g)
+{
+	memset(g, 0, sizeof(*g));
+	g->arch = 100;
+	g->sms = 148;
+	g->smem_per_block_optin = 232448;
+	g->smem_per_sm = 233472;
+	g->regs_per_sm = 65536;
+	g->regs_per_block = 65536;
+	g->max_threads_per_sm = 2048;
+	g->l2_bytes = 126ll << 20;
+}
+
+/* Largest number of 16-byte vectors per thread the generator unrolls. */
+#define MAX_NVEC 64
+/* Shared memory the hardware reserves per CTA (sm_90/sm_100). */
+#define SMEM_RESERVED_PER_CTA 1024
+/* Bytes of loads in flight per SM beyond which more buys little (H100: ~32-40 KB reach ~3 TB/s). */
+#define MLP_ENOUGH (64 * 1024)
+/* Below this many bytes in flight per SM a candidate ranks after every one above it. */
+#define MLP_MIN (32 * 1024)
+/* Finish kernel shape: 32 columns x 8 partial slices. */
+#define FINISH_COLS 32
+#define FINISH_SLICES 8
+
+static int is_layernorm(enum wsn_op op)
+{
+	return op == WSN_LAYERNORM_FWD || op == WSN_LAYERNORM_BWD;
+}
+
+static const char *store_name(int s)
+{
+	return s == WSN_STORE_REG ? "registers" : s == WSN_STORE_SMEM ? "shared memory" : "global";
+}
+
+/* One storage arrangement the search tries, in order of preference. */
+struct arrangement {
+	int row, param, dw, db;
+};
+
+/* forward: weight/bias re-read per row (L1 hits, loaded at their use) cost no registers across the
+ * reductions; registers for them only pay off when nothing else fits */
+static const struct arrangement fwd_arr[] = {
+	{ WSN_STORE_REG, WSN_STORE_GLOBAL, 0, 0 },
+	{ WSN_STORE_REG, WSN_STORE_REG, 0, 0 },
+	{ WSN_STORE_GLOBAL, WSN_STORE_GLOBAL, 0, 0 },
+};
+static const struct arrangement bwd_arr[] = {
+	{ WSN_STORE_REG, WSN_STORE_REG, WSN_STORE_REG, WSN_STORE_REG },
+	{ WSN_STORE_REG, WSN_STORE_SMEM, WSN_STORE_REG, WSN_STORE_REG },
+	{ WSN_STORE_REG, WSN_STORE_SMEM, WSN_STORE_REG, WSN_STORE_SMEM },
+	{ WSN_STORE_REG, WSN_STORE_SMEM, WSN_STORE_SMEM, WSN_STORE_SMEM },
+	{ WSN_STORE_REG, WSN_STORE_GLOBAL, WSN_STORE_REG, WSN_STORE_SMEM },
+	{ WSN_STORE_GLOBAL, WSN_STORE_SMEM, WSN_STORE_REG, WSN_STORE_SMEM },
+	{ WSN_STORE_GLOBAL, WSN_STORE_GLOBAL, WSN_STORE_REG, WSN_STORE_SMEM },
+	{ WSN_STORE_GLOBAL, WSN_STORE_GLOBAL, WSN_STORE_SMEM, WSN_STORE_SMEM },
+	{ WSN_STORE_GLOBAL, WSN_STORE_GLOBAL, WSN_STORE_REG, WSN_STORE_GLOBAL },
+	{ WSN_STORE_GLOBAL, WSN_STORE_GLOBAL, WSN_STORE_GLOBAL, WSN_STORE_GLOBAL },
+};
+
+/* How a candidate ranks (see better()). */
+struct kp_score {
+	int tier;
+	long mlp;
+	unsigned threads;
+	int waste, nvdist;
+};
+
+/* A candidate being scored. */
+struct cand {
+	struct arrangement a;
+	unsigned bdimx, bdimy, nvec, regs, ctas, smem;
+	long mlp;
+};
+
+static unsigned round_up(unsigned v, unsigned m)
+{
+	return (v + m - 1) / m * m;
+}
+
+/* Register estimate per thread, calibrated against ptxas -v for sm_90a. */
+static unsigned estimate_regs(const struct wsn__kernel_plan *kp, const struct arrangement *a, unsigned nv)
+{
+	int bwd = wsn_op_is_backward(kp->op), ln = is_layernorm(kp->op);
+	unsigned r, vec = kp->vec;
+	unsigned nparams = (unsigned)(kp->has_weight + (ln && kp->has_bias && !bwd));
+	unsigned stage = nv < 4 ? nv : 4;
+
+	if (!bwd) {
+		r = 40;
+		r += a->row == WSN_STORE_REG ? 4 * nv : 4 * stage + 8;
+		if (nparams)
+			r += a->param == WSN_STORE_REG ? 4 * nv * nparams : 8;
+		return r;
+	}
+	r = 40;
+	r += a->row == WSN_STORE_REG ? 8 * nv : 8 * (nv < 2 ? nv : 2) + 8;
+	if (kp->has_weight) {
+		r += a->param == WSN_STORE_REG ? 4 * nv : 4;
+		if (a->dw == WSN_STORE_REG)
+			r += vec * nv;
+	}
+	if (ln && kp->has_bias && a->db == WSN_STORE_REG)
+		r += vec * nv + 8 * nv; /* measured: LayerNorm's extra live values per vector */
+	if ((kp->has_weight && a->dw != WSN_STORE_REG) || (ln && kp->has_bias && a->db != WSN_STORE_REG))
+		r += 8;
+	return r;
+}
+
+/* Dynamic shared memory of a candidate; must match multiwave.c's layout. */
+static unsigned smem_bytes(const struct wsn__kernel_plan *kp, const struct arrangement *a, unsigned bdimx,
+			   unsigned bdimy, unsigned nv)
+{
+	int bwd = wsn_op_is_backward(kp->op), ln = is_layernorm(kp->op);
+	unsigned nw = bdimx / 32, padded = nv * bdimx; /* vectors covered by the block row */
+	unsigned s = 0;
+
+	if (nw > 1)
+		s += bdimy * 2 * nw * 8; /* two alternating buffers of (warps x 2 floats) per group */
+	if (!bwd)
+		return s;
+	if (kp->has_weight && a->param == WSN_STORE_SMEM)
+		s += padded * 16;
+	if (kp->has_weight && a->dw == WSN_STORE_SMEM)
+		s += padded * kp->vec * 4;
+	if (ln && kp->has_bias && a->db == WSN_STORE_SMEM)
+		s += padded * kp->vec * 4;
+	if (bdimy > 1)
+		s += padded * kp->vec * 4; /* cross-group reduction buffer at the end */
+	return s;
+}
+
+/* Bytes of loads each thread has in flight before its first use of the row. */
+static unsigned inflight_per_thread(const struct wsn__kernel_plan *kp, const struct arrangement *a, unsigned nv)
+{
+	unsigned tensors = wsn_op_is_backward(kp->op) ? 2 : 1;
+
+	if (a->row == WSN_STORE_REG)
+		return 16 * nv * tensors;
+	return 16 * (nv < 4 ? nv : 4) * tensors;
+}
+
+static int fits(const struct wsn__gpu_props *g, const struct wsn__kernel_plan *kp, struct cand *c)
+{
+	unsigned bt = c->bdimx * c->bdimy, r8;
+	unsigned by_threads, by_regs, by_smem;
+	int bwd = wsn_op_is_backward(kp->op);
+
+	c->regs = estimate_regs(kp, &c->a, c->nvec);
+	c->smem = smem_bytes(kp, &c->a, c->bdimx, c->bdimy, c->nvec);
+	if (c->regs > 255 || bt > 1024)
+		return 0;
+	/* accumulators outside registers are per CTA, not per row group */
+	if (bwd && c->bdimy > 1 && (c->a.dw != WSN_STORE_REG || c->a.db != WSN_STORE_REG))
+		return 0;
+	if (c->smem > (unsigned)g->smem_per_block_optin)
+		return 0;
+	r8 = round_up(c->regs, 8);
+	by_threads = (unsigned)g->max_threads_per_sm / bt;
+	by_regs = (unsigned)g->regs_per_sm / (r8 * bt);
+	by_smem = c->smem ? (unsigned)g->smem_per_sm / (c->smem + SMEM_RESERVED_PER_CTA) : 32;
+	c->ctas = by_threads < by_regs ? by_threads : by_regs;
+	if (by_smem < c->ctas)
+		c->ctas = by_smem;
+	if (c->ctas > 32)
+		c->ctas = 32;
+	if (!c->ctas)
+		return 0;
+	c->mlp = (long)c->ctas * bt * inflight_per_thread(kp, &c->a, c->nvec);
+	return 1;
+}
+
+/* Is a better than b? Candidates with enough bytes in flight (MLP_MIN) come first, ordered by their
+ * arrangement (registers before shared memory before re-reading global memory); then more bytes in
+ * flight (up to MLP_ENOUGH), more resident threads (latency hiding for the reduction and compute
+ * phases, up to half the SM), less padding, and vectors per thread nearest 4. */
+static int better(const struct kp_score *a, const struct kp_score *b)
+{
+	if (a->tier != b->tier)
+		return a->tier < b->tier;
+	if (a->mlp != b->mlp)
+		return a->mlp > b->mlp;
+	if (a->threads != b->threads)
+		return a->threads > b->threads;
+	if (a->waste != b->waste)
+		return a->waste < b->waste;
+	return a->nvdist < b->nvdist;
+}
+
+static void score(const struct wsn__kernel_plan *kp, const struct cand *c, int ai, struct kp_score *s)
+{
+	unsigned nvtot = (unsigned)((kp->hidden + kp->vec - 1) / kp->vec), t = c->ctas * c->bdimx * c->bdimy;
+
+	s->tier = ai + (c->mlp >= MLP_MIN ? 0 : 100);
+	s->mlp = c->mlp < MLP_ENOUGH ? c->mlp : MLP_ENOUGH;
+	s->threads = t;
+	/* padding beyond the row, in 1/16ths */
+	s->waste = (int)((c->nvec * c->bdimx - nvtot) * 16 / (c->nvec * c->bdimx));
+	s->nvdist = c->nvec > 4 ? (int)c->nvec - 4 : 4 - (int)c->nvec;
+}
+
+static unsigned default_bdimy(unsigned bdimx)
+{
+	return bdimx >= 256 ? 1 : 256 / bdimx;
+}
+
+#define WHY(...) (n += snprintf(kp->why + n, n < sizeof(kp->why) ? sizeof(kp->why) - n : 0, __VA_ARGS__))
+
+int wsn__plan_kernel(const struct wsn__gpu_props *g, const struct wsn__plan_params *p,
+		     struct wsn__kernel_plan *kp)
+{
+	const char *opname = wsn_op_name(p->op), *dtname = wsn_dtype_name(p->dtype);
+	int bwd = wsn_op_is_backward(p->op), ln = is_layernorm(p->op);
+	const struct arrangement *arr = bwd ? bwd_arr : fwd_arr;
+	int narr = bwd ? (int)WSN_ARRAY_SIZE(bwd_arr) : (int)WSN_ARRAY_SIZE(fwd_arr);
+	unsigned fbx = (unsigned)(p->opts.block_threads > 0 ? p->opts.block_threads : 0);
+	unsigned fby = (unsigned)(p->opts.groups > 0 ? p->opts.groups : 0);
+	struct cand best = { 0 };
+	struct kp_score sc, bestsc = { 0 };
+	int besti = -1, arch;
+	unsigned nvtot, nvmax;
+	size_t n = 0;
+
+	memset(kp, 0, sizeof(*kp));
+	if (!opname || !dtname || !wsn_dtype_size(p->dtype))
+		return wsn__error(WSN_EINVAL, "plan: invalid op %d or dtype %d", (int)p->op, (int)p->dtype);
+	if (p->hidden < 1 || p->rows < 1)
+		return wsn__error(WSN_ESHAPE, "plan: %s needs rows and hidden >= 1 (got %lld x %lld)", opname,
+				  (long long)p->rows, (long long)p->hidden);
+	arch = p->opts.arch ? p->opts.arch : g->arch;
+	if (arch != 90 && arch != 100)
+		return wsn__error(WSN_ENOTSUP, "plan: %s kernels target sm_90a and sm_100a, not arch %d",
+				  opname, arch);
+	if (p->opts.approach == WSN_APPROACH_WS)
+		return wsn__error(WSN_ENOTSUP,
+				  "plan: the warp-specialised (ws) approach for %s is not available yet; "
+				  "use --approach=multiwave or auto", opname);
+	if (p->opts.approach != WSN_APPROACH_AUTO && p->opts.approach != WSN_APPROACH_MULTIWAVE)
+		return wsn__error(WSN_EINVAL, "plan: unknown approach %d", (int)p->opts.approach);
+	if (p->opts.stages > 1 || p->opts.unroll > 1)
+		return wsn__error(WSN_EINVAL,
+				  "plan: stages=%d / unroll=%d apply to the ws approach; multi-wave %s kernels "
+				  "process one row per group at a time", p->opts.stages, p->opts.unroll, opname);
+
+	kp->approach = WSN_APPROACH_MULTIWAVE;
+	kp->op = p->op;
+	kp->dtype = p->dtype;
+	kp->hidden = p->hidden;
+	kp->rows = p->rows;
+	kp->has_weight = p->opts.has_weight ? 1 : 0;
+	kp->has_bias = ln && p->opts.has_bias ? 1 : 0;
+	kp->arch = arch;
+	kp->vec = 16 / (unsigned)wsn_dtype_size(p->dtype);
+	nvtot = (unsigned)((p->hidden + kp->vec - 1) / kp->vec);
+	nvmax = (nvtot + 1023) / 1024;
+	if (p->hidden > (int64_t)MAX_NVEC * 1024 * kp->vec)
+		return wsn__error(WSN_ESHAPE, "plan: hidden %lld is beyond the multi-wave %s %s kernels (at most %lld)",
+				  (long long)p->hidden, opname, dtname, (long long)MAX_NVEC * 1024 * kp->vec);
+
+	if (fbx && (fbx % 32 || fbx > 1024))
+		return wsn__error(WSN_EINVAL, "plan: block_threads %u must be a multiple of 32 up to 1024 "
+				  "(threads per row)", fbx);
+	if (fbx && (nvtot + fbx - 1) / fbx > MAX_NVEC)
+		return wsn__error(WSN_EINVAL, "plan: block_threads %u leaves %u vectors per thread for hidden %lld "
+				  "(at most %d)", fbx, (nvtot + fbx - 1) / fbx, (long long)p->hidden, MAX_NVEC);
+	if (fby && (fby > 32 || (fbx ? fbx : 32) * fby > 1024))
+		return wsn__error(WSN_EINVAL, "plan: groups %u x block_threads %u exceeds 1024 threads per CTA",
+				  fby, fbx ? fbx : 32);
+
+	/* Candidates: every even split of the row's vectors over 32..1024 threads. */
+	for (unsigned nv = nvmax ? nvmax : 1; nv <= MAX_NVEC && nv <= nvtot; nv++) {
+		unsigned bdimx = round_up((nvtot + nv - 1) / nv, 32);
+		if (bdimx > 1024 || (nv > 1 && (nvtot + bdimx - 1) / bdimx != nv))
+			continue;
+		if (fbx && bdimx != fbx)
+			continue;
+		for (int ai = 0; ai < narr; ai++) {
+			struct cand c = { .a = arr[ai], .bdimx = bdimx, .nvec = nv };
+			c.bdimy = fby ? fby : default_bdimy(bdimx);
+			if (bdimx > 32 && c.bdimy > 15)
+				continue; /* one named barrier per row group, ids 1..15 */
+			if (!fits(g, kp, &c) && !fby && c.bdimy > 1) {
+				c.bdimy = 1;
+				if (!fits(g, kp, &c))
+					continue;
+			} else if (!c.ctas) {
+				continue;
+			}
+			score(kp, &c, ai, &sc);
+			if (besti < 0 || better(&sc, &bestsc)) {
+				best = c;
+				bestsc = sc;
+				besti = ai;
+			}
+			break; /* first arrangement that fits this split */
+		}
+	}
+	if (besti < 0) {
+		if (fbx || fby)
+			return wsn__error(WSN_EINVAL,
+					  "plan: %s %s hidden %lld: forced block_threads=%u groups=%u does not fit "
+					  "(registers <= 255 per thread and 65536 per SM, shared memory <= %d bytes, "
+					  "at most 15 groups when a row spans several warps)",
+					  opname, dtname, (long long)p->hidden, fbx, fby, g->smem_per_block_optin);
+		return wsn__error(WSN_ESHAPE, "plan: no multi-wave %s %s kernel fits hidden %lld", opname, dtname,
+				  (long long)p->hidden);
+	}
+
+	kp->bdimx = best.bdimx;
+	kp->bdimy = best.bdimy;
+	kp->nvec = best.nvec;
+	kp->per_thread = best.nvec * kp->vec;
+	kp->block_threads = best.bdimx * best.bdimy;
+	kp->ctas_per_sm = best.ctas;
+	kp->max_grid = best.ctas * (unsigned)g->sms;
+	kp->smem_bytes = best.smem;
+	kp->est_regs = best.regs;
+	kp->row_store = best.a.row;
+	kp->param_store = best.a.param;
+	kp->dw_store = bwd && kp->has_weight ? best.a.dw : WSN_STORE_REG;
+	kp->db_store = bwd && kp->has_bias ? best.a.db : WSN_STORE_REG;
+	kp->row_in_smem = kp->row_store == WSN_STORE_SMEM;
+	kp->stages = 1;
+	kp->unroll = 1;
+	kp->groups = kp->bdimy;
+	snprintf(kp->entry, sizeof(kp->entry), "wsn_%s_%s_h%lld", bwd ? (ln ? "layernorm_bwd" : "rmsnorm_bwd")
+		 : (ln ? "layernorm_fwd" : "rmsnorm_fwd"), dtname, (long long)p->hidden);
+	if (bwd && (kp->has_weight || kp->has_bias)) {
+		snprintf(kp->finish_entry, sizeof(kp->finish_entry), "%.48s_finish", kp->entry);
+		kp->finish_threads = FINISH_COLS * FINISH_SLICES;
+		kp->finish_grid = (unsigned)((p->hidden + FINISH_COLS - 1) / FINISH_COLS);
+		kp->ws_bytes = (size_t)(kp->has_bias ? 2 : 1) * kp->max_grid * (size_t)p->hidden * 4;
+	}
+
+	WHY("bdimx=%u: %u threads share a row so each holds %u vectors of 16 bytes (%u elements)%s; ",
+	    kp->bdimx, kp->bdimx, kp->nvec, kp->per_thread, fbx ? " (forced)" : "");
+	WHY("bdimy=%u: %s; ", kp->bdimy, fby ? "forced" : kp->bdimy > 1 ? "several rows per CTA keep CTAs near 256 threads"
+	    : "one row per CTA (a row already spans 256+ threads, or bigger CTAs did not fit)");
+	WHY("row in %s%s; ", store_name(kp->row_store), kp->row_store == WSN_STORE_REG
+	    ? " (all loads of a row issued before the first use)" : " (re-read from L2: registers cannot hold it)");
+	if (kp->has_weight || kp->has_bias)
+		WHY("weight%s in %s; ", kp->has_bias && !bwd ? "/bias" : "", store_name(kp->param_store));
+	if (bwd && kp->has_weight)
+		WHY("dweight sums in %s; ", store_name(kp->dw_store));
+	if (bwd && kp->has_bias)
+		WHY("dbias sums in %s; ", store_name(kp->db_store));
+	WHY("~%u registers and %u B shared memory per thread/CTA allow %u CTAs per SM with %ld KB of loads in flight; ",
+	    kp->est_regs, kp->smem_bytes, kp->ctas_per_sm, best.mlp / 1024);
+	WHY("grid: persistent, %u CTAs (%u per SM x %d SMs) striding over row blocks", kp->max_grid, kp->ctas_per_sm,
+	    g->sms);
+	return 0;
+}
+
+int wsn__describe_kernel_plan(const struct wsn__kernel_plan *kp, char *buf, size_t len)
+{
+	int n;
+
+	n = snprintf(buf, len,
+		     "approach:      %s\n"
+		     "kernel:        %s (sm_%da)\n"
+		     "finish kernel: %s\n"
+		     "op/dtype:      %s %s, hidden %lld, rows %lld, weight %s, bias %s\n"
+		     "block:         %u threads = bdimx %u x bdimy %u; %u vectors (%u elements) per thread, vec %u\n"
+		     "storage:       row %s, params %s, dweight %s, dbias %s\n"
+		     "budget:        ~%u registers/thread, %u B dynamic shared memory, %u CTAs/SM\n"
+		     "grid:          persistent, up to %u CTAs; finish %u x %u threads; workspace %zu B\n"
+		     "why:           %s\n",
+		     wsn_approach_name(kp->approach), kp->entry, kp->arch,
+		     kp->finish_entry[0] ? kp->finish_entry : "(none)", wsn_op_name(kp->op),
+		     wsn_dtype_name(kp->dtype), (long long)kp->hidden, (long long)kp->rows,
+		     kp->has_weight ? "yes" : "no", kp->has_bias ? "yes" : "no", kp->block_threads, kp->bdimx,
+		     kp->bdimy, kp->nvec, kp->per_thread, kp->vec, store_name(kp->row_store),
+		     store_name(kp->param_store), wsn_op_is_backward(kp->op) && kp->has_weight
+		     ? store_name(kp->dw_store) : "-", wsn_op_is_backward(kp->op) && kp->has_bias
+		     ? store_name(kp->db_store) : "-", kp->est_regs, kp->smem_bytes, kp->ctas_per_sm,
+		     kp->max_grid, kp->finish_grid, kp->finish_threads, kp->ws_bytes, kp->why);
+	return n;
+}
+
+unsigned wsn__kernel_grid(const struct wsn__kernel_plan *kp, int64_t rows)
+{
+	int64_t need;
+
+	if (rows < 1 || !kp->bdimy)
+		return 1;
+	need = (rows + kp->bdimy - 1) / kp->bdimy;
+	return need < (int64_t)kp->max_grid ? (unsigned)need : kp->max_grid;
+}
