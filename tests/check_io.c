@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* tests/check_io.c: the io_uring reader, safetensors and raw tensor files, and their bad-input errors. */
+/* tests/check_io.c: the io_uring reader, safetensors and raw files, and their bad-input errors. */
 #include "testutil.h"
 #include "io/io_internal.h" /* wsn__reader_fixed_buffers */
 
@@ -291,14 +291,20 @@ END_TEST
 /* ---- safetensors bad input: each case its named error, naming the file (and tensor) ---- */
 
 /* Write json as a safetensors header with data_len data bytes and expect open to fail. */
-static void bad_header(const char *json, size_t data_len, int want, const char *needle)
+static void bad_header(const char *json, size_t data_len, int want, const char *needle,
+		       const char *tensor)
 {
-	char *path = pjoin(tdir, "bad.safetensors");
+	char *path = pjoin(tdir, "bad.safetensors"), quoted[WSN_ST_MAX_NAME + 2];
 	struct wsn_st_file *f = (struct wsn_st_file *)&f;
 
 	write_raw_st(path, json, data_len);
 	expect_err(wsn_st_open(path, NULL, &f), want, path, needle);
 	ck_assert_ptr_null(f);
+	if (tensor) {
+		snprintf(quoted, sizeof(quoted), "'%s'", tensor);
+		ck_assert_msg(strstr(wsn_last_error(), quoted) != NULL, "tensor %s not named: %s",
+			      quoted, wsn_last_error());
+	}
 	free(path);
 }
 
@@ -375,17 +381,18 @@ END_TEST
 
 START_TEST(test_st_bad_header_zero)
 {
-	bad_header("", 4, WSN_EFORMAT, "header length is 0");
+	bad_header("", 4, WSN_EFORMAT, "header length is 0", NULL);
 }
 END_TEST
 
 START_TEST(test_st_bad_json)
 {
-	bad_header("{\"x\": {\"dtype\": \"F32\", ", 0, WSN_EFORMAT, "JSON");
-	bad_header("{\"x\": 1} trailing", 0, WSN_EFORMAT, "JSON");
+	bad_header("{\"x\": {\"dtype\": \"F32\", ", 0, WSN_EFORMAT, "JSON", NULL);
+	bad_header("{\"x\": 1} trailing", 0, WSN_EFORMAT, "JSON", NULL);
 	/* duplicate keys */
 	bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-		   "\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, WSN_EFORMAT, "JSON");
+		   "\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, WSN_EFORMAT, "JSON",
+		   NULL);
 }
 END_TEST
 
@@ -408,61 +415,61 @@ END_TEST
 
 START_TEST(test_st_bad_not_object)
 {
-	bad_header("[1, 2, 3]", 0, WSN_EFORMAT, "not an object");
-	bad_header("\"string\"", 0, WSN_EFORMAT, NULL);
+	bad_header("[1, 2, 3]", 0, WSN_EFORMAT, "not an object", NULL);
+	bad_header("\"string\"", 0, WSN_EFORMAT, NULL, NULL);
 }
 END_TEST
 
 START_TEST(test_st_bad_entry_not_object)
 {
-	bad_header("{\"weight\": [1, 2]}", 0, WSN_EFORMAT, "'weight'");
+	bad_header("{\"weight\": [1, 2]}", 0, WSN_EFORMAT, "'weight'", "weight");
 }
 END_TEST
 
 START_TEST(test_st_bad_dtype)
 {
 	bad_header("{\"idx\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[0,8]}}", 8, WSN_EDTYPE,
-		   "I64");
+		   "I64", "idx");
 	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "'idx'"));
 	bad_header("{\"idx\":{\"dtype\":\"f32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, WSN_EDTYPE,
-		   "'idx'");
+		   "'idx'", "idx");
 	bad_header("{\"idx\":{\"dtype\":7,\"shape\":[1],\"data_offsets\":[0,4]}}", 4, WSN_EFORMAT,
-		   "'idx'");
-	bad_header("{\"idx\":{\"shape\":[1],\"data_offsets\":[0,4]}}", 4, WSN_EFORMAT, "dtype");
+		   "'idx'", "idx");
+	bad_header("{\"idx\":{\"shape\":[1],\"data_offsets\":[0,4]}}", 4, WSN_EFORMAT, "dtype", "idx");
 }
 END_TEST
 
 START_TEST(test_st_bad_shape)
 {
 	bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":4,\"data_offsets\":[0,16]}}", 16, WSN_EFORMAT,
-		   "'x'");
+		   "'x'", "x");
 	bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[2,-2],\"data_offsets\":[0,16]}}", 16,
-		   WSN_ESHAPE, "negative");
+		   WSN_ESHAPE, "negative", "x");
 	bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[2,2.0],\"data_offsets\":[0,16]}}", 16,
-		   WSN_EFORMAT, "'x'");
+		   WSN_EFORMAT, "'x'", "x");
 	bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[\"2\"],\"data_offsets\":[0,8]}}", 8,
-		   WSN_EFORMAT, "'x'");
+		   WSN_EFORMAT, "'x'", "x");
 	bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,4],\"data_offsets\":[0,16]}}", 16,
-		   WSN_ESHAPE, "5 dimensions");
+		   WSN_ESHAPE, "5 dimensions", "x");
 }
 END_TEST
 
 START_TEST(test_st_bad_shape_overflow)
 {
 	bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],"
-		   "\"data_offsets\":[0,16]}}", 16, WSN_EOVERFLOW, "'x'");
+		   "\"data_offsets\":[0,16]}}", 16, WSN_EOVERFLOW, "'x'", "x");
 	/* fits int64 elements but not bytes */
 	bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904],"
-		   "\"data_offsets\":[0,16]}}", 16, WSN_EOVERFLOW, "'x'");
+		   "\"data_offsets\":[0,16]}}", 16, WSN_EOVERFLOW, "'x'", "x");
 	bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[99999999999999999999],"
-		   "\"data_offsets\":[0,16]}}", 16, WSN_EFORMAT, NULL);
+		   "\"data_offsets\":[0,16]}}", 16, WSN_EFORMAT, NULL, NULL);
 }
 END_TEST
 
 START_TEST(test_st_bad_shape_mismatch)
 {
 	bad_header("{\"x\":{\"dtype\":\"BF16\",\"shape\":[3,3],\"data_offsets\":[0,16]}}", 16,
-		   WSN_ESHAPE, "'x'");
+		   WSN_ESHAPE, "'x'", "x");
 	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "18 bytes"));
 }
 END_TEST
@@ -470,25 +477,25 @@ END_TEST
 START_TEST(test_st_bad_offsets)
 {
 	bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4,8]}}", 8,
-		   WSN_EFORMAT, "'x'");
+		   WSN_EFORMAT, "'x'", "x");
 	bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0]}}", 8, WSN_EFORMAT,
-		   "data_offsets");
+		   "data_offsets", "x");
 	bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[\"0\",4]}}", 8,
-		   WSN_EFORMAT, "'x'");
-	bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[1]}}", 8, WSN_EFORMAT, "data_offsets");
+		   WSN_EFORMAT, "'x'", "x");
+	bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[1]}}", 8, WSN_EFORMAT, "data_offsets", "x");
 	bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[-4,0]}}", 8,
-		   WSN_EFORMAT, "'x'");
+		   WSN_EFORMAT, "'x'", "x");
 	bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,4]}}", 8, WSN_EFORMAT,
-		   "'x'");
+		   "'x'", "x");
 }
 END_TEST
 
 START_TEST(test_st_bad_offsets_past_eof)
 {
 	bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 12,
-		   WSN_ETRUNC, "'x'");
+		   WSN_ETRUNC, "'x'", "x");
 	bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[9223372036854775800,"
-		   "9223372036854775804]}}", 12, WSN_ETRUNC, "'x'");
+		   "9223372036854775804]}}", 12, WSN_ETRUNC, "'x'", "x");
 }
 END_TEST
 
@@ -496,22 +503,22 @@ START_TEST(test_st_bad_overlap)
 {
 	bad_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
 		   "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[12,20]}}", 20, WSN_EFORMAT,
-		   "overlap");
+		   "overlap", "a");
 	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "'a'"));
 	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "'b'"));
 	/* contained in a larger, earlier range */
 	bad_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]},"
 		   "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]},"
 		   "\"c\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[16,20]}}", 32, WSN_EFORMAT,
-		   "overlap");
+		   "overlap", "a");
 }
 END_TEST
 
 START_TEST(test_st_bad_metadata)
 {
-	bad_header("{\"__metadata__\":{\"k\":1}}", 0, WSN_EFORMAT, "'k'");
-	bad_header("{\"__metadata__\":{\"k\":\"v\",\"n\":null}}", 0, WSN_EFORMAT, "'n'");
-	bad_header("{\"__metadata__\":[\"k\"]}", 0, WSN_EFORMAT, "__metadata__");
+	bad_header("{\"__metadata__\":{\"k\":1}}", 0, WSN_EFORMAT, "'k'", NULL);
+	bad_header("{\"__metadata__\":{\"k\":\"v\",\"n\":null}}", 0, WSN_EFORMAT, "'n'", NULL);
+	bad_header("{\"__metadata__\":[\"k\"]}", 0, WSN_EFORMAT, "__metadata__", NULL);
 }
 END_TEST
 
@@ -523,7 +530,7 @@ START_TEST(test_st_bad_long_name)
 	name[WSN_ST_MAX_NAME] = '\0';
 	snprintf(json, sizeof(json), "{\"%s\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
 		 name);
-	bad_header(json, 4, WSN_ERANGE, "nnnnnnnn");
+	bad_header(json, 4, WSN_ERANGE, "nnnnnnnn", NULL);
 	/* one byte shorter is fine */
 	name[WSN_ST_MAX_NAME - 1] = '\0';
 	snprintf(json, sizeof(json), "{\"%s\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
@@ -725,8 +732,8 @@ END_TEST
 #define BIG_LEN ((size_t)(3u << 20) + 123)
 
 /* Read the whole file and a set of unaligned ranges, comparing against the bytes written. */
-static void check_reads(struct wsn_reader *r, const char *path, const unsigned char *ref, size_t len,
-			uint64_t seed)
+static void check_reads(struct wsn_reader *r, const char *path, const unsigned char *ref,
+			size_t len, uint64_t seed)
 {
 	static const uint64_t fixed[][2] = {
 		{ 0, 1 }, { 1, 1 }, { 511, 2 }, { 4095, 4098 }, { 65535, 65537 }, { 65536, 65536 },
@@ -791,7 +798,8 @@ START_TEST(test_reader_big_file)
 		wsn_reader_stats(r, &st);
 		printf("reader_big: direct=%d mode=%s fixed=%s: %llu reads, %llu short, %llu direct files, "
 		       "%llu buffered files\n", modes[m], wsn_reader_ring_mode(r),
-		       wsn__reader_fixed_buffers(r) ? "yes" : "no", (unsigned long long)st.reads, (unsigned long long)st.short_reads,
+		       wsn__reader_fixed_buffers(r) ? "yes" : "no", (unsigned long long)st.reads,
+		       (unsigned long long)st.short_reads,
 		       (unsigned long long)st.direct_files, (unsigned long long)st.buffered_files);
 		ck_assert_uint_ge(st.bytes, BIG_LEN);
 		/* the whole file alone takes more reads than the ring has buffers */

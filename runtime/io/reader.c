@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* runtime/io/reader.c: the io_uring file reader: registered aligned buffers, O_DIRECT, short reads. */
+/* runtime/io/reader.c: io_uring reader: registered aligned buffers, O_DIRECT, short reads. */
 #include "io_internal.h"
 
 #include <fcntl.h>
@@ -367,7 +367,8 @@ static bool pow2(uint64_t x)
  * The alignment direct reads of this file need, or 0 with a reason when the reader's buffers
  * cannot serve them (no direct I/O on this file, or alignment the buffers do not meet).
  */
-static uint64_t dio_align(const struct wsn_reader *r, const struct file_info *fi, char *why, size_t n)
+static uint64_t dio_align(const struct wsn_reader *r, const struct file_info *fi, char *why,
+			  size_t n)
 {
 	uint64_t mem = fi->lbs, off = fi->lbs, a;
 	long page = sysconf(_SC_PAGESIZE);

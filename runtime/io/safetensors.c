@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* runtime/io/safetensors.c: safetensors files: headers parsed and checked with jansson, tensors read and written. */
+/* runtime/io/safetensors.c: safetensors headers checked with jansson; tensors read and written. */
 #include "io_internal.h"
 
 #include <jansson.h>
@@ -54,7 +54,8 @@ static void fmt_shape(char *buf, size_t len, const int64_t *shape, int ndim)
 /* ---- reading the header ---- */
 
 /* Parse and check one tensor's entry (name -> {dtype, shape, data_offsets}) into e. */
-static int parse_entry(const struct wsn_st_file *f, const char *name, json_t *v, struct wsn_st_entry *e)
+static int parse_entry(const struct wsn_st_file *f, const char *name, json_t *v,
+		       struct wsn_st_entry *e)
 {
 	const char *p = f->path, *dts;
 	uint64_t numel = 1, nbytes, begin, end, avail = f->size - f->data_start;
