@@ -65,8 +65,11 @@ static int cuda_init(struct wsn_backend_info *info)
 	}
 	kernel_module_version(kmod, sizeof(kmod));
 	info->device_count = n;
-	snprintf(info->note, sizeof(info->note), "CUDA %d.%d driver%s%s%s", wsn__cu.driver_version / 1000,
-		 wsn__cu.driver_version % 1000 / 10, kmod[0] ? " (NVIDIA " : "", kmod, kmod[0] ? ")" : "");
+	snprintf(info->note, sizeof(info->note), "%sCUDA %d.%d driver%s%s%s", n ? "" : "no NVIDIA GPU: ",
+		 wsn__cu.driver_version / 1000, wsn__cu.driver_version % 1000 / 10, kmod[0] ? " (NVIDIA " : "", kmod,
+		 kmod[0] ? ")" : "");
+	if (!n)
+		return wsn__error(WSN_ENODEV, "%s reports no devices", info->note);
 	return 0;
 }
 

@@ -142,7 +142,7 @@ int wsn__cu_set_current(struct wsn__cu_device *d);
 struct wsn__cu_module {
 	CUmodule mod;
 	double jit_ms;        /* wall time of cuModuleLoadDataEx measured here */
-	float jit_driver_ms;  /* CU_JIT_WALL_TIME as the driver reports it */
+	float jit_driver_ms;  /* CU_JIT_WALL_TIME as the driver reports it; < 0: not reported */
 	char *info_log;       /* malloc'd, NUL-terminated ("" when empty) */
 	char *error_log;
 	size_t ptx_bytes;

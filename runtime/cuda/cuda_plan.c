@@ -158,8 +158,10 @@ int wsn__cuda_plan_describe(void *ctx, const void *plan, char *buf, size_t len)
 	wsn__describe_kernel_plan(&cp->kp, text, (size_t)n + 1);
 	appendf(buf, len, &off, "%s%s", text, n > 0 && text[n - 1] != '\n' ? "\n" : "");
 	free(text);
-	appendf(buf, len, &off, "JIT: %.1f ms wall (driver: %.1f ms), %zu bytes of PTX\n", cp->mod.jit_ms,
-		(double)cp->mod.jit_driver_ms, cp->mod.ptx_bytes);
+	appendf(buf, len, &off, "JIT: %.1f ms wall", cp->mod.jit_ms);
+	if (cp->mod.jit_driver_ms >= 0)
+		appendf(buf, len, &off, " (compiler: %.1f ms)", (double)cp->mod.jit_driver_ms);
+	appendf(buf, len, &off, ", %zu bytes of PTX\n", cp->mod.ptx_bytes);
 	describe_kernel(buf, len, &off, &cp->main);
 	if (cp->has_finish)
 		describe_kernel(buf, len, &off, &cp->finish);

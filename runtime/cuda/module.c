@@ -24,6 +24,7 @@ static char *log_copy(const char *buf, size_t used)
 int wsn__cu_module_load(struct wsn__cu_module *m, const char *ptx, const char *what)
 {
 	char *info = NULL, *error = NULL;
+	float driver_ms = -1.0f;
 	CUjit_option opts[6];
 	void *vals[6];
 	double t0;
@@ -48,14 +49,22 @@ int wsn__cu_module_load(struct wsn__cu_module *m, const char *ptx, const char *w
 	vals[2] = error;
 	opts[3] = CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES;
 	vals[3] = (void *)(uintptr_t)LOG_BYTES;
-	opts[4] = CU_JIT_WALL_TIME; /* the driver overwrites the value slot with a float, in ms */
-	vals[4] = NULL;
+	/*
+	 * Documented as "overwrites the option value" with a float (ms); some callers pass a float
+	 * pointer instead. Passing one keeps either reading safe: the slot changed means the value
+	 * is in the slot, else it was written through the pointer (or not at all: stays -1).
+	 */
+	opts[4] = CU_JIT_WALL_TIME;
+	vals[4] = &driver_ms;
 	opts[5] = CU_JIT_LOG_VERBOSE; /* registers, spills and shared memory per kernel in the info log */
 	vals[5] = (void *)(uintptr_t)1;
 	t0 = wsn__now();
 	r = wsn__cu.cuModuleLoadDataEx(&m->mod, ptx, (unsigned)WSN_ARRAY_SIZE(opts), opts, vals);
 	m->jit_ms = (wsn__now() - t0) * 1e3;
-	memcpy(&m->jit_driver_ms, &vals[4], sizeof(m->jit_driver_ms));
+	if (vals[4] != (void *)&driver_ms)
+		memcpy(&m->jit_driver_ms, &vals[4], sizeof(m->jit_driver_ms)); /* little-endian: the low bytes */
+	else
+		m->jit_driver_ms = driver_ms;
 	/* the size slots now hold the bytes written, terminator included */
 	m->info_log = log_copy(info, (size_t)(uintptr_t)vals[1]);
 	m->error_log = log_copy(error, (size_t)(uintptr_t)vals[3]);
