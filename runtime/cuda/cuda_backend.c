@@ -231,8 +231,11 @@ static void cuda_device_close(void *ctx)
 
 	if (!d)
 		return;
-	/* errors are ignored here: after a sticky fault every call fails, and closing must still finish */
-	wsn__cu_set_current(d);
+	/*
+	 * Raw calls, results ignored: after a sticky fault every call fails and closing must still
+	 * finish, without overwriting the caller's last error message.
+	 */
+	wsn__cu.cuCtxSetCurrent(d->ctx);
 	while (d->host) {
 		struct wsn__cu_host_block *b = d->host;
 		d->host = b->next;
@@ -242,7 +245,6 @@ static void cuda_device_close(void *ctx)
 	wsn__cu.cuDevicePrimaryCtxRelease(d->dev);
 	pthread_mutex_destroy(&d->lock);
 	free(d);
-	wsn__error_clear();
 }
 
 /* ---- memory ---- */

@@ -113,9 +113,8 @@ void wsn__cuda_plan_destroy(void *ctx, void *plan)
 
 	if (!plan)
 		return;
-	wsn__cu_set_current(d);
+	wsn__cu.cuCtxSetCurrent(d->ctx); /* raw: keeps the caller's last error message */
 	plan_free(plan);
-	wsn__error_clear();
 }
 
 /* snprintf that appends at *off (like snprintf, the total needed keeps growing past len). */
