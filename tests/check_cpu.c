@@ -548,12 +548,12 @@ START_TEST(test_threads_bit_identical)
 END_TEST
 
 /*
- * dweight and dbias summed over 100000 rows stay within 1e-6 of float64: a plain f32 running sum
+ * dweight and dbias summed over 300000 rows stay within 1e-6 of float64: a plain f32 running sum
  * over the rows would be off by several times that.
  */
 START_TEST(test_many_rows_reduction)
 {
-	const int64_t rows = 100000, hidden = 4;
+	const int64_t rows = 300000, hidden = 4;
 	uint64_t seed = tu_case_seed("cpu many rows");
 	struct buf x = { 0 }, dy = { 0 }, dx = { 0 }, dw = { 0 }, db = { 0 }, mean = { 0 }, rstd = { 0 };
 	double *mu = tu_xmalloc(rows * sizeof(double)), *rs = tu_xmalloc(rows * sizeof(double));
@@ -586,9 +586,9 @@ START_TEST(test_many_rows_reduction)
 	ck_assert_int_eq(wsn_plan_create(dev, WSN_LAYERNORM_BWD, rows, hidden, WSN_F32, &o, &plan), 0);
 	ck_assert_msg(wsn_plan_execute(plan, &a, NULL) == 0, "%s", wsn_last_error());
 	ck_assert_int_eq(ref_run(WSN_LAYERNORM_BWD, &a, WSN_DEFAULT_EPS, &ref), 0);
-	expect_close("layernorm-bwd 100000 rows", "dweight", &dw.t, ref.dweight, NULL, TOL_F32);
-	expect_close("layernorm-bwd 100000 rows", "dbias", &db.t, ref.dbias, NULL, TOL_F32);
-	expect_close("layernorm-bwd 100000 rows", "dx", &dx.t, ref.dx, NULL, TOL_F32);
+	expect_close("layernorm-bwd 300000 rows", "dweight", &dw.t, ref.dweight, NULL, TOL_F32);
+	expect_close("layernorm-bwd 300000 rows", "dbias", &db.t, ref.dbias, NULL, TOL_F32);
+	expect_close("layernorm-bwd 300000 rows", "dx", &dx.t, ref.dx, NULL, TOL_F32);
 	ref_out_free(&ref);
 	wsn_plan_destroy(plan);
 	wsn_device_close(dev);
@@ -632,6 +632,106 @@ START_TEST(test_variance_with_large_mean)
 	wsn_plan_destroy(plan);
 	wsn_device_close(dev);
 	buf_free(&x), buf_free(&y), buf_free(&rstd);
+}
+END_TEST
+
+/*
+ * f16 and bf16 inputs are widened exactly and computed in f32 like f32 inputs, so their outputs
+ * are bit for bit the f32 outputs rounded to nearest even (and mean/rstd are identical).
+ */
+START_TEST(test_half_is_f32_rounded)
+{
+	static const enum wsn_dtype halves[] = { WSN_F16, WSN_BF16 };
+	const enum wsn_op op = (enum wsn_op)_i;
+	const int64_t rows = 40, hidden = 300, n = rows * hidden;
+	const int bwd = wsn_op_is_backward(op), ln = is_layernorm(op);
+	uint64_t seed;
+	struct wsn_device *dev;
+	char name[64];
+
+	snprintf(name, sizeof(name), "cpu rounding %s", wsn_op_name(op));
+	seed = tu_case_seed(name);
+	ck_assert_int_eq(wsn_device_open("cpu", &dev), 0);
+	for (size_t hi = 0; hi < WSN_ARRAY_SIZE(halves); hi++) {
+		const enum wsn_dtype dts[2] = { halves[hi], WSN_F32 };
+		struct buf in[2][4], out[2][3], st[2][2]; /* x dy w b; y-or-dx dweight dbias; mean rstd */
+		double *mu = tu_xmalloc(rows * sizeof(double)), *rs = tu_xmalloc(rows * sizeof(double));
+		struct wsn_args a[2];
+		size_t es = wsn_dtype_size(dts[0]);
+
+		memset(in, 0, sizeof(in)), memset(out, 0, sizeof(out)), memset(st, 0, sizeof(st));
+		for (int k = 0; k < 2; k++) {
+			struct wsn_plan *plan;
+
+			memset(&a[k], 0, sizeof(a[k]));
+			buf_matrix(&in[k][0], dts[k], rows, hidden, hidden);
+			buf_matrix(&in[k][1], dts[k], rows, hidden, hidden);
+			buf_vector(&in[k][2], dts[k], hidden);
+			buf_vector(&in[k][3], dts[k], hidden);
+			buf_matrix(&out[k][0], dts[k], rows, hidden, hidden);
+			buf_vector(&out[k][1], dts[k], hidden);
+			buf_vector(&out[k][2], dts[k], hidden);
+			buf_stats(&st[k][0], rows, 0, 1);
+			buf_stats(&st[k][1], rows, 0, 1);
+			if (k == 0) {
+				wsn_tensor_fill_random(&in[0][0].t, seed, 0.5f, 2.0f);
+				wsn_tensor_fill_random(&in[0][1].t, seed + 1, 0.0f, 1.0f);
+				wsn_tensor_fill_random(&in[0][2].t, seed + 2, 1.0f, 0.5f);
+				wsn_tensor_fill_random(&in[0][3].t, seed + 3, 0.0f, 0.5f);
+			} else { /* the same values, widened */
+				ck_assert_int_eq(wsn_dtype_convert(in[1][0].mem, WSN_F32, in[0][0].mem, dts[0], (size_t)n), 0);
+				ck_assert_int_eq(wsn_dtype_convert(in[1][1].mem, WSN_F32, in[0][1].mem, dts[0], (size_t)n), 0);
+				ck_assert_int_eq(wsn_dtype_convert(in[1][2].mem, WSN_F32, in[0][2].mem, dts[0], (size_t)hidden), 0);
+				ck_assert_int_eq(wsn_dtype_convert(in[1][3].mem, WSN_F32, in[0][3].mem, dts[0], (size_t)hidden), 0);
+			}
+			a[k].x = in[k][0].t, a[k].weight = in[k][2].t, a[k].rstd = st[k][1].t;
+			if (ln)
+				a[k].mean = st[k][0].t;
+			if (bwd) {
+				a[k].dy = in[k][1].t, a[k].dx = out[k][0].t, a[k].dweight = out[k][1].t;
+				if (ln) {
+					a[k].dbias = out[k][2].t;
+					ck_assert_int_eq(ref_layernorm_fwd(&in[0][0].t, NULL, NULL, WSN_DEFAULT_EPS, NULL, mu, rs), 0);
+					ref_store(mu, &st[k][0].t);
+				} else {
+					ck_assert_int_eq(ref_rmsnorm_fwd(&in[0][0].t, NULL, WSN_DEFAULT_EPS, NULL, rs), 0);
+				}
+				ref_store(rs, &st[k][1].t);
+			} else {
+				a[k].y = out[k][0].t;
+				if (ln)
+					a[k].bias = in[k][3].t;
+			}
+			ck_assert_int_eq(wsn_plan_create(dev, op, rows, hidden, dts[k], NULL, &plan), 0);
+			ck_assert_msg(wsn_plan_execute(plan, &a[k], NULL) == 0, "%s", wsn_last_error());
+			wsn_plan_destroy(plan);
+		}
+		for (int o = 0; o < (bwd ? (ln ? 3 : 2) : 1); o++) {
+			static const char *const names[] = { "y or dx", "dweight", "dbias" };
+			int64_t m = o ? hidden : n;
+			void *rounded = tu_xmalloc((size_t)m * es);
+
+			ck_assert_int_eq(wsn_dtype_convert(rounded, dts[0], out[1][o].mem, WSN_F32, (size_t)m), 0);
+			ck_assert_msg(!memcmp(rounded, out[0][o].mem, (size_t)m * es),
+				      "%s %s: %s is not the f32 result rounded to nearest even", name,
+				      wsn_dtype_name(dts[0]), names[o]);
+			free(rounded);
+		}
+		if (!bwd) {
+			ck_assert_msg(!memcmp(st[0][1].mem, st[1][1].mem, (size_t)rows * sizeof(float)),
+				      "%s %s: rstd differs from f32 inputs", name, wsn_dtype_name(dts[0]));
+			ck_assert(!ln || !memcmp(st[0][0].mem, st[1][0].mem, (size_t)rows * sizeof(float)));
+		}
+		for (int k = 0; k < 2; k++) {
+			for (int i = 0; i < 4; i++)
+				buf_free(&in[k][i]);
+			for (int i = 0; i < 3; i++)
+				buf_free(&out[k][i]);
+			buf_free(&st[k][0]), buf_free(&st[k][1]);
+		}
+		free(mu), free(rs);
+	}
+	wsn_device_close(dev);
 }
 END_TEST
 
@@ -911,6 +1011,7 @@ Suite *suite_cpu(void)
 	tcase_add_loop_test(tc, test_threads_bit_identical, 0, 4);
 	tcase_add_test(tc, test_many_rows_reduction);
 	tcase_add_test(tc, test_variance_with_large_mean);
+	tcase_add_loop_test(tc, test_half_is_f32_rounded, 0, WSN_OP_COUNT);
 	tcase_add_test(tc, test_reference_by_hand);
 	tcase_add_loop_test(tc, test_reference_gradients, 0, 2);
 	tcase_add_test(tc, test_reference_helpers);
