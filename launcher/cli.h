@@ -96,6 +96,7 @@ void cli_op_io(enum wsn_op op, struct cli_op_io *io);
 uint64_t cli_tensor_seed(uint64_t seed, int shard, char tag);
 
 #define CLI_MAX_SHARDS 4096
+#define CLI_MAX_THREADS 1024
 #define CLI_MAX_HIDDEN (1 << 24)
 #define CLI_MAX_ROWS (1LL << 40)
 

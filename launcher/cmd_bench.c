@@ -35,7 +35,7 @@ static void usage(FILE *f)
 		"cache, with events around many launches after a warm-up; report the median time, the\n"
 		"throughput over the fewest bytes the op must move, and its fraction of the device-to-device\n"
 		"copy bandwidth measured in the same run.\n\n"
-		"  --device SPEC    cpu, cuda:N or auto (default auto)\n"
+		"  --device SPEC    cpu, cuda:N, amd:N or auto (default auto)\n"
 		"  --op LIST        ops, comma-separated (default %s)\n"
 		"  --dtype LIST     dtypes, comma-separated (default bf16)\n"
 		"  --hidden LIST    hidden sizes, comma-separated, K suffix allowed (default %s)\n"

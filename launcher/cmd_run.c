@@ -86,7 +86,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: %s run --input PATH [OPTIONS]\n"
-		"       %s run --demo [--device SPEC] [--json]\n"
+		"       %s run --demo [--device SPEC] [--dtype DT] [--json]\n"
 		"Read the input tensors through io_uring, run the op on a device, verify sampled rows\n"
 		"against the CPU reference, and report each stage's throughput.\n\n"
 		"  --input PATH      a safetensors file, a directory of *.safetensors shards, or a raw\n"
@@ -978,10 +978,10 @@ static void result_text(const struct dataset *ds, const struct wsn_device_info *
 	       (long long)r->rows, (long long)ds->hidden, ds->n, ds->n == 1 ? "" : "s", di->spec, di->name);
 	if (cli_verbose > 0)
 		printf("%s", r->plan);
-	printf("  read     %10.1f MB in %8.3f ms  %s  (io_uring %s; %llu reads, %llu direct / %llu buffered files)\n",
-	       r->read.bytes / 1e6, r->read.seconds * 1e3, cli_rate(r->read.bytes, r->read.seconds, b1, sizeof(b1)),
-	       r->ring_mode, (unsigned long long)r->rs.reads, (unsigned long long)r->rs.direct_files,
-	       (unsigned long long)r->rs.buffered_files);
+	printf("  read     %10.1f MB in %8.3f ms  %s  (io_uring %s; %llu reads; %s)\n", r->read.bytes / 1e6,
+	       r->read.seconds * 1e3, cli_rate(r->read.bytes, r->read.seconds, b1, sizeof(b1)), r->ring_mode,
+	       (unsigned long long)r->rs.reads,
+	       !r->rs.buffered_files ? "O_DIRECT" : !r->rs.direct_files ? "buffered" : "O_DIRECT and buffered");
 	if (r->h2d.bytes > 0)
 		printf("  h2d      %10.1f MB in %8.3f ms  %s\n", r->h2d.bytes / 1e6, r->h2d.seconds * 1e3,
 		       cli_rate(r->h2d.bytes, r->h2d.seconds, b1, sizeof(b1)));
@@ -1074,7 +1074,8 @@ static int run_demo(struct run_opts *o)
 	char dir[4096], path[4200];
 	json_t *runs = o->json ? json_array() : NULL;
 	int64_t rows, hidden;
-	int ret = EXIT_PASS, r;
+	int ret = EXIT_PASS, r, verbose = cli_verbose;
+	enum wsn_dtype dt = o->have_dt ? o->dt : WSN_BF16;
 
 	if ((r = cli_open_device(o->device, o->threads, &dev)))
 		return r;
@@ -1091,13 +1092,16 @@ static int run_demo(struct run_opts *o)
 		return EXIT_RUNTIME;
 	}
 	if (!o->json)
-		printf("wsnorm demo: %lld x %lld bf16 inputs in %s, device %s (%s)\n\n", (long long)rows,
-		       (long long)hidden, dir, di.spec, di.name);
+		printf("wsnorm demo: %lld x %lld %s inputs in %s, device %s (%s)\n\n", (long long)rows,
+		       (long long)hidden, wsn_dtype_name(dt), dir, di.spec, di.name);
 	for (int op = 0; op < WSN_OP_COUNT; op++) {
 		struct run_opts one = *o;
 
 		snprintf(path, sizeof(path), "%s/%s.safetensors", dir, wsn_op_name((enum wsn_op)op));
-		if ((r = cli_gen_file((enum wsn_op)op, WSN_BF16, rows, hidden, CLI_DEFAULT_SEED + (uint64_t)op, path))) {
+		cli_verbose = -1; /* the generator's notes are not the demo's business */
+		r = cli_gen_file((enum wsn_op)op, dt, rows, hidden, CLI_DEFAULT_SEED + (uint64_t)op, path);
+		cli_verbose = verbose;
+		if (r) {
 			ret = r;
 			break;
 		}
@@ -1168,8 +1172,8 @@ int cmd_run(int argc, char **argv)
 		case 'O': o.output = optarg; break;
 		case 'j': o.json = 1; break;
 		case 't':
-			if (cli_parse_i64(optarg, 1, 4096, &v))
-				return cli_usage_error("run", "bad --threads '%s' (expected 1..4096)", optarg);
+			if (cli_parse_i64(optarg, 1, CLI_MAX_THREADS, &v))
+				return cli_usage_error("run", "bad --threads '%s' (expected 1..%d)", optarg, CLI_MAX_THREADS);
 			o.threads = (int)v;
 			break;
 		case 'V':

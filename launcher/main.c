@@ -18,6 +18,18 @@ static const struct {
 	{ "emit", cmd_emit, "print the generated PTX for a shape (no GPU needed)" },
 };
 
+/* The short usage misuse gets on stderr. */
+static int misuse(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "%s: ", cli_prog);
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\nUsage: %s [-q|-v] COMMAND [OPTIONS]; commands:", cli_prog);
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		fprintf(stderr, " %s", cmds[i].name);
+	fprintf(stderr, "\nTry '%s --help' for more information.\n", cli_prog);
+	return EXIT_USAGE;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -55,20 +67,14 @@ int main(int argc, char **argv)
 		} else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
 			cli_verbose++;
 		} else {
-			fprintf(stderr, "%s: unknown option '%s'\n", cli_prog, a);
-			usage(stderr);
-			return EXIT_USAGE;
+			return misuse("unknown option '%s'", a);
 		}
 	}
 	if (i >= argc) {
-		fprintf(stderr, "%s: no command given\n", cli_prog);
-		usage(stderr);
-		return EXIT_USAGE;
+		return misuse("%s", "no command given");
 	}
 	for (size_t c = 0; c < sizeof(cmds) / sizeof(cmds[0]); c++)
 		if (!strcmp(argv[i], cmds[c].name))
 			return cmds[c].fn(argc - i, argv + i);
-	fprintf(stderr, "%s: unknown command '%s'\n", cli_prog, argv[i]);
-	usage(stderr);
-	return EXIT_USAGE;
+	return misuse("unknown command '%s'", argv[i]);
 }

@@ -155,7 +155,8 @@ WSN_API int wsn_device_open(const char *spec, struct wsn_device **out)
 	if (!strcmp(spec, "auto")) {
 		/* the first available GPU backend, else the CPU */
 		for (size_t b = 1; b < WSN_ARRAY_SIZE(known); b++) {
-			if (infos[b].available && infos[b].device_count > 0) {
+			const struct wsn__backend_ops *bo = built(known[b]);
+			if (infos[b].available && infos[b].device_count > 0 && bo && bo->plan_create) {
 				char s[32];
 				snprintf(s, sizeof(s), "%s:0", known[b]);
 				return wsn_device_open(s, out);

@@ -108,7 +108,8 @@ WSN_API int wsn_plan_create(struct wsn_device *dev, enum wsn_op op, int64_t rows
 		return wsn__error(WSN_ESHAPE, "plan: shape %lld x %lld is too large (hidden <= %d)",
 				  (long long)rows, (long long)hidden, WSN_MAX_HIDDEN);
 	if (!dev->ops->plan_create || !dev->ops->execute)
-		return wsn__error(WSN_ENOTSUP, "plan: the %s backend cannot run ops", dev->ops->name);
+		return wsn__error(WSN_ENOTSUP, "plan: normalization kernels are not implemented for %s devices (%s)",
+				  dev->ops->name, dev->info.name);
 	if (!(p = calloc(1, sizeof(*p))))
 		return wsn__error(WSN_ENOMEM, "plan: out of memory");
 	p->dev = dev;
@@ -330,6 +331,10 @@ WSN_API int wsn_plan_execute(struct wsn_plan *p, const struct wsn_args *a, struc
 				return wsn__error(WSN_ESHAPE, "tensors 'mean' and 'rstd' have different row strides");
 		}
 		ex.stats_ld = ld;
+		if (a->dweight.data && !pp->opts.has_weight)
+			return wsn__error(WSN_EINVAL, "tensor 'dweight' given but the plan has no weight");
+		if (a->dbias.data && !pp->opts.has_bias)
+			return wsn__error(WSN_EINVAL, "tensor 'dbias' given but the plan has no bias");
 		if (a->dweight.data) {
 			w.name = "dweight";
 			if ((err = check_vector(&a->dweight, &w)) < 0)

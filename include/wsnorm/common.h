@@ -87,7 +87,7 @@ WSN_API const char *wsn_err_name(int err);
 WSN_API const char *wsn_last_error(void);
 /*
  * The raw driver status behind the last WSN_EDRIVER/WSN_EJIT/WSN_ELAUNCH in this thread
- * (a CUresult or HSAKMT_STATUS) and its name; returns 0 if there was one, WSN_ENOENT if not.
+ * (a CUresult) and its name; returns 0 if there was one, WSN_ENOENT if not.
  */
 WSN_API int wsn_last_driver_status(int *code, const char **name);
 

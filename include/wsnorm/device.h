@@ -56,11 +56,12 @@ WSN_API int wsn_backend_info(int i, struct wsn_backend_info *out);
 
 /* Total devices over every available backend. The CPU is always device 0 of its backend. */
 WSN_API int wsn_device_count(void);
-/* Information on device i of the flat list (0 <= i < wsn_device_count()). 0 or WSN_EINVAL. */
+/* Information on device i of the flat list (0 <= i < wsn_device_count()). 0, WSN_EINVAL or WSN_ENODEV. */
 WSN_API int wsn_device_info_at(int i, struct wsn_device_info *out);
 
 /*
- * Open a device by spec: "cpu", "cuda", "cuda:N", "amd:N", or "auto" (the first GPU, else the CPU).
+ * Open a device by spec: "cpu", "cuda", "cuda:N", "amd:N", or "auto" (the first GPU whose backend
+ * can run ops, else the CPU).
  * Returns 0, WSN_EINVAL (bad spec), WSN_EBACKEND (backend not built), WSN_ENODRIVER,
  * WSN_ENODEV (no such index) or a driver error.
  */

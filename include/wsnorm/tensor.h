@@ -30,7 +30,10 @@ struct wsn_tensor {
 	int64_t stride[WSN_MAX_DIMS];
 };
 
-/* Describe a contiguous tensor of ndim dims (1..WSN_MAX_DIMS). Returns 0 or WSN_EINVAL/WSN_ESHAPE. */
+/*
+ * Describe a contiguous tensor of ndim dims (1..WSN_MAX_DIMS).
+ * Returns 0, WSN_EINVAL, WSN_EDTYPE, WSN_ESHAPE (negative dimension) or WSN_EOVERFLOW.
+ */
 WSN_API int wsn_tensor_init(struct wsn_tensor *t, void *data, enum wsn_dtype dt, enum wsn_mem mem,
 			    int ndim, const int64_t *shape);
 /* Shorthands for contiguous [rows, cols] and [n] tensors. */
@@ -60,8 +63,8 @@ struct wsn_compare {
 	int64_t count;   /* elements compared */
 };
 /*
- * Compare two host tensors of the same shape (any dtypes) element by element in float64.
- * Returns 0 or WSN_ESHAPE/WSN_EINVAL.
+ * Compare two host tensors with the same number of elements (any dtypes, any shapes: elements are
+ * paired in row-major order) in float64. Returns 0 or WSN_ESHAPE (counts differ)/WSN_EINVAL.
  */
 WSN_API int wsn_tensor_compare(const struct wsn_tensor *got, const struct wsn_tensor *ref,
 			       struct wsn_compare *out);

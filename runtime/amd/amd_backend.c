@@ -161,21 +161,6 @@ static void amd_device_close(void *ctx)
 	(void)ctx;
 }
 
-static int amd_plan_create(void *ctx, const struct wsn__plan_params *p, void **out)
-{
-	const struct wsn_device_info *d = ctx;
-
-	(void)p, (void)out;
-	return wsn__error(WSN_ENOTSUP, "%s (%s): normalization kernels for AMD GPUs are not implemented", d->name,
-			  d->arch);
-}
-
-static int amd_execute(void *ctx, void *plan, const struct wsn__exec *ex, void *stream)
-{
-	(void)plan, (void)ex, (void)stream;
-	return amd_plan_create(ctx, NULL, NULL);
-}
-
 const struct wsn__backend_ops wsn__amd_ops = {
 	.name = "amd",
 	.exec_mem = WSN_MEM_DEVICE,
@@ -183,6 +168,5 @@ const struct wsn__backend_ops wsn__amd_ops = {
 	.device_info = amd_device_info,
 	.device_open = amd_device_open,
 	.device_close = amd_device_close,
-	.plan_create = amd_plan_create,
-	.execute = amd_execute,
+	/* no plan_create/execute: plans on AMD devices fail with WSN_ENOTSUP, and "auto" skips them */
 };
