@@ -7,9 +7,11 @@
 
 /* Most threads one execution may use (plan option or device setting). */
 #define WSN_CPU_MAX_THREADS 1024
+/* Elements of a row the kernels handle at a time; buffers of hidden elements are padded to whole blocks. */
+#define WSN_CPU_BLOCK 256
 /* Elements a chunk of rows aims for: chunk rows = ceil(this / hidden). */
 #define WSN_CPU_CHUNK_ELEMS (1 << 14)
-/* Bytes the per-chunk dweight/dbias partial sums of one execution may take; chunks grow to fit. */
+/* Bytes the per-chunk dweight/dbias partial sums (hidden padded to whole blocks) of one execution may take; chunks grow to fit. */
 #define WSN_CPU_PARTIAL_BUDGET ((int64_t)64 << 20)
 
 /* A CPU plan: the shared parameters and the fixed chunk size they imply. */

@@ -14,6 +14,12 @@
  * with Kahan compensation, so a row sum's error stays near one f32 rounding for any hidden size.
  * The variance is two-pass: the mean first, then the sum of squared deviations from it.
  *
+ * Every loop over a block runs exactly BLOCK times on restrict-qualified buffers, so compilers
+ * vectorize it at -O2: the last block of a row is padded with zeros (weight, bias and the
+ * dweight/dbias partials are allocated in whole blocks, padded with zeros too), and padding adds
+ * exact zeros to every sum. Vectorizing does not change any result: each element sees the same
+ * operations in the same order.
+ *
  * Determinism. Rows are split into chunks of a fixed number of rows (wsn__cpu_chunk_rows: it
  * depends on the shape, not on the thread count). Threads take chunks in any order, but each
  * chunk's dweight/dbias partial sums are computed the same way whoever computes them
@@ -21,23 +27,24 @@
  * chunk order on the calling thread, again with compensation. So dweight and dbias are
  * bit-identical for every thread count.
  */
-#define BLOCK 256
+#define BLOCK WSN_CPU_BLOCK
 #define LANES 8
 
 /* One execution, shared by its threads. */
 struct job {
 	const struct wsn__cpu_plan *plan;
 	const struct wsn__exec *ex;
-	const float *w, *b;       /* f32 copies of weight and bias; NULL when the plan has none */
-	float *dw_part, *db_part; /* [chunks][hidden] partial sums; NULL when not wanted */
+	const float *w, *b;       /* f32 copies of weight and bias, [hp]; NULL when the plan has none */
+	float *dw_part, *db_part; /* [chunks][hp] partial sums; NULL when not wanted */
 	int64_t chunks;
+	int64_t hp; /* hidden rounded up to whole blocks */
 	atomic_llong next; /* the next chunk to take */
 };
 
 /* One thread of an execution. */
 struct worker {
 	struct job *job;
-	float *comp; /* this thread's Kahan compensations: hidden floats per partial output */
+	float *comp; /* this thread's Kahan compensations: hp floats per partial output */
 	pthread_t tid;
 };
 
@@ -71,38 +78,80 @@ static inline float ksum_value(const struct ksum *k)
 	return k->s - k->c;
 }
 
-/* Sum of n <= BLOCK values: LANES interleaved f32 lanes, combined pairwise. */
-static float block_sum(const float *v, int n)
+static inline int64_t whole_blocks(int64_t n)
+{
+	return (n + BLOCK - 1) / BLOCK * BLOCK;
+}
+
+/* Sum of a block: LANES interleaved f32 lanes, combined pairwise. */
+static float block_sum(const float *restrict v)
 {
 	float l[LANES] = { 0 };
-	int i = 0;
 
-	for (; i + LANES <= n; i += LANES)
+	for (int i = 0; i < BLOCK; i += LANES)
 		for (int k = 0; k < LANES; k++)
 			l[k] += v[i + k];
-	for (int k = 0; i < n; i++, k++)
-		l[k] += v[i];
 	return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
 }
 
-static void load_block(float *dst, const void *src, enum wsn_dtype dt, int64_t off, int n)
+/* f16 to f32 for every bit pattern, filled once from wsn__f16_to_f32: a load is one lookup. */
+static float f16_table[1 << 16];
+static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
+
+static void f16_table_fill(void)
 {
-	if (dt == WSN_F32) {
-		memcpy(dst, (const float *)src + off, (size_t)n * sizeof(float));
-		return;
-	}
-	for (int i = 0; i < n; i++)
-		dst[i] = wsn__load(src, dt, off + i);
+	for (uint32_t h = 0; h < (1u << 16); h++)
+		f16_table[h] = wsn__f16_to_f32((uint16_t)h);
 }
 
-static void store_block(void *dst, enum wsn_dtype dt, int64_t off, const float *src, int n)
+/* bf16 to f32 (exact); a whole block in a loop of fixed length. */
+static void bf16_widen(float *restrict dst, const uint16_t *restrict src, int n)
 {
-	if (dt == WSN_F32) {
-		memcpy((float *)dst + off, src, (size_t)n * sizeof(float));
-		return;
+	if (n == BLOCK)
+		for (int i = 0; i < BLOCK; i++)
+			dst[i] = wsn__bf16_to_f32(src[i]);
+	else
+		for (int i = 0; i < n; i++)
+			dst[i] = wsn__bf16_to_f32(src[i]);
+}
+
+/* n <= BLOCK elements from src + off as f32, then zeros up to BLOCK. */
+static void load_block(float *restrict dst, const void *src, enum wsn_dtype dt, int64_t off, int n)
+{
+	switch (dt) {
+	case WSN_F32:
+		memcpy(dst, (const float *)src + off, (size_t)n * sizeof(float));
+		break;
+	case WSN_BF16:
+		bf16_widen(dst, (const uint16_t *)src + off, n);
+		break;
+	default:
+		for (int i = 0; i < n; i++)
+			dst[i] = f16_table[((const uint16_t *)src)[off + i]];
+		break;
 	}
-	for (int i = 0; i < n; i++)
-		wsn__store(dst, dt, off + i, src[i]);
+	if (n < BLOCK)
+		memset(dst + n, 0, (size_t)(BLOCK - n) * sizeof(float));
+}
+
+/* The first n elements of a block to dst + off in dtype dt (round to nearest even). */
+static void store_block(void *dst, enum wsn_dtype dt, int64_t off, const float *restrict src, int n)
+{
+	uint16_t *restrict d = (uint16_t *)dst + off;
+
+	switch (dt) {
+	case WSN_F32:
+		memcpy((float *)dst + off, src, (size_t)n * sizeof(float));
+		break;
+	case WSN_BF16:
+		for (int i = 0; i < n; i++)
+			d[i] = wsn__f32_to_bf16(src[i]);
+		break;
+	default:
+		for (int i = 0; i < n; i++)
+			d[i] = wsn__f32_to_f16(src[i]);
+		break;
+	}
 }
 
 /* Offset in elements of flat (row-major logical) index i of a tensor. */
@@ -117,16 +166,55 @@ static int64_t flat_offset(const struct wsn_tensor *t, int64_t i)
 	return off;
 }
 
-/* A [n] parameter tensor as a new f32 array; NULL when out of memory. */
+/* A [n] parameter tensor as a new f32 array padded with zeros to whole blocks; NULL when out of memory. */
 static float *vector_f32(const struct wsn_tensor *t, int64_t n)
 {
-	float *v = malloc((size_t)n * sizeof(float));
+	float *v = calloc((size_t)whole_blocks(n), sizeof(float));
 
 	if (!v)
 		return NULL;
 	for (int64_t i = 0; i < n; i++)
 		v[i] = wsn__load(t->data, t->dtype, flat_offset(t, i));
 	return v;
+}
+
+/* Kahan-add a[i] * b[i] (or a[i] when b is NULL) into the block's compensated sums (s, c). */
+static void kahan_block(float *restrict s, float *restrict c, const float *restrict a, const float *restrict b)
+{
+	if (b)
+		for (int i = 0; i < BLOCK; i++)
+			kahan_add(&s[i], &c[i], a[i] * b[i]);
+	else
+		for (int i = 0; i < BLOCK; i++)
+			kahan_add(&s[i], &c[i], a[i]);
+}
+
+/* Sum of (x - mean)^2 over a block whose first n elements are real. */
+static float sq_dev_sum(const float *restrict x, float mean, int n)
+{
+	float t[BLOCK];
+
+	for (int i = 0; i < BLOCK; i++) {
+		float d = x[i] - mean;
+		t[i] = d * d;
+	}
+	if (n < BLOCK)
+		memset(t + n, 0, (size_t)(BLOCK - n) * sizeof(float));
+	return block_sum(t);
+}
+
+/* y = (x - mean) * rstd * w + b over a block (w, b: NULL for 1 and 0). */
+static void normalize_block(float *restrict y, const float *restrict x, float mean, float rstd,
+			    const float *restrict w, const float *restrict b)
+{
+	for (int i = 0; i < BLOCK; i++)
+		y[i] = (x[i] - mean) * rstd;
+	if (w)
+		for (int i = 0; i < BLOCK; i++)
+			y[i] *= w[i];
+	if (b)
+		for (int i = 0; i < BLOCK; i++)
+			y[i] += b[i];
 }
 
 static void store_vector(const struct wsn_tensor *t, const float *v, int64_t n)
@@ -149,10 +237,8 @@ static void fwd_row(const struct job *jb, int64_t r)
 
 	if (centered) {
 		for (int64_t j0 = 0; j0 < h; j0 += BLOCK) {
-			int n = (int)min64(BLOCK, h - j0);
-
-			load_block(xb, a->x.data, dt, xo + j0, n);
-			ksum_add(&s, block_sum(xb, n));
+			load_block(xb, a->x.data, dt, xo + j0, (int)min64(BLOCK, h - j0));
+			ksum_add(&s, block_sum(xb));
 		}
 		mean = ksum_value(&s) / (float)h;
 	}
@@ -160,25 +246,14 @@ static void fwd_row(const struct job *jb, int64_t r)
 		int n = (int)min64(BLOCK, h - j0);
 
 		load_block(xb, a->x.data, dt, xo + j0, n);
-		for (int i = 0; i < n; i++) {
-			float d = xb[i] - mean;
-			t[i] = d * d;
-		}
-		ksum_add(&q, block_sum(t, n));
+		ksum_add(&q, sq_dev_sum(xb, mean, n));
 	}
 	rstd = 1.0f / sqrtf(ksum_value(&q) / (float)h + jb->plan->p.opts.eps);
 	for (int64_t j0 = 0; j0 < h; j0 += BLOCK) {
 		int n = (int)min64(BLOCK, h - j0);
 
 		load_block(xb, a->x.data, dt, xo + j0, n);
-		for (int i = 0; i < n; i++)
-			t[i] = (xb[i] - mean) * rstd;
-		if (w)
-			for (int i = 0; i < n; i++)
-				t[i] *= w[j0 + i];
-		if (b)
-			for (int i = 0; i < n; i++)
-				t[i] += b[j0 + i];
+		normalize_block(t, xb, mean, rstd, w ? w + j0 : NULL, b ? b + j0 : NULL);
 		store_block(a->y.data, dt, yo + j0, t, n);
 	}
 	if (centered && a->mean.data)
@@ -187,22 +262,37 @@ static void fwd_row(const struct job *jb, int64_t r)
 		((float *)a->rstd.data)[r * ex->stats_ld] = rstd;
 }
 
-/* x-hat and g = dy * w of one block. */
-static void bwd_block(const struct job *jb, int64_t j0, int n, const float *xb, const float *dyb, float mean,
-		      float rstd, float *xh, float *g)
+/* x-hat and g = dy * w (w: NULL for 1) of one block. */
+static void bwd_block(float *restrict xh, float *restrict g, const float *restrict x, const float *restrict dy,
+		      const float *restrict w, float mean, float rstd)
 {
-	for (int i = 0; i < n; i++)
-		xh[i] = (xb[i] - mean) * rstd;
-	if (jb->w)
-		for (int i = 0; i < n; i++)
-			g[i] = dyb[i] * jb->w[j0 + i];
+	for (int i = 0; i < BLOCK; i++)
+		xh[i] = (x[i] - mean) * rstd;
+	if (w)
+		for (int i = 0; i < BLOCK; i++)
+			g[i] = dy[i] * w[i];
 	else
-		memcpy(g, dyb, (size_t)n * sizeof(float));
+		memcpy(g, dy, BLOCK * sizeof(float));
+}
+
+/* g * x-hat of one block. */
+static void mul_block(float *restrict t, const float *restrict a, const float *restrict b)
+{
+	for (int i = 0; i < BLOCK; i++)
+		t[i] = a[i] * b[i];
+}
+
+/* dx = rstd * ((g - cg) - x-hat * cgx) of one block. */
+static void dx_block(float *restrict dx, const float *restrict g, const float *restrict xh, float rstd, float cg,
+		     float cgx)
+{
+	for (int i = 0; i < BLOCK; i++)
+		dx[i] = rstd * ((g[i] - cg) - xh[i] * cgx);
 }
 
 /*
  * Backward of row r (LayerNorm when centered, else RMSNorm); adds dy * x-hat and dy into the
- * chunk's compensated partial sums (dw, dwc) and (db, dbc) when those are non-NULL.
+ * chunk's compensated partial sums (dw, dwc) and (db, dbc), [hp] each, when those are non-NULL.
  */
 static void bwd_row(const struct job *jb, int64_t r, float *dw, float *dwc, float *db, float *dbc)
 {
@@ -213,6 +303,7 @@ static void bwd_row(const struct job *jb, int64_t r, float *dw, float *dwc, floa
 	const int64_t h = ex->hidden, xo = r * ex->x_ld, dyo = r * ex->dy_ld, dxo = r * ex->dx_ld;
 	const float mean = centered ? ((const float *)a->mean.data)[r * ex->stats_ld] : 0.0f;
 	const float rstd = ((const float *)a->rstd.data)[r * ex->stats_ld];
+	const float *w = jb->w;
 	struct ksum sg = { 0, 0 }, sgx = { 0, 0 };
 	float xb[BLOCK], dyb[BLOCK], xh[BLOCK], g[BLOCK], t[BLOCK], cg = 0.0f, cgx;
 
@@ -221,12 +312,11 @@ static void bwd_row(const struct job *jb, int64_t r, float *dw, float *dwc, floa
 
 		load_block(xb, a->x.data, dt, xo + j0, n);
 		load_block(dyb, a->dy.data, dt, dyo + j0, n);
-		bwd_block(jb, j0, n, xb, dyb, mean, rstd, xh, g);
-		for (int i = 0; i < n; i++)
-			t[i] = g[i] * xh[i];
-		ksum_add(&sgx, block_sum(t, n));
+		bwd_block(xh, g, xb, dyb, w ? w + j0 : NULL, mean, rstd); /* padding: g = 0 */
+		mul_block(t, g, xh);
+		ksum_add(&sgx, block_sum(t));
 		if (centered)
-			ksum_add(&sg, block_sum(g, n));
+			ksum_add(&sg, block_sum(g));
 	}
 	if (centered)
 		cg = ksum_value(&sg) / (float)h;
@@ -236,40 +326,43 @@ static void bwd_row(const struct job *jb, int64_t r, float *dw, float *dwc, floa
 
 		load_block(xb, a->x.data, dt, xo + j0, n);
 		load_block(dyb, a->dy.data, dt, dyo + j0, n);
-		bwd_block(jb, j0, n, xb, dyb, mean, rstd, xh, g);
-		for (int i = 0; i < n; i++)
-			t[i] = rstd * ((g[i] - cg) - xh[i] * cgx);
+		bwd_block(xh, g, xb, dyb, w ? w + j0 : NULL, mean, rstd);
+		dx_block(t, g, xh, rstd, cg, cgx);
 		store_block(a->dx.data, dt, dxo + j0, t, n);
-		if (dw)
-			for (int i = 0; i < n; i++)
-				kahan_add(&dw[j0 + i], &dwc[j0 + i], dyb[i] * xh[i]);
+		if (dw) /* padding: dy = 0 adds zeros */
+			kahan_block(dw + j0, dwc + j0, dyb, xh);
 		if (db)
-			for (int i = 0; i < n; i++)
-				kahan_add(&db[j0 + i], &dbc[j0 + i], dyb[i]);
+			kahan_block(db + j0, dbc + j0, dyb, NULL);
 	}
 }
 
-/* Start a chunk's compensated partial sum at zero. */
-static void partial_begin(float *s, float *c, int64_t h)
+/* Start a chunk's compensated partial sum ([hp]) at zero. */
+static void partial_begin(float *s, float *c, int64_t hp)
 {
-	memset(s, 0, (size_t)h * sizeof(float));
-	memset(c, 0, (size_t)h * sizeof(float));
+	memset(s, 0, (size_t)hp * sizeof(float));
+	memset(c, 0, (size_t)hp * sizeof(float));
 }
 
-/* Fold the compensation into the partial sum. */
-static void partial_end(float *s, const float *c, int64_t h)
+static void fold_block(float *restrict s, const float *restrict c)
 {
-	for (int64_t j = 0; j < h; j++)
-		s[j] -= c[j];
+	for (int i = 0; i < BLOCK; i++)
+		s[i] -= c[i];
+}
+
+/* Fold the compensation into the partial sum ([hp]). */
+static void partial_end(float *s, const float *c, int64_t hp)
+{
+	for (int64_t j0 = 0; j0 < hp; j0 += BLOCK)
+		fold_block(s + j0, c + j0);
 }
 
 static void *work(void *arg)
 {
 	struct worker *wk = arg;
 	struct job *jb = wk->job;
-	const int64_t h = jb->ex->hidden, k = jb->plan->chunk_rows, rows = jb->ex->rows;
+	const int64_t hp = jb->hp, k = jb->plan->chunk_rows, rows = jb->ex->rows;
 	const int bwd = wsn_op_is_backward(jb->plan->p.op);
-	float *dwc = wk->comp, *dbc = jb->dw_part ? wk->comp + h : wk->comp;
+	float *dwc = wk->comp, *dbc = jb->dw_part ? wk->comp + hp : wk->comp;
 
 	for (;;) {
 		int64_t c = atomic_fetch_add(&jb->next, 1);
@@ -279,9 +372,9 @@ static void *work(void *arg)
 		if (c >= jb->chunks)
 			break;
 		if (jb->dw_part)
-			partial_begin(dw = jb->dw_part + c * h, dwc, h);
+			partial_begin(dw = jb->dw_part + c * hp, dwc, hp);
 		if (jb->db_part)
-			partial_begin(db = jb->db_part + c * h, dbc, h);
+			partial_begin(db = jb->db_part + c * hp, dbc, hp);
 		for (int64_t r = c * k; r < r1; r++) {
 			if (bwd)
 				bwd_row(jb, r, dw, dwc, db, dbc);
@@ -289,32 +382,29 @@ static void *work(void *arg)
 				fwd_row(jb, r);
 		}
 		if (dw)
-			partial_end(dw, dwc, h);
+			partial_end(dw, dwc, hp);
 		if (db)
-			partial_end(db, dbc, h);
+			partial_end(db, dbc, hp);
 	}
 	return NULL;
 }
 
-/* Sum the chunks' partials in chunk order into the first chunk's slot (comp: h floats of scratch). */
-static void reduce_partials(float *part, int64_t chunks, int64_t h, float *comp)
+/* Sum the chunks' [hp] partials in chunk order into the first chunk's slot (comp: hp floats of scratch). */
+static void reduce_partials(float *part, int64_t chunks, int64_t hp, float *comp)
 {
-	memset(comp, 0, (size_t)h * sizeof(float));
-	for (int64_t c = 1; c < chunks; c++) {
-		const float *p = part + c * h;
-
-		for (int64_t j = 0; j < h; j++)
-			kahan_add(&part[j], &comp[j], p[j]);
-	}
-	partial_end(part, comp, h);
+	memset(comp, 0, (size_t)hp * sizeof(float));
+	for (int64_t c = 1; c < chunks; c++)
+		for (int64_t j0 = 0; j0 < hp; j0 += BLOCK)
+			kahan_block(part + j0, comp + j0, part + c * hp + j0, NULL);
+	partial_end(part, comp, hp);
 }
 
 int64_t wsn__cpu_chunk_rows(enum wsn_op op, int64_t rows, int64_t hidden)
 {
 	int64_t k = (WSN_CPU_CHUNK_ELEMS + hidden - 1) / hidden;
 
-	if (wsn_op_is_backward(op)) { /* keep [chunks][hidden] dweight and dbias partials in budget */
-		int64_t max_chunks = WSN_CPU_PARTIAL_BUDGET / (hidden * 2 * (int64_t)sizeof(float));
+	if (wsn_op_is_backward(op)) { /* keep [chunks][hp] dweight and dbias partials in budget */
+		int64_t max_chunks = WSN_CPU_PARTIAL_BUDGET / (whole_blocks(hidden) * 2 * (int64_t)sizeof(float));
 
 		if (max_chunks < 1)
 			max_chunks = 1;
@@ -340,6 +430,9 @@ int wsn__cpu_execute(const struct wsn__cpu_plan *plan, int threads, const struct
 	jb.plan = plan;
 	jb.ex = ex;
 	jb.chunks = (ex->rows + plan->chunk_rows - 1) / plan->chunk_rows;
+	jb.hp = whole_blocks(h);
+	if (pp->dtype == WSN_F16)
+		pthread_once(&f16_once, f16_table_fill);
 	atomic_init(&jb.next, 0);
 	nthreads = threads < 1 ? 1 : threads;
 	if (nthreads > jb.chunks)
@@ -350,23 +443,23 @@ int wsn__cpu_execute(const struct wsn__cpu_plan *plan, int threads, const struct
 	if (!bwd && pp->opts.has_bias && !(jb.b = vector_f32(&a->bias, h)))
 		goto nomem;
 	if (bwd && a->dweight.data) {
-		if (!(jb.dw_part = malloc((size_t)(jb.chunks * h) * sizeof(float))))
+		if (!(jb.dw_part = malloc((size_t)(jb.chunks * jb.hp) * sizeof(float))))
 			goto nomem;
 		nparts++;
 	}
 	if (pp->op == WSN_LAYERNORM_BWD && a->dbias.data) {
-		if (!(jb.db_part = malloc((size_t)(jb.chunks * h) * sizeof(float))))
+		if (!(jb.db_part = malloc((size_t)(jb.chunks * jb.hp) * sizeof(float))))
 			goto nomem;
 		nparts++;
 	}
-	if (nparts && !(comp = malloc((size_t)nthreads * (size_t)(nparts * h) * sizeof(float))))
+	if (nparts && !(comp = malloc((size_t)nthreads * (size_t)(nparts * jb.hp) * sizeof(float))))
 		goto nomem;
 	if (!(wk = calloc((size_t)nthreads, sizeof(*wk))))
 		goto nomem;
 
 	for (int i = 0; i < nthreads; i++) {
 		wk[i].job = &jb;
-		wk[i].comp = comp ? comp + (size_t)i * (size_t)(nparts * h) : NULL;
+		wk[i].comp = comp ? comp + (size_t)i * (size_t)(nparts * jb.hp) : NULL;
 	}
 	/*
 	 * Thread 0 is the caller. A thread that cannot be started is simply not used: the others
@@ -380,11 +473,11 @@ int wsn__cpu_execute(const struct wsn__cpu_plan *plan, int threads, const struct
 		pthread_join(wk[i].tid, NULL);
 
 	if (jb.dw_part) {
-		reduce_partials(jb.dw_part, jb.chunks, h, comp);
+		reduce_partials(jb.dw_part, jb.chunks, jb.hp, comp);
 		store_vector(&a->dweight, jb.dw_part, h);
 	}
 	if (jb.db_part) {
-		reduce_partials(jb.db_part, jb.chunks, h, comp);
+		reduce_partials(jb.db_part, jb.chunks, jb.hp, comp);
 		store_vector(&a->dbias, jb.db_part, h);
 	}
 	goto out;
