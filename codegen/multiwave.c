@@ -453,7 +453,7 @@ static void fwd_path(struct gen *g, const char *rows, const char *row0, const ch
 	reduce_row(g, &s1, 1);
 
 	const char *mean = ptx_reg(k, PTX_F32, "mean"), *rstd = ptx_reg(k, PTX_F32, "rstd");
-	const char *nmr = ptx_reg(k, PTX_F32, "neg_mean_rstd"), *var = ptx_reg(k, PTX_F32, "var");
+	const char *var = ptx_reg(k, PTX_F32, "var");
 	if (g->ln) {
 		ptx_mul_f32(k, mean, s1, g->invH);
 		/* pass 2: variance about the mean, from the cached row (exact two-pass) */
@@ -481,10 +481,6 @@ static void fwd_path(struct gen *g, const char *rows, const char *row0, const ch
 	}
 	ptx_fma_f32(k, var, var, g->invH, eps);
 	ptx_rsqrt_f32(k, rstd, var);
-	if (g->ln) {
-		ptx_mul_f32(k, nmr, mean, rstd);
-		ptx_ins(k, "neg.f32 %s, %s", nmr, nmr);
-	}
 	/* statistics: one thread per row, when asked for */
 	{
 		const char *sa = ptx_tmp(k, PTX_U64);
@@ -518,10 +514,15 @@ static void fwd_path(struct gen *g, const char *rows, const char *row0, const ch
 		}
 		for (int e = 0; e < g->vec; e++) {
 			const char *n = ptx_tmp(k, PTX_F32);
-			if (g->ln)
-				ptx_fma_f32(k, n, f[e], rstd, nmr);
-			else
+			if (g->ln) {
+				/* (x - mean) * rstd: the subtraction is exact when x is near the mean, where
+				 * fma(x, rstd, -mean * rstd) would leave the rounding error of mean * rstd */
+				const char *d = ptx_tmp(k, PTX_F32);
+				ptx_sub_f32(k, d, f[e], mean);
+				ptx_mul_f32(k, n, d, rstd);
+			} else {
 				ptx_mul_f32(k, n, f[e], rstd);
+			}
 			if (kp->has_weight && kp->has_bias) {
 				o[e] = ptx_tmp(k, PTX_F32);
 				ptx_fma_f32(k, o[e], n, wf[e], bf[e]);
@@ -753,7 +754,6 @@ static void bwd_path(struct gen *g, const char *rows, const char *row0, const ch
 	row_addr(g, dx.g, pr[5], row, dxld, txoff);
 	/* per-row statistics, broadcast to the row's threads */
 	const char *mean = ptx_reg(k, PTX_F32, "mean"), *rstd = ptx_reg(k, PTX_F32, "rstd");
-	const char *nmr = ptx_reg(k, PTX_F32, "neg_mean_rstd");
 	{
 		const char *so = ptx_tmp(k, PTX_U64), *a = ptx_tmp(k, PTX_U64);
 		ptx_ins(k, "mul.lo.u64 %s, %s, %s", so, row, sld);
@@ -771,10 +771,6 @@ static void bwd_path(struct gen *g, const char *rows, const char *row0, const ch
 			load_vec(g, &dy, j, dy.r[j]);
 			load_vec(g, &x, j, x.r[j]);
 		}
-	}
-	if (g->ln) {
-		ptx_mul_f32(k, nmr, mean, rstd);
-		ptx_ins(k, "neg.f32 %s, %s", nmr, nmr);
 	}
 
 	/* pass 1: g = dy * w, xhat; row sums of g and g * xhat; column sums of dy * xhat and dy */
@@ -805,10 +801,13 @@ static void bwd_path(struct gen *g, const char *rows, const char *row0, const ch
 			acc_get(g, db, j, fb);
 		for (int e = 0; e < g->vec; e++) {
 			const char *xh = ptx_tmp(k, PTX_F32), *gg = df[e];
-			if (g->ln)
-				ptx_fma_f32(k, xh, xf[e], rstd, nmr);
-			else
+			if (g->ln) {
+				const char *d = ptx_tmp(k, PTX_F32);
+				ptx_sub_f32(k, d, xf[e], mean);
+				ptx_mul_f32(k, xh, d, rstd);
+			} else {
 				ptx_mul_f32(k, xh, xf[e], rstd);
+			}
 			if (kp->has_weight) {
 				gg = ptx_tmp(k, PTX_F32);
 				ptx_mul_f32(k, gg, df[e], wf[e]);
@@ -849,10 +848,13 @@ static void bwd_path(struct gen *g, const char *rows, const char *row0, const ch
 		}
 		for (int e = 0; e < g->vec; e++) {
 			const char *xh = ptx_tmp(k, PTX_F32), *gg = df[e], *t = ptx_tmp(k, PTX_F32);
-			if (g->ln)
-				ptx_fma_f32(k, xh, xf[e], rstd, nmr);
-			else
+			if (g->ln) {
+				const char *d = ptx_tmp(k, PTX_F32);
+				ptx_sub_f32(k, d, xf[e], mean);
+				ptx_mul_f32(k, xh, d, rstd);
+			} else {
 				ptx_mul_f32(k, xh, xf[e], rstd);
+			}
 			if (kp->has_weight) {
 				gg = ptx_tmp(k, PTX_F32);
 				ptx_mul_f32(k, gg, df[e], wf[e]);

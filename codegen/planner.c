@@ -35,8 +35,6 @@ void wsn__gpu_props_b200(struct wsn__gpu_props *g)
 #define MAX_NVEC 64
 /* Shared memory the hardware reserves per CTA (sm_90/sm_100). */
 #define SMEM_RESERVED_PER_CTA 1024
-/* Bytes of loads in flight per SM beyond which more buys little (H100: ~32-40 KB reach ~3 TB/s). */
-#define MLP_ENOUGH (64 * 1024)
 /* Below this many bytes in flight per SM a candidate ranks after every one above it. */
 #define MLP_MIN (32 * 1024)
 /* Finish kernel shape: 32 columns x 8 partial slices. */
@@ -82,8 +80,8 @@ static const struct arrangement bwd_arr[] = {
 struct kp_score {
 	int tier;
 	long mlp;
-	unsigned threads;
-	int waste, nvdist;
+	unsigned threads, ctas;
+	int nvdist;
 };
 
 /* A candidate being scored. */
@@ -108,7 +106,7 @@ static unsigned estimate_regs(const struct wsn__kernel_plan *kp, const struct ar
 
 	if (!bwd) {
 		r = 40;
-		r += a->row == WSN_STORE_REG ? 4 * nv : 4 * stage + 8;
+		r += a->row == WSN_STORE_REG ? 4 * nv + (nv >= 8 ? 8 : 0) : 4 * stage + 8;
 		if (nparams)
 			r += a->param == WSN_STORE_REG ? 4 * nv * nparams : 8;
 		return r;
@@ -190,38 +188,51 @@ static int fits(const struct wsn__gpu_props *g, const struct wsn__kernel_plan *k
 	return 1;
 }
 
-/* Is a better than b? Candidates with enough bytes in flight (MLP_MIN) come first, ordered by their
- * arrangement (registers before shared memory before re-reading global memory); then more bytes in
- * flight (up to MLP_ENOUGH), more resident threads (latency hiding for the reduction and compute
- * phases, up to half the SM), less padding, and vectors per thread nearest 4. */
-static int better(const struct kp_score *a, const struct kp_score *b)
+/*
+ * Is a better than b? Measured on the H100 (bf16, 16384 rows, 1K..32K):
+ * - candidates with enough bytes in flight (MLP_MIN) come first, by arrangement (registers before
+ *   shared memory before re-reading global memory);
+ * - forward: then bytes of loads in flight per SM, up to 64 KB;
+ * - then resident threads per SM (latency hiding for the reductions and the compute phases), up to
+ *   512;
+ * - backward: then fewer CTAs per SM, since every CTA writes a partial dweight/dbias row that the
+ *   epilogue and the finish kernel must move (one CTA with several row groups beats several CTAs),
+ *   then bytes in flight;
+ * - then vectors per thread nearest 8 (forward: longer runs of loads per thread) or 2 (backward).
+ */
+static int better(const struct kp_score *a, const struct kp_score *b, int bwd)
 {
 	if (a->tier != b->tier)
 		return a->tier < b->tier;
-	if (a->mlp != b->mlp)
+	if (!bwd && a->mlp != b->mlp)
 		return a->mlp > b->mlp;
 	if (a->threads != b->threads)
 		return a->threads > b->threads;
-	if (a->waste != b->waste)
-		return a->waste < b->waste;
+	if (a->ctas != b->ctas)
+		return a->ctas < b->ctas;
+	if (a->mlp != b->mlp)
+		return a->mlp > b->mlp;
 	return a->nvdist < b->nvdist;
 }
 
 static void score(const struct wsn__kernel_plan *kp, const struct cand *c, int ai, struct kp_score *s)
 {
-	unsigned nvtot = (unsigned)((kp->hidden + kp->vec - 1) / kp->vec), t = c->ctas * c->bdimx * c->bdimy;
+	int bwd = wsn_op_is_backward(kp->op);
+	unsigned t = c->ctas * c->bdimx * c->bdimy, tcap = 512;
+	long mcap = bwd ? 48 * 1024 : 64 * 1024;
+	int target = bwd ? 2 : 8;
 
 	s->tier = ai + (c->mlp >= MLP_MIN ? 0 : 100);
-	s->mlp = c->mlp < MLP_ENOUGH ? c->mlp : MLP_ENOUGH;
-	s->threads = t;
-	/* padding beyond the row, in 1/16ths */
-	s->waste = (int)((c->nvec * c->bdimx - nvtot) * 16 / (c->nvec * c->bdimx));
-	s->nvdist = c->nvec > 4 ? (int)c->nvec - 4 : 4 - (int)c->nvec;
+	s->mlp = c->mlp < mcap ? c->mlp : mcap;
+	s->threads = t < tcap ? t : tcap;
+	s->ctas = bwd ? c->ctas : 0;
+	s->nvdist = (int)c->nvec > target ? (int)c->nvec - target : target - (int)c->nvec;
 }
 
-static unsigned default_bdimy(unsigned bdimx)
+/* Forward row groups per CTA: CTAs of 128 threads for a warp per row, else of about 256. */
+static unsigned fwd_bdimy(unsigned bdimx)
 {
-	return bdimx >= 256 ? 1 : 256 / bdimx;
+	return bdimx == 32 ? 4 : bdimx >= 256 ? 1 : 256 / bdimx;
 }
 
 #define WHY(...) (n += snprintf(kp->why + n, n < sizeof(kp->why) ? sizeof(kp->why) - n : 0, __VA_ARGS__))
@@ -287,32 +298,35 @@ int wsn__plan_kernel(const struct wsn__gpu_props *g, const struct wsn__plan_para
 		return wsn__error(WSN_EINVAL, "plan: groups %u x block_threads %u exceeds 1024 threads per CTA",
 				  fby, fbx ? fbx : 32);
 
-	/* Candidates: every even split of the row's vectors over 32..1024 threads. */
+	/* Candidates: every even split of the row's vectors over 32..1024 threads (or the forced
+	 * bdimx), times the row groups per CTA (backward: 1, 2, 4, 8; forward: fwd_bdimy). */
 	for (unsigned nv = nvmax ? nvmax : 1; nv <= MAX_NVEC && nv <= nvtot; nv++) {
 		unsigned bdimx = round_up((nvtot + nv - 1) / nv, 32);
-		if (bdimx > 1024 || (nv > 1 && (nvtot + bdimx - 1) / bdimx != nv))
+		if (fbx) {
+			if (nv != (nvtot + fbx - 1) / fbx)
+				continue;
+			bdimx = fbx;
+		} else if (bdimx > 1024 || (nv > 1 && (nvtot + bdimx - 1) / bdimx != nv)) {
 			continue;
-		if (fbx && bdimx != fbx)
-			continue;
-		for (int ai = 0; ai < narr; ai++) {
-			struct cand c = { .a = arr[ai], .bdimx = bdimx, .nvec = nv };
-			c.bdimy = fby ? fby : default_bdimy(bdimx);
-			if (bdimx > 32 && c.bdimy > 15)
+		}
+		for (unsigned by = 1; by <= 8; by *= 2) {
+			unsigned bdimy = fby ? fby : bwd ? by : fwd_bdimy(bdimx);
+			if ((fby || !bwd) && by > 1)
+				break;
+			if (bdimx * bdimy > 1024 || (bdimx > 32 && bdimy > 15))
 				continue; /* one named barrier per row group, ids 1..15 */
-			if (!fits(g, kp, &c) && !fby && c.bdimy > 1) {
-				c.bdimy = 1;
+			for (int ai = 0; ai < narr; ai++) {
+				struct cand c = { .a = arr[ai], .bdimx = bdimx, .bdimy = bdimy, .nvec = nv };
 				if (!fits(g, kp, &c))
 					continue;
-			} else if (!c.ctas) {
-				continue;
+				score(kp, &c, ai, &sc);
+				if (besti < 0 || better(&sc, &bestsc, bwd)) {
+					best = c;
+					bestsc = sc;
+					besti = ai;
+				}
+				break; /* first arrangement that fits this shape */
 			}
-			score(kp, &c, ai, &sc);
-			if (besti < 0 || better(&sc, &bestsc)) {
-				best = c;
-				bestsc = sc;
-				besti = ai;
-			}
-			break; /* first arrangement that fits this split */
 		}
 	}
 	if (besti < 0) {
@@ -354,8 +368,10 @@ int wsn__plan_kernel(const struct wsn__gpu_props *g, const struct wsn__plan_para
 
 	WHY("bdimx=%u: %u threads share a row so each holds %u vectors of 16 bytes (%u elements)%s; ",
 	    kp->bdimx, kp->bdimx, kp->nvec, kp->per_thread, fbx ? " (forced)" : "");
-	WHY("bdimy=%u: %s; ", kp->bdimy, fby ? "forced" : kp->bdimy > 1 ? "several rows per CTA keep CTAs near 256 threads"
-	    : "one row per CTA (a row already spans 256+ threads, or bigger CTAs did not fit)");
+	WHY("bdimy=%u: %s; ", kp->bdimy, fby ? "forced" : bwd ? (kp->bdimy > 1 ?
+	    "row groups share a CTA so fewer CTAs write dweight/dbias partials" :
+	    "one row group per CTA (more did not fit registers/threads)") : kp->bdimy > 1 ?
+	    "several rows per CTA keep CTAs near 128-256 threads" : "one row per CTA (a row spans 256+ threads)");
 	WHY("row in %s%s; ", store_name(kp->row_store), kp->row_store == WSN_STORE_REG
 	    ? " (all loads of a row issued before the first use)" : " (re-read from L2: registers cannot hold it)");
 	if (kp->has_weight || kp->has_bias)
