@@ -137,20 +137,17 @@ static void load_block(float *restrict dst, const void *src, enum wsn_dtype dt, 
 /* The first n elements of a block to dst + off in dtype dt (round to nearest even). */
 static void store_block(void *dst, enum wsn_dtype dt, int64_t off, const float *restrict src, int n)
 {
-	uint16_t *restrict d = (uint16_t *)dst + off;
-
-	switch (dt) {
-	case WSN_F32:
+	if (dt == WSN_F32) {
 		memcpy((float *)dst + off, src, (size_t)n * sizeof(float));
-		break;
-	case WSN_BF16:
-		for (int i = 0; i < n; i++)
-			d[i] = wsn__f32_to_bf16(src[i]);
-		break;
-	default:
-		for (int i = 0; i < n; i++)
-			d[i] = wsn__f32_to_f16(src[i]);
-		break;
+	} else {
+		uint16_t *restrict d = (uint16_t *)dst + off;
+
+		if (dt == WSN_BF16)
+			for (int i = 0; i < n; i++)
+				d[i] = wsn__f32_to_bf16(src[i]);
+		else
+			for (int i = 0; i < n; i++)
+				d[i] = wsn__f32_to_f16(src[i]);
 	}
 }
 
@@ -275,7 +272,7 @@ static void bwd_block(float *restrict xh, float *restrict g, const float *restri
 		memcpy(g, dy, BLOCK * sizeof(float));
 }
 
-/* g * x-hat of one block. */
+/* t = a * b over one block. */
 static void mul_block(float *restrict t, const float *restrict a, const float *restrict b)
 {
 	for (int i = 0; i < BLOCK; i++)
