@@ -69,11 +69,12 @@ START_TEST(test_narrowing_rounds_to_nearest)
 		wsn_dtype_convert(&fb, WSN_F32, &b, WSN_BF16, 1);
 		/* no neighbour of the result is closer to the input */
 		for (int d = -1; d <= 1; d += 2) {
+			/* a neighbouring bit pattern can be NaN (next to +-0): not a candidate */
 			uint16_t nh = (uint16_t)(h + d), nb = (uint16_t)(b + d);
 			wsn_dtype_convert(&alt, WSN_F32, &nh, WSN_F16, 1);
-			ck_assert(fabs((double)alt - v[i]) >= fabs((double)fh - v[i]));
+			ck_assert(isnan(alt) || fabs((double)alt - v[i]) >= fabs((double)fh - v[i]));
 			wsn_dtype_convert(&alt, WSN_F32, &nb, WSN_BF16, 1);
-			ck_assert(fabs((double)alt - v[i]) >= fabs((double)fb - v[i]));
+			ck_assert(isnan(alt) || fabs((double)alt - v[i]) >= fabs((double)fb - v[i]));
 		}
 	}
 	free(v);
