@@ -36,6 +36,7 @@ struct gen {
 	const char *red_w, *red_r, *red_par, *p_lane0, *bar_id;
 	unsigned sm_red, sm_w, sm_dw, sm_db, sm_xg;
 	const char *invH;
+	const char *cnt, *rcnt; /* LayerNorm forward: elements this thread owns and 1 / that */
 	/* Opaque zero of the current pass (NULL: none). Registers held across a row reduction are
 	 * read through `xor reg, zero` so that ptxas can neither hoist their unpacking out of the row
 	 * loop nor reuse pass-1 unpacked values after the reduction: either would keep every element
@@ -255,7 +256,7 @@ static void reduce_row(struct gen *g, const char *const v[], int n)
 	ptx_bar_sync_reg(k, g->bar_id, (unsigned)g->bdimx);
 	for (int w = 0; w < g->nw; w++) {
 		const char *a = ptx_tmp(k, PTX_F32), *b = ptx_tmp(k, PTX_F32);
-		ptx_ins(k, "ld.shared.v2.f32 {%s, %s}, [%s+%d]", a, b, ra, 8 * w);
+		ptx_ins(k, "ld.shared.v2.f32 {%s, %s}, [%s+%d]", a, b, ra, 16 * w);
 		if (w == 0) {
 			ptx_mov(k, PTX_F32, v[0], a);
 			if (n > 1)
@@ -266,7 +267,81 @@ static void reduce_row(struct gen *g, const char *const v[], int n)
 				ptx_add_f32(k, v[1], v[1], b);
 		}
 	}
-	ptx_ins(k, "xor.b32 %s, %s, %d", g->red_par, g->red_par, 8 * g->nw);
+	ptx_ins(k, "xor.b32 %s, %s, %d", g->red_par, g->red_par, 16 * g->nw);
+}
+
+/* (n, mean, M2) of a and b -> a (Chan, Golub and LeVeque's pairwise update; n == 0 sides are empty). */
+static void chan_combine(struct gen *g, const char *n, const char *m, const char *m2, const char *nb,
+			 const char *mb, const char *m2b)
+{
+	struct ptx_kernel *k = g->k;
+	const char *nn = ptx_tmp(k, PTX_F32), *d = ptx_tmp(k, PTX_F32), *f = ptx_tmp(k, PTX_F32);
+	const char *t = ptx_tmp(k, PTX_F32), *u = ptx_tmp(k, PTX_F32), *pz = ptx_tmp(k, PTX_PRED);
+
+	ptx_add_f32(k, nn, n, nb);
+	ptx_sub_f32(k, d, mb, m);
+	ptx_ins(k, "div.full.f32 %s, %s, %s", f, nb, nn); /* 2 ulp, no slow path: the weight of b */
+	ptx_ins(k, "setp.eq.f32 %s, %s, 0f00000000", pz, nn);
+	ptx_ins(k, "selp.f32 %s, 0f00000000, %s, %s", f, f, pz);
+	ptx_mul_f32(k, t, d, f);            /* delta * nb / n */
+	ptx_fma_f32(k, m, d, f, m);         /* mean_a + delta * nb / n */
+	ptx_mul_f32(k, u, t, n);            /* delta * na * nb / n */
+	ptx_add_f32(k, m2, m2, m2b);
+	ptx_fma_f32(k, m2, u, d, m2);       /* M2_a + M2_b + delta^2 * na * nb / n */
+	ptx_mov(k, PTX_F32, n, nn);
+}
+
+/* Merge every thread's (count, mean, M2) over the row group, in an order every thread repeats
+ * exactly (the lower lane of a butterfly pair is always the first operand; warps in order), so
+ * the whole row sees bit-identical statistics: one reduction for LayerNorm's mean and variance. */
+static void reduce_welford(struct gen *g, const char *n, const char *m, const char *m2)
+{
+	struct ptx_kernel *k = g->k;
+	const char *lane = ptx_tmp(k, PTX_U32);
+
+	ptx_comment(k, "row reduction of (count, mean, M2) over %d threads", g->bdimx);
+	ptx_ins(k, "and.b32 %s, %s, 31", lane, g->tx);
+	for (int off = 16; off >= 1; off /= 2) {
+		const char *o[3], *a[3], *b[3], *v[3] = { n, m, m2 }, *hi = ptx_tmp(k, PTX_PRED);
+		const char *bit = ptx_tmp(k, PTX_U32);
+		ptx_ins(k, "and.b32 %s, %s, %d", bit, lane, off);
+		ptx_ins(k, "setp.ne.u32 %s, %s, 0", hi, bit);
+		for (int i = 0; i < 3; i++) {
+			o[i] = ptx_tmp(k, PTX_F32);
+			ptx_shfl_bfly(k, o[i], v[i], off);
+		}
+		for (int i = 0; i < 3; i++) {
+			a[i] = ptx_tmp(k, PTX_F32);
+			b[i] = ptx_tmp(k, PTX_F32);
+			ptx_ins(k, "selp.f32 %s, %s, %s, %s", a[i], o[i], v[i], hi);
+			ptx_ins(k, "selp.f32 %s, %s, %s, %s", b[i], v[i], o[i], hi);
+		}
+		chan_combine(g, a[0], a[1], a[2], b[0], b[1], b[2]);
+		for (int i = 0; i < 3; i++)
+			ptx_mov(k, PTX_F32, v[i], a[i]);
+	}
+	if (g->nw <= 1)
+		return;
+	const char *wa = ptx_tmp(k, PTX_U32), *ra = ptx_tmp(k, PTX_U32);
+	ptx_ins(k, "add.u32 %s, %s, %s", wa, g->red_w, g->red_par);
+	ptx_ins(k, "add.u32 %s, %s, %s", ra, g->red_r, g->red_par);
+	ptx_guard(k, g->p_lane0, 0);
+	ptx_ins(k, "st.shared.v4.f32 [%s], {%s, %s, %s, %s}", wa, n, m, m2, m2);
+	ptx_bar_sync_reg(k, g->bar_id, (unsigned)g->bdimx);
+	for (int w = 0; w < g->nw; w++) {
+		const char *x[4];
+		for (int i = 0; i < 4; i++)
+			x[i] = ptx_tmp(k, PTX_F32);
+		ptx_ins(k, "ld.shared.v4.f32 {%s, %s, %s, %s}, [%s+%d]", x[0], x[1], x[2], x[3], ra, 16 * w);
+		if (w == 0) {
+			ptx_mov(k, PTX_F32, n, x[0]);
+			ptx_mov(k, PTX_F32, m, x[1]);
+			ptx_mov(k, PTX_F32, m2, x[2]);
+		} else {
+			chan_combine(g, n, m, m2, x[0], x[1], x[2]);
+		}
+	}
+	ptx_ins(k, "xor.b32 %s, %s, %d", g->red_par, g->red_par, 16 * g->nw);
 }
 
 /* ---------------------------------------------------------------- shared setup */
@@ -309,18 +384,18 @@ static void setup_common(struct gen *g)
 		}
 	}
 
-	/* reduction slots: group ty owns 2 buffers x warps x 2 floats at sm_red + ty * 16 * nw */
+	/* reduction slots: group ty owns 2 buffers x warps x 4 floats at sm_red + ty * 32 * nw */
 	if (g->nw > 1) {
 		const char *warp = ptx_tmp(k, PTX_U32), *lane = ptx_tmp(k, PTX_U32);
 		g->red_w = ptx_reg(k, PTX_U32, "red_w");
 		g->red_r = ptx_reg(k, PTX_U32, "red_r");
 		g->red_par = ptx_reg(k, PTX_U32, "red_par");
 		g->p_lane0 = ptx_reg(k, PTX_PRED, "p_lane0");
-		ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", g->red_r, g->ty, 16 * g->nw, g->smem);
+		ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", g->red_r, g->ty, 32 * g->nw, g->smem);
 		if (g->sm_red)
 			ptx_ins(k, "add.u32 %s, %s, %u", g->red_r, g->red_r, g->sm_red);
 		ptx_ins(k, "shr.u32 %s, %s, 5", warp, g->tx);
-		ptx_ins(k, "mad.lo.u32 %s, %s, 8, %s", g->red_w, warp, g->red_r);
+		ptx_ins(k, "mad.lo.u32 %s, %s, 16, %s", g->red_w, warp, g->red_r);
 		ptx_ins(k, "and.b32 %s, %s, 31", lane, g->tx);
 		ptx_ins(k, "setp.eq.u32 %s, %s, 0", g->p_lane0, lane);
 		ptx_mov_imm(k, PTX_U32, g->red_par, 0);
@@ -402,6 +477,32 @@ static void fwd_path(struct gen *g, const char *rows, const char *row0, const ch
 	}
 	if (x.store == WSN_STORE_REG)
 		reg_names(g, &x);
+	if (g->ln) {
+		/* elements this thread owns, and their reciprocal (0 for a thread past the row's end) */
+		g->cnt = ptx_reg(k, PTX_F32, "own_count");
+		g->rcnt = ptx_reg(k, PTX_F32, "own_rcount");
+		int nall = 0;
+		for (int j = 0; j < g->nv; j++)
+			nall += g->jk[j] == J_ALL ? g->vec : 0;
+		ptx_mov_f32(k, g->cnt, (float)nall);
+		for (int j = 0; j < g->nv; j++) {
+			const char *c = ptx_tmp(k, PTX_F32);
+			if (g->jk[j] == J_ALL)
+				continue;
+			ptx_mov_f32(k, c, 0.0f);
+			if (g->has_tail[j]) {
+				ptx_guard(k, g->pt[j], 0);
+				ptx_mov_f32(k, c, (float)g->tail);
+			}
+			ptx_guard(k, g->pf[j], 0);
+			ptx_mov_f32(k, c, (float)g->vec);
+			ptx_add_f32(k, g->cnt, g->cnt, c);
+		}
+		const char *pz = ptx_tmp(k, PTX_PRED);
+		ptx_ins(k, "rcp.rn.f32 %s, %s", g->rcnt, g->cnt);
+		ptx_ins(k, "setp.eq.f32 %s, %s, 0f00000000", pz, g->cnt);
+		ptx_ins(k, "selp.f32 %s, 0f00000000, %s, %s", g->rcnt, g->rcnt, pz);
+	}
 	if (kp->param_store == WSN_STORE_REG) {
 		ptx_comment(k, "weight%s loaded once per CTA, kept in registers", kp->has_bias ? " and bias" : "");
 		if (kp->has_weight)
@@ -450,13 +551,17 @@ static void fwd_path(struct gen *g, const char *rows, const char *row0, const ch
 	ptx_add_f32(k, acc[0], acc[0], acc[1]);
 	ptx_add_f32(k, acc[2], acc[2], acc[3]);
 	ptx_add_f32(k, s1, acc[0], acc[2]);
-	reduce_row(g, &s1, 1);
+	if (!g->ln)
+		reduce_row(g, &s1, 1);
 
 	const char *mean = ptx_reg(k, PTX_F32, "mean"), *rstd = ptx_reg(k, PTX_F32, "rstd");
 	const char *var = ptx_reg(k, PTX_F32, "var");
 	if (g->ln) {
-		ptx_mul_f32(k, mean, s1, g->invH);
-		/* pass 2: variance about the mean, from the cached row (exact two-pass) */
+		/* this thread's mean, then pass 2: M2 about it from the cached row (exact two-pass);
+		 * the row's mean and M2 are merged from the threads' in one reduction */
+		const char *n = ptx_reg(k, PTX_F32, "count");
+		ptx_mov(k, PTX_F32, n, g->cnt);
+		ptx_mul_f32(k, mean, s1, g->rcnt);
 		g->zp = g->zrow[0];
 		for (int i = 0; i < 4; i++)
 			ptx_mov_f32(k, acc[i], 0.0f);
@@ -475,7 +580,7 @@ static void fwd_path(struct gen *g, const char *rows, const char *row0, const ch
 		ptx_add_f32(k, acc[0], acc[0], acc[1]);
 		ptx_add_f32(k, acc[2], acc[2], acc[3]);
 		ptx_add_f32(k, var, acc[0], acc[2]);
-		reduce_row(g, &var, 1);
+		reduce_welford(g, n, mean, var);
 	} else {
 		ptx_mov(k, PTX_F32, var, s1);
 	}
@@ -1211,7 +1316,7 @@ static void layout_smem(struct gen *g)
 
 	g->sm_red = 0;
 	if (g->nw > 1)
-		off += (unsigned)(g->bdimy * 2 * g->nw * 8);
+		off += (unsigned)(g->bdimy * 2 * g->nw * 16);
 	off = (off + 15) / 16 * 16;
 	g->sm_w = off;
 	if (g->bwd && kp->has_weight && kp->param_store == WSN_STORE_SMEM)

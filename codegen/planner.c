@@ -97,7 +97,8 @@ static unsigned round_up(unsigned v, unsigned m)
 }
 
 /* Register estimate per thread, calibrated against ptxas -v for sm_90a. */
-static unsigned estimate_regs(const struct wsn__kernel_plan *kp, const struct arrangement *a, unsigned nv)
+static unsigned estimate_regs(const struct wsn__kernel_plan *kp, const struct arrangement *a, unsigned nv,
+			      unsigned bdimx)
 {
 	int bwd = wsn_op_is_backward(kp->op), ln = is_layernorm(kp->op);
 	unsigned r, vec = kp->vec;
@@ -106,7 +107,9 @@ static unsigned estimate_regs(const struct wsn__kernel_plan *kp, const struct ar
 
 	if (!bwd) {
 		r = 40;
-		r += a->row == WSN_STORE_REG ? 4 * nv + (nv >= 8 ? 8 : 0) : 4 * stage + 8;
+		r += a->row == WSN_STORE_REG ? 4 * nv : 4 * stage + 8;
+		if (nv >= 8 && bdimx == 32) /* measured: a warp per row with 8+ vectors needs more */
+			r += 8;
 		if (nparams)
 			r += a->param == WSN_STORE_REG ? 4 * nv * nparams : 8;
 		return r;
@@ -134,7 +137,7 @@ static unsigned smem_bytes(const struct wsn__kernel_plan *kp, const struct arran
 	unsigned s = 0;
 
 	if (nw > 1)
-		s += bdimy * 2 * nw * 8; /* two alternating buffers of (warps x 2 floats) per group */
+		s += bdimy * 2 * nw * 16; /* two alternating buffers of (warps x 4 floats) per group */
 	if (!bwd)
 		return s;
 	if (kp->has_weight && a->param == WSN_STORE_SMEM)
@@ -158,13 +161,24 @@ static unsigned inflight_per_thread(const struct wsn__kernel_plan *kp, const str
 	return 16 * (nv < 4 ? nv : 4) * tensors;
 }
 
+/* CTAs of bt threads at r8 registers each that fit an SM: the register file is split over 4
+ * sub-partitions and a warp's registers live in one, so count warps per sub-partition. */
+static unsigned ctas_by_regs(const struct wsn__gpu_props *g, unsigned r8, unsigned bt)
+{
+	unsigned wpc = (bt + 31) / 32, per_part = (unsigned)g->regs_per_sm / 4, c = 0;
+
+	while (c < 32 && ((c + 1) * wpc + 3) / 4 * 32 * r8 <= per_part)
+		c++;
+	return c;
+}
+
 static int fits(const struct wsn__gpu_props *g, const struct wsn__kernel_plan *kp, struct cand *c)
 {
 	unsigned bt = c->bdimx * c->bdimy, r8;
 	unsigned by_threads, by_regs, by_smem;
 	int bwd = wsn_op_is_backward(kp->op);
 
-	c->regs = estimate_regs(kp, &c->a, c->nvec);
+	c->regs = estimate_regs(kp, &c->a, c->nvec, c->bdimx);
 	c->smem = smem_bytes(kp, &c->a, c->bdimx, c->bdimy, c->nvec);
 	if (c->regs > 255 || bt > 1024)
 		return 0;
@@ -175,7 +189,7 @@ static int fits(const struct wsn__gpu_props *g, const struct wsn__kernel_plan *k
 		return 0;
 	r8 = round_up(c->regs, 8);
 	by_threads = (unsigned)g->max_threads_per_sm / bt;
-	by_regs = (unsigned)g->regs_per_sm / (r8 * bt);
+	by_regs = ctas_by_regs(g, r8, bt);
 	by_smem = c->smem ? (unsigned)g->smem_per_sm / (c->smem + SMEM_RESERVED_PER_CTA) : 32;
 	c->ctas = by_threads < by_regs ? by_threads : by_regs;
 	if (by_smem < c->ctas)

@@ -292,8 +292,8 @@ static void check_plan_properties(const struct wsn__gpu_props *g, const struct w
 	ck_assert_msg(kp->per_thread == kp->nvec * kp->vec && kp->nvec * kp->bdimx >= nvtot, "%s: vectors", e);
 	ck_assert_msg((kp->nvec - 1) * kp->bdimx < nvtot, "%s: a slice of vectors beyond the row", e);
 	ck_assert_msg(kp->est_regs <= 255, "%s: %u registers", e, kp->est_regs);
-	ck_assert_msg((kp->est_regs + 7) / 8 * 8 * kp->block_threads * kp->ctas_per_sm <= (unsigned)g->regs_per_sm,
-		      "%s: registers exceed the SM's", e);
+	ck_assert_msg((kp->est_regs + 7) / 8 * 8 * 32 * ((kp->ctas_per_sm * kp->block_threads / 32 + 3) / 4) <=
+		      (unsigned)g->regs_per_sm / 4, "%s: registers exceed a sub-partition's", e);
 	ck_assert_msg(kp->smem_bytes <= (unsigned)g->smem_per_block_optin, "%s: shared memory %u", e, kp->smem_bytes);
 	ck_assert_msg(kp->ctas_per_sm >= 1 && kp->ctas_per_sm * kp->block_threads <= (unsigned)g->max_threads_per_sm,
 		      "%s: ctas per SM", e);
@@ -513,7 +513,9 @@ static void check_set(struct gen_set *s, const char *log, int arch)
 	for (int i = 0; i < s->nplans; i++) {
 		const struct wsn__kernel_plan *kp = &s->plans[i];
 		struct fn_info fi = ptxas_info(log, kp->entry);
-		unsigned cap = 65536 / (kp->block_threads * kp->ctas_per_sm) / 8 * 8;
+		/* ptxas's cap: 16384 registers per sub-partition, warps spread over 4 of them */
+		unsigned warps = kp->ctas_per_sm * ((kp->block_threads + 31) / 32);
+		unsigned cap = 16384 / (32 * ((warps + 3) / 4)) / 8 * 8;
 		int strict = kp->dtype == WSN_BF16 && kp->hidden <= 16384;
 
 		if (cap > 255)
