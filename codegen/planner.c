@@ -434,16 +434,5 @@ unsigned wsn__kernel_grid(const struct wsn__kernel_plan *kp, int64_t rows)
 	if (rows < 1 || !kp->bdimy)
 		return 1;
 	need = (rows + kp->bdimy - 1) / kp->bdimy;
-	if (need <= (int64_t)kp->max_grid)
-		return (unsigned)need;
-	/*
-	 * Balance the waves: with every resident CTA launched, the last grid-stride pass over row
-	 * blocks can be nearly empty (16384 rows of 4 over 396 CTAs: 10.3 passes, the 11th a third
-	 * full), and the memory system idles through it. Spread the blocks evenly over as many
-	 * passes as the full grid would need instead.
-	 */
-	{
-		int64_t waves = (need + kp->max_grid - 1) / kp->max_grid;
-		return (unsigned)((need + waves - 1) / waves);
-	}
+	return need < (int64_t)kp->max_grid ? (unsigned)need : kp->max_grid;
 }

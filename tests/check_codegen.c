@@ -314,16 +314,7 @@ static void check_plan_properties(const struct wsn__gpu_props *g, const struct w
 	}
 	/* grid: persistent, never more than max_grid, enough for every row group */
 	ck_assert_uint_eq(wsn__kernel_grid(kp, 1), 1);
-	/* many rows: at most the resident grid, the same number of passes as the full grid would
-	 * make, and the passes balanced (the last one short by less than one block per CTA) */
-	for (int64_t rows = 1000000; rows <= 1000000 + 7 * (int64_t)kp->max_grid; rows += kp->max_grid + 13) {
-		int64_t blocks = (rows + kp->bdimy - 1) / kp->bdimy;
-		unsigned g = wsn__kernel_grid(kp, rows);
-		int64_t passes = (blocks + g - 1) / g;
-		ck_assert_uint_le(g, kp->max_grid);
-		ck_assert_int_eq(passes, (blocks + kp->max_grid - 1) / kp->max_grid);
-		ck_assert_int_lt((int64_t)g * passes - blocks, passes);
-	}
+	ck_assert_uint_eq(wsn__kernel_grid(kp, 1000000), kp->max_grid);
 	ck_assert_uint_eq(wsn__kernel_grid(kp, kp->bdimy * 3), 3 <= kp->max_grid ? 3 : kp->max_grid);
 }
 
