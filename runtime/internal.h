@@ -112,6 +112,27 @@ struct wsn_plan {
 	void *impl;
 };
 
+/* ---- the autotune cache (runtime/tunecache.c) ---- */
+/* What an autotune result is keyed by. */
+struct wsn__tune_id {
+	char gpu[128];
+	int cc_major, cc_minor, sms, driver;
+	enum wsn_op op;
+	enum wsn_dtype dtype;
+	int64_t hidden;
+	int has_weight, has_bias;
+};
+struct wsn__tune_entry {
+	enum wsn_approach approach; /* the winner: multiwave or ws */
+	double ws_us, multiwave_us; /* measured times (0: not measured) */
+};
+/* The file name of an id (letters, digits, '.', '_', '-'). 0 or WSN_ERANGE. */
+int wsn__tune_key(const struct wsn__tune_id *id, char *buf, size_t len);
+/* 0 with *out filled on a hit; WSN_ENOENT on a miss or a malformed entry. */
+int wsn__tune_lookup(const struct wsn__tune_id *id, struct wsn__tune_entry *out);
+/* Write an entry atomically (temporary file + rename). 0 or an error naming the path. */
+int wsn__tune_store(const struct wsn__tune_id *id, const struct wsn__tune_entry *e);
+
 /* ---- dtype helpers (runtime/dtype.c), inline for the CPU kernels ---- */
 static inline float wsn__bf16_to_f32(uint16_t h)
 {

@@ -1,6 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/check_core.c: errors, dtypes, tensors, devices and plan argument checks. */
 #include "testutil.h"
+#include "internal.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <math.h>
 #include <stdlib.h>
@@ -217,6 +223,105 @@ START_TEST(test_plan_argument_errors)
 }
 END_TEST
 
+static struct wsn__tune_id tune_id(int64_t hidden)
+{
+	struct wsn__tune_id id;
+
+	memset(&id, 0, sizeof(id));
+	snprintf(id.gpu, sizeof(id.gpu), "NVIDIA H100 80GB/HBM3 (test)");
+	id.cc_major = 9, id.sms = 132, id.driver = 13000;
+	id.op = WSN_RMSNORM_BWD, id.dtype = WSN_BF16, id.hidden = hidden, id.has_weight = 1;
+	return id;
+}
+
+START_TEST(test_tune_cache_roundtrip)
+{
+	char *dir = tu_tmpdir(), key[256];
+	struct wsn__tune_id id = tune_id(4096);
+	struct wsn__tune_entry e = { WSN_APPROACH_WS, 101.5, 130.25 }, got;
+
+	setenv("XDG_CACHE_HOME", dir, 1);
+	ck_assert_int_eq(wsn__tune_key(&id, key, sizeof(key)), 0);
+	ck_assert_ptr_null(strpbrk(key, " /()")); /* squeezed to a file name */
+	ck_assert_ptr_nonnull(strstr(key, "rmsnorm-bwd_bf16_h4096"));
+	ck_assert_int_eq(wsn__tune_lookup(&id, &got), WSN_ENOENT);
+	ck_assert_int_eq(wsn__tune_store(&id, &e), 0);
+	ck_assert_int_eq(wsn__tune_lookup(&id, &got), 0);
+	ck_assert_int_eq(got.approach, WSN_APPROACH_WS);
+	ck_assert(got.ws_us == 101.5 && got.multiwave_us == 130.25);
+	/* another hidden size, driver or GPU is another entry */
+	id.hidden = 8192;
+	ck_assert_int_eq(wsn__tune_lookup(&id, &got), WSN_ENOENT);
+	id = tune_id(4096);
+	id.driver = 12080;
+	ck_assert_int_eq(wsn__tune_lookup(&id, &got), WSN_ENOENT);
+	/* a malformed entry is a miss, not a crash */
+	{
+		char path[4096];
+		id = tune_id(4096);
+		wsn__tune_key(&id, key, sizeof(key));
+		snprintf(path, sizeof(path), "%s/wsnorm/tune/%s", dir, key);
+		tu_write_file(path, "wsnorm-tune 1 approach=fastest ws_us=x\n", 38);
+		ck_assert_int_eq(wsn__tune_lookup(&id, &got), WSN_ENOENT);
+		ck_assert_ptr_nonnull(strstr(wsn_last_error(), "malformed"));
+	}
+	unsetenv("XDG_CACHE_HOME");
+	tu_rmtree(dir);
+	free(dir);
+}
+END_TEST
+
+/* Writers racing on one entry: a reader only ever sees a whole entry, and no temporary file stays. */
+START_TEST(test_tune_cache_concurrent)
+{
+	char *dir = tu_tmpdir(), tdir[4096];
+	struct wsn__tune_id id = tune_id(2048);
+	pid_t kids[4];
+	int hits = 0;
+	DIR *d;
+	struct dirent *de;
+
+	setenv("XDG_CACHE_HOME", dir, 1);
+	for (int k = 0; k < 4; k++) {
+		kids[k] = fork();
+		ck_assert(kids[k] >= 0);
+		if (kids[k] == 0) {
+			struct wsn__tune_entry e = { k % 2 ? WSN_APPROACH_WS : WSN_APPROACH_MULTIWAVE, 100 + k, 200 + k };
+			for (int i = 0; i < 200; i++)
+				if (wsn__tune_store(&id, &e) < 0)
+					_exit(1);
+			_exit(0);
+		}
+	}
+	for (int i = 0; i < 400; i++) {
+		struct wsn__tune_entry got;
+		int r = wsn__tune_lookup(&id, &got);
+		if (r == 0) {
+			hits++;
+			ck_assert(got.ws_us >= 100 && got.ws_us <= 103);
+			ck_assert(got.multiwave_us == got.ws_us + 100); /* never a mix of two writers */
+			ck_assert(got.approach == (((int)got.ws_us - 100) % 2 ? WSN_APPROACH_WS : WSN_APPROACH_MULTIWAVE));
+		} else {
+			ck_assert_msg(!strstr(wsn_last_error(), "malformed"), "torn entry: %s", wsn_last_error());
+		}
+	}
+	for (int k = 0; k < 4; k++) {
+		int st;
+		ck_assert(waitpid(kids[k], &st, 0) == kids[k]);
+		ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	printf("tune cache: %d of 400 reads hit during the writes\n", hits);
+	snprintf(tdir, sizeof(tdir), "%s/wsnorm/tune", dir);
+	ck_assert((d = opendir(tdir)) != NULL);
+	while ((de = readdir(d)))
+		ck_assert_msg(strncmp(de->d_name, ".tmp-", 5), "temporary file left: %s", de->d_name);
+	closedir(d);
+	unsetenv("XDG_CACHE_HOME");
+	tu_rmtree(dir);
+	free(dir);
+}
+END_TEST
+
 Suite *suite_core(void)
 {
 	Suite *s = suite_create("core");
@@ -231,6 +336,8 @@ Suite *suite_core(void)
 	tcase_add_test(tc, test_devices);
 	tcase_add_test(tc, test_op_names);
 	tcase_add_test(tc, test_plan_argument_errors);
+	tcase_add_test(tc, test_tune_cache_roundtrip);
+	tcase_add_test(tc, test_tune_cache_concurrent);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+/* runtime/tunecache.c: the autotune cache: one small file per (GPU, driver, op, dtype, hidden), renamed into place. */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/*
+ * Layout: $XDG_CACHE_HOME/wsnorm/tune/<key>, else $HOME/.cache/wsnorm/tune/<key>, with <key> the
+ * GPU name, compute capability and SM count, the driver version, op, dtype, hidden size and the
+ * affine flags, squeezed to [A-Za-z0-9._-]. Each entry is one line:
+ *   wsnorm-tune 1 approach=<auto|multiwave|ws> ws_us=<f> multiwave_us=<f>
+ * Writers write a temporary file in the same directory and rename it over the entry, so a reader
+ * sees a whole old entry or a whole new one and concurrent writers never interleave; the last
+ * rename wins. A malformed entry is a miss.
+ */
+
+#define TUNE_MAGIC "wsnorm-tune 1"
+
+static int cache_dir(char *buf, size_t len)
+{
+	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	int n;
+
+	if (xdg && xdg[0] == '/')
+		n = snprintf(buf, len, "%s/wsnorm/tune", xdg);
+	else if (home && home[0] == '/')
+		n = snprintf(buf, len, "%s/.cache/wsnorm/tune", home);
+	else
+		return wsn__error(WSN_ENOENT, "autotune cache: neither XDG_CACHE_HOME nor HOME is an absolute path");
+	if (n < 0 || (size_t)n >= len)
+		return wsn__error(WSN_ERANGE, "autotune cache: directory path too long");
+	return 0;
+}
+
+int wsn__tune_key(const struct wsn__tune_id *id, char *buf, size_t len)
+{
+	char raw[256];
+	size_t i, o = 0;
+	int n;
+
+	n = snprintf(raw, sizeof(raw), "%s_cc%d%d_%dsm_drv%d_%s_%s_h%lld_w%d_b%d", id->gpu, id->cc_major, id->cc_minor,
+		     id->sms, id->driver, wsn_op_name(id->op) ? wsn_op_name(id->op) : "op",
+		     wsn_dtype_name(id->dtype) ? wsn_dtype_name(id->dtype) : "dt", (long long)id->hidden,
+		     id->has_weight, id->has_bias);
+	if (n < 0 || (size_t)n >= sizeof(raw))
+		return wsn__error(WSN_ERANGE, "autotune cache: key too long");
+	for (i = 0; raw[i] && o + 1 < len; i++) {
+		char c = raw[i];
+		int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+			 c == '_' || c == '-';
+		buf[o++] = ok ? c : '-';
+	}
+	if (raw[i])
+		return wsn__error(WSN_ERANGE, "autotune cache: key too long");
+	buf[o] = '\0';
+	return 0;
+}
+
+static int entry_path(const struct wsn__tune_id *id, char *dir, size_t dlen, char *path, size_t plen)
+{
+	char key[256];
+	int err;
+
+	if ((err = cache_dir(dir, dlen)) < 0 || (err = wsn__tune_key(id, key, sizeof(key))) < 0)
+		return err;
+	if ((size_t)snprintf(path, plen, "%s/%s", dir, key) >= plen)
+		return wsn__error(WSN_ERANGE, "autotune cache: path too long");
+	return 0;
+}
+
+int wsn__tune_lookup(const struct wsn__tune_id *id, struct wsn__tune_entry *out)
+{
+	char dir[4096], path[4608], line[256], appr[32];
+	FILE *f;
+	int err, n;
+
+	if ((err = entry_path(id, dir, sizeof(dir), path, sizeof(path))) < 0)
+		return err;
+	if (!(f = fopen(path, "r")))
+		return wsn__error(WSN_ENOENT, "autotune cache: no entry %s", path);
+	n = fgets(line, sizeof(line), f) != NULL;
+	fclose(f);
+	memset(out, 0, sizeof(*out));
+	if (!n || strncmp(line, TUNE_MAGIC " ", sizeof(TUNE_MAGIC)) ||
+	    sscanf(line + sizeof(TUNE_MAGIC), "approach=%31s ws_us=%lf multiwave_us=%lf", appr, &out->ws_us,
+		   &out->multiwave_us) != 3 ||
+	    wsn_approach_parse(appr, &out->approach) < 0 || out->approach == WSN_APPROACH_AUTO)
+		return wsn__error(WSN_ENOENT, "autotune cache: malformed entry %s (ignored)", path);
+	return 0;
+}
+
+/* mkdir -p for the cache directory. */
+static int make_dirs(char *dir)
+{
+	for (char *p = dir + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(dir, 0777) < 0 && errno != EEXIST) {
+			int e = errno;
+			*p = '/';
+			return wsn__error(-e, "autotune cache: cannot create %s: %s", dir, strerror(e));
+		}
+		*p = '/';
+	}
+	if (mkdir(dir, 0777) < 0 && errno != EEXIST)
+		return wsn__error(-errno, "autotune cache: cannot create %s: %s", dir, strerror(errno));
+	return 0;
+}
+
+int wsn__tune_store(const struct wsn__tune_id *id, const struct wsn__tune_entry *e)
+{
+	char dir[4096], path[4608], tmp[4700];
+	int err, fd, n;
+	char line[256];
+
+	if ((err = entry_path(id, dir, sizeof(dir), path, sizeof(path))) < 0)
+		return err;
+	if ((err = make_dirs(dir)) < 0)
+		return err;
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s/.tmp-XXXXXX", dir) >= sizeof(tmp))
+		return wsn__error(WSN_ERANGE, "autotune cache: path too long");
+	if ((fd = mkstemp(tmp)) < 0)
+		return wsn__error(-errno, "autotune cache: cannot create a file in %s: %s", dir, strerror(errno));
+	n = snprintf(line, sizeof(line), TUNE_MAGIC " approach=%s ws_us=%.3f multiwave_us=%.3f\n",
+		     wsn_approach_name(e->approach), e->ws_us, e->multiwave_us);
+	if (write(fd, line, (size_t)n) != n || fchmod(fd, 0644) < 0 || close(fd) < 0) {
+		err = wsn__error(WSN_EIO, "autotune cache: cannot write %s", tmp);
+		unlink(tmp);
+		return err;
+	}
+	if (rename(tmp, path) < 0) {
+		err = wsn__error(-errno, "autotune cache: cannot rename into %s: %s", path, strerror(errno));
+		unlink(tmp);
+		return err;
+	}
+	return 0;
+}
