@@ -54,6 +54,35 @@ WSN_API int wsn_reader_read(struct wsn_reader *r, const char *path, uint64_t off
 			    void *dst);
 WSN_API void wsn_reader_stats(const struct wsn_reader *r, struct wsn_read_stats *out);
 
+/*
+ * Register caller memory (e.g. pinned host memory from wsn_host_alloc) with the reader, so that
+ * wsn_reader_read() into it reads straight there instead of through the reader's bounce buffers:
+ * with O_DIRECT the aligned blocks of the range whose destination is aligned like the file offset
+ * (dst % alignment == offset % alignment, e.g. dst and offset congruent modulo 4096), without
+ * O_DIRECT the whole range. The unaligned head and tail still go through the bounce buffers; no
+ * byte outside [dst, dst + len) is written. The buffer joins the ring's fixed-buffer table
+ * (read_fixed) when the kernel has room and accepts it, else reads into it are plain reads.
+ * Call from the reader's thread. The memory must stay mapped until it is unregistered or the
+ * reader is destroyed; after a read that failed with WSN_ETIMEDOUT (the reader is then unusable),
+ * until after wsn_reader_destroy().
+ * Returns 0, WSN_EINVAL, WSN_EEXIST (overlaps a registered buffer), WSN_ENOSPC (64 buffers are
+ * registered already) or WSN_EIO (the reader is unusable).
+ */
+WSN_API int wsn_reader_register(struct wsn_reader *r, void *buf, size_t len);
+/* Forget a registered buffer, by its start address. Returns 0, WSN_EINVAL or WSN_ENOENT. */
+WSN_API int wsn_reader_unregister(struct wsn_reader *r, void *buf);
+
+/* What a reader did with registered caller buffers. */
+struct wsn_reader_buffer_stats {
+	unsigned registered;     /* caller buffers registered now */
+	unsigned fixed;          /* of those, in the ring's fixed-buffer table (read_fixed) */
+	uint64_t straight_bytes; /* bytes read straight into caller buffers, cumulative */
+	uint64_t bounce_bytes;   /* bytes copied out of the bounce buffers, cumulative */
+	int unusable;            /* a read stalled with requests in flight: the reader refuses reads */
+};
+/* Fill out (zeros for a NULL reader). */
+WSN_API void wsn_reader_buffer_stats(const struct wsn_reader *r, struct wsn_reader_buffer_stats *out);
+
 /* ---- safetensors ---- */
 
 #define WSN_ST_MAX_NAME 128

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* runtime/io/reader.c: io_uring reader: registered aligned buffers, O_DIRECT, short reads. */
+/* runtime/io/reader.c: io_uring reader: registered buffers (its own and callers'), O_DIRECT, short reads. */
 #include "io_internal.h"
 
 #include <fcntl.h>
@@ -31,6 +31,9 @@
 #define WAIT_BOUND_S 60  /* longest wait for any completion before a read counts as stalled */
 #define DRAIN_BOUND_S 10 /* longest wait for in-flight reads after a failure */
 #define MAX_RETRIES 16   /* EAGAIN/EINTR results, or short reads without progress, per buffer */
+#define MAX_REGIONS 64   /* caller buffers registered at once */
+#define MAX_PIECES 256   /* fixed-buffer table entries for caller buffers */
+#define PIECE_MAX ((size_t)1 << 30) /* the kernel's limit on one registered buffer */
 
 enum slot_state { SLOT_FREE, SLOT_PENDING, SLOT_INFLIGHT };
 
@@ -42,6 +45,16 @@ struct slot {
 	size_t got;       /* bytes in the buffer so far */
 	size_t need;      /* bytes that must arrive (less than want only at the end of the range) */
 	unsigned retries;
+	unsigned char *target; /* caller memory the read goes straight into; NULL: the bounce buffer */
+	int index;        /* fixed-buffer table index of target's piece, -1 for a plain read */
+};
+
+/* Caller memory registered with wsn_reader_register(). */
+struct region {
+	unsigned char *base;
+	size_t len;
+	int first;        /* table index of its first PIECE_MAX piece; -1 when not in the table */
+	unsigned npieces;
 };
 
 struct wsn_reader {
@@ -55,6 +68,11 @@ struct wsn_reader {
 	struct slot *slots;
 	struct wsn_read_stats stats;
 	char mode[128];
+	unsigned table_size; /* fixed-buffer table entries: queue_depth, plus MAX_PIECES when sparse */
+	unsigned char *table_used; /* per entry beyond queue_depth: taken by a caller buffer */
+	struct region regions[MAX_REGIONS];
+	unsigned nregions;
+	uint64_t straight_bytes, bounce_bytes;
 };
 
 /* What a read needs to know about the open file. */
@@ -76,6 +94,8 @@ struct job {
 	uint64_t next, aend; /* next aligned offset to hand out, aligned end */
 	unsigned char *dst;
 	unsigned inflight;
+	const struct region *reg; /* dst lies in this caller buffer: reads may go straight there */
+	uint64_t m0, m1;     /* the file range read straight into dst (m0 == m1: none) */
 };
 
 int wsn__errno_code(int e)
@@ -164,15 +184,37 @@ static int setup_ring(struct wsn_reader *r)
 }
 
 /*
+ * Register the bounce buffers. The table is made sparse with MAX_PIECES spare entries when the
+ * kernel and liburing can, so that caller buffers can join it later (wsn_reader_register);
+ * otherwise the bounce buffers alone are registered. Returns whether they are in the table.
+ */
+static bool register_table(struct wsn_reader *r, const struct iovec *iov, unsigned qd)
+{
+#ifdef IORING_RSRC_REGISTER_SPARSE
+	unsigned n = qd + MAX_PIECES;
+
+	if (io_uring_register_buffers_sparse(&r->ring, n) == 0) {
+		if (io_uring_register_buffers_update_tag(&r->ring, 0, iov, NULL, qd) == (int)qd) {
+			r->table_used = calloc(MAX_PIECES, 1);
+			if (r->table_used) {
+				r->table_size = n;
+				return true;
+			}
+		}
+		io_uring_unregister_buffers(&r->ring);
+	}
+#endif
+	if (io_uring_register_buffers(&r->ring, iov, qd) != 0)
+		return false;
+	r->table_size = qd;
+	return true;
+}
+
+/*
  * The buffers: one anonymous mapping, so every block_size buffer is page aligned, which covers
  * any direct I/O memory alignment up to the page size. Registration can be refused (e.g. by
  * RLIMIT_MEMLOCK for an unprivileged user); the reader then issues plain reads into the same
- * buffers.
- *
- * Later, reads straight into caller-provided pinned buffers: register the ring's table sparse
- * (io_uring_register_buffers_sparse with room beyond queue_depth), add the caller's buffers with
- * io_uring_register_buffers_update_tag, and let a job target them instead of the bounce slots
- * when the range and the buffer are aligned.
+ * buffers. Caller buffers registered later (wsn_reader_register) take the spare table entries.
  */
 static int setup_buffers(struct wsn_reader *r)
 {
@@ -194,7 +236,7 @@ static int setup_buffers(struct wsn_reader *r)
 		iov[i].iov_base = r->bufs + (size_t)i * bs;
 		iov[i].iov_len = bs;
 	}
-	r->fixed = io_uring_register_buffers(&r->ring, iov, qd) == 0;
+	r->fixed = register_table(r, iov, qd);
 	free(iov);
 	return 0;
 }
@@ -268,6 +310,7 @@ WSN_API void wsn_reader_destroy(struct wsn_reader *r)
 	 */
 	if (!r->broken || r->fixed)
 		munmap(r->bufs, r->bufs_len);
+	free(r->table_used);
 	free(r->slots);
 	free(r);
 }
@@ -303,6 +346,151 @@ void wsn__reader_inject_short_reads(struct wsn_reader *r, bool on)
 {
 	if (r)
 		r->inject_short = on;
+}
+
+/* ---- caller buffers ---- */
+
+/* The registered caller buffer that holds all of [p, p + len), or NULL. */
+static const struct region *find_region(const struct wsn_reader *r, const void *p, uint64_t len)
+{
+	uintptr_t a = (uintptr_t)p;
+
+	for (unsigned i = 0; i < r->nregions; i++) {
+		uintptr_t b = (uintptr_t)r->regions[i].base;
+
+		if (a >= b && a - b <= r->regions[i].len && len <= r->regions[i].len - (a - b))
+			return &r->regions[i];
+	}
+	return NULL;
+}
+
+/* Mark n consecutive spare table entries taken; the table index of the first, or -1. */
+static int take_entries(struct wsn_reader *r, unsigned n)
+{
+	unsigned spare;
+
+	if (!r->table_used || r->table_size <= r->opt.queue_depth)
+		return -1;
+	spare = r->table_size - r->opt.queue_depth;
+	for (unsigned i = 0; i + n <= spare; i++) {
+		unsigned k = 0;
+
+		while (k < n && !r->table_used[i + k])
+			k++;
+		if (k == n) {
+			memset(r->table_used + i, 1, n);
+			return (int)(r->opt.queue_depth + i);
+		}
+		i += k; /* entry i + k is taken: look past it */
+	}
+	return -1;
+}
+
+/* Empty n table entries from index first and give them back. */
+static void release_entries(struct wsn_reader *r, int first, unsigned n)
+{
+	struct iovec *iov = calloc(n, sizeof(*iov)); /* { NULL, 0 }: an empty entry */
+
+	if (iov) {
+		io_uring_register_buffers_update_tag(&r->ring, (unsigned)first, iov, NULL, n);
+		free(iov);
+	}
+	memset(r->table_used + (first - (int)r->opt.queue_depth), 0, n);
+}
+
+/*
+ * Let reads into [buf, buf + len) go straight there: the buffer joins the ring's fixed-buffer
+ * table (in pieces of at most 1 GiB) when the table has room and the kernel accepts it, else
+ * the reads into it are plain reads. Either way no bounce copy is made for the blocks of a
+ * range that the buffer can take (see wsn_reader_read). Returns 0, WSN_EINVAL, WSN_EEXIST (it
+ * overlaps a registered buffer), WSN_ENOSPC (too many buffers) or WSN_EIO (the reader is unusable).
+ */
+WSN_API int wsn_reader_register(struct wsn_reader *r, void *buf, size_t len)
+{
+	unsigned char *b = buf;
+	struct region *g;
+	struct iovec *iov;
+	int first, ret;
+
+	if (!r || !buf || !len)
+		return wsn__error(WSN_EINVAL, "reader: register: no reader, no buffer or no length");
+	if (r->broken)
+		return wsn__error(WSN_EIO, "reader: register: the reader is unusable: an earlier read "
+				  "stalled with requests in flight");
+	if ((uintptr_t)b + len < (uintptr_t)b)
+		return wsn__error(WSN_EINVAL, "reader: register: %zu bytes at %p wrap around", len, buf);
+	for (unsigned i = 0; i < r->nregions; i++) {
+		const struct region *o = &r->regions[i];
+
+		if (b < o->base + o->len && o->base < b + len)
+			return wsn__error(WSN_EEXIST, "reader: register: %zu bytes at %p overlap the "
+					  "registered buffer of %zu bytes at %p", len, buf, o->len,
+					  (void *)o->base);
+	}
+	if (r->nregions == MAX_REGIONS)
+		return wsn__error(WSN_ENOSPC, "reader: register: %u buffers are registered already",
+				  MAX_REGIONS);
+	g = &r->regions[r->nregions];
+	g->base = b;
+	g->len = len;
+	g->first = -1;
+	g->npieces = (unsigned)((len + PIECE_MAX - 1) / PIECE_MAX);
+	first = g->npieces <= MAX_PIECES ? take_entries(r, g->npieces) : -1;
+	if (first >= 0 && (iov = calloc(g->npieces, sizeof(*iov)))) {
+		for (unsigned k = 0; k < g->npieces; k++) {
+			size_t at = (size_t)k * PIECE_MAX;
+
+			iov[k].iov_base = b + at;
+			iov[k].iov_len = len - at < PIECE_MAX ? len - at : PIECE_MAX;
+		}
+		ret = io_uring_register_buffers_update_tag(&r->ring, (unsigned)first, iov, NULL,
+							   g->npieces);
+		free(iov);
+		if (ret == (int)g->npieces)
+			g->first = first;
+	}
+	if (first >= 0 && g->first < 0)
+		release_entries(r, first, g->npieces); /* refused (e.g. RLIMIT_MEMLOCK): plain reads */
+	r->nregions++;
+	return 0;
+}
+
+/*
+ * Forget a buffer registered with wsn_reader_register(), by its start address. Returns 0,
+ * WSN_EINVAL or WSN_ENOENT (not registered).
+ */
+WSN_API int wsn_reader_unregister(struct wsn_reader *r, void *buf)
+{
+	if (!r || !buf)
+		return wsn__error(WSN_EINVAL, "reader: unregister: no reader or no buffer");
+	for (unsigned i = 0; i < r->nregions; i++) {
+		struct region *g = &r->regions[i];
+
+		if (g->base != buf)
+			continue;
+		if (g->first >= 0)
+			release_entries(r, g->first, g->npieces);
+		*g = r->regions[--r->nregions];
+		return 0;
+	}
+	return wsn__error(WSN_ENOENT, "reader: unregister: %p is not the start of a registered buffer",
+			  buf);
+}
+
+/* Caller-buffer counters and state (zeros for NULL). */
+WSN_API void wsn_reader_buffer_stats(const struct wsn_reader *r, struct wsn_reader_buffer_stats *out)
+{
+	if (!out)
+		return;
+	memset(out, 0, sizeof(*out));
+	if (!r)
+		return;
+	out->registered = r->nregions;
+	for (unsigned i = 0; i < r->nregions; i++)
+		out->fixed += r->regions[i].first >= 0;
+	out->straight_bytes = r->straight_bytes;
+	out->bounce_bytes = r->bounce_bytes;
+	out->unusable = r->broken;
 }
 
 /* ---- opening files ---- */
@@ -470,14 +658,15 @@ int wsn__file_size(const char *path, uint64_t *size)
 static bool queue_slot(struct wsn_reader *r, struct job *j, unsigned i)
 {
 	struct slot *s = &r->slots[i];
-	unsigned char *buf = r->bufs + (size_t)i * r->opt.block_size + s->got;
+	unsigned char *buf = (s->target ? s->target : r->bufs + (size_t)i * r->opt.block_size) + s->got;
 	unsigned n = (unsigned)(s->want - s->got);
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
+	int index = s->target ? s->index : r->fixed ? (int)i : -1;
 
 	if (!sqe)
 		return false;
-	if (r->fixed)
-		io_uring_prep_read_fixed(sqe, j->fd, buf, n, s->pos + s->got, (int)i);
+	if (index >= 0)
+		io_uring_prep_read_fixed(sqe, j->fd, buf, n, s->pos + s->got, index);
 	else
 		io_uring_prep_read(sqe, j->fd, buf, n, s->pos + s->got);
 	sqe->user_data = (uint64_t)i + 1;
@@ -486,17 +675,42 @@ static bool queue_slot(struct wsn_reader *r, struct job *j, unsigned i)
 	return true;
 }
 
+/*
+ * The next chunk of the range for slot s: inside [m0, m1) it goes straight into the caller's
+ * buffer (through the buffer's fixed-table piece when the chunk lies in one piece); before m0
+ * (the unaligned head) and from m1 on (the tail) it goes through the slot's bounce buffer.
+ */
+static void next_chunk(const struct wsn_reader *r, struct job *j, struct slot *s)
+{
+	size_t bs = r->opt.block_size;
+	uint64_t lim;
+
+	s->pos = j->next;
+	s->target = NULL;
+	s->index = -1;
+	if (j->next >= j->m0 && j->next < j->m1) {
+		lim = j->m1;
+		s->target = j->dst + (j->next - j->offset);
+	} else {
+		lim = j->next < j->m0 ? j->m0 : j->aend;
+	}
+	s->want = lim - j->next < bs ? (size_t)(lim - j->next) : bs;
+	if (s->target && j->reg->first >= 0) {
+		size_t lo = (size_t)(s->target - j->reg->base), hi = lo + s->want - 1;
+
+		if (lo / PIECE_MAX == hi / PIECE_MAX)
+			s->index = j->reg->first + (int)(lo / PIECE_MAX);
+	}
+}
+
 /* Give pending slots, then free slots with the next chunks of the range, to the ring. */
 static void fill(struct wsn_reader *r, struct job *j)
 {
-	size_t bs = r->opt.block_size;
-
 	for (unsigned i = 0; i < r->opt.queue_depth; i++) {
 		struct slot *s = &r->slots[i];
 
 		if (s->state == SLOT_FREE && j->next < j->aend) {
-			s->pos = j->next;
-			s->want = j->aend - j->next < bs ? (size_t)(j->aend - j->next) : bs;
+			next_chunk(r, j, s);
 			s->got = 0;
 			s->need = j->end - s->pos < s->want ? (size_t)(j->end - s->pos) : s->want;
 			s->retries = 0;
@@ -508,15 +722,17 @@ static void fill(struct wsn_reader *r, struct job *j)
 	}
 }
 
-static void copy_out(const struct wsn_reader *r, const struct job *j, unsigned i)
+static void copy_out(struct wsn_reader *r, const struct job *j, unsigned i)
 {
 	const struct slot *s = &r->slots[i];
 	uint64_t lo = s->pos > j->offset ? s->pos : j->offset;
 	uint64_t hi = s->pos + s->got < j->end ? s->pos + s->got : j->end;
 
-	if (hi > lo)
+	if (hi > lo) {
 		memcpy(j->dst + (lo - j->offset), r->bufs + (size_t)i * r->opt.block_size + (lo - s->pos),
 		       (size_t)(hi - lo));
+		r->bounce_bytes += hi - lo;
+	}
 }
 
 /* Account for one completion of slot i. Returns 0 or the read's error. */
@@ -552,7 +768,10 @@ static int complete(struct wsn_reader *r, struct job *j, unsigned i, int res)
 	s->got += (size_t)res;
 	if (s->got >= s->need) {
 		/* a direct read of the last block stops short at the end of the file: that is enough */
-		copy_out(r, j, i);
+		if (s->target)
+			r->straight_bytes += s->need;
+		else
+			copy_out(r, j, i);
 		s->state = SLOT_FREE;
 		return 0;
 	}
@@ -630,6 +849,20 @@ static int read_range(struct wsn_reader *r, struct job *j)
 	j->next = j->offset - j->offset % j->align;
 	j->aend = j->end + (j->align - j->end % j->align) % j->align;
 	j->inflight = 0;
+	/*
+	 * Straight into a registered caller buffer: the aligned blocks inside the range, when the
+	 * buffer's address has the file offset's alignment (so each block lands aligned).
+	 */
+	j->m0 = j->m1 = j->aend;
+	if (j->reg && (uintptr_t)j->dst % j->align == j->offset % j->align) {
+		uint64_t lo = j->offset + (j->align - j->offset % j->align) % j->align;
+		uint64_t hi = j->end - j->end % j->align;
+
+		if (hi > lo) {
+			j->m0 = lo;
+			j->m1 = hi;
+		}
+	}
 	for (;;) {
 		struct io_uring_cqe *cqe;
 		int ret;
@@ -677,7 +910,10 @@ static int read_range(struct wsn_reader *r, struct job *j)
 
 /*
  * Read [offset, offset + len) of path into dst with up to queue_depth reads in flight. Direct
- * reads cover the aligned superset of the range and copy the wanted bytes out. Returns 0, or
+ * reads cover the aligned superset of the range and copy the wanted bytes out. When dst lies in
+ * a buffer registered with wsn_reader_register(), the blocks that can land there aligned are read
+ * straight into it, and only the unaligned head and tail go through the bounce buffers; bytes
+ * outside [dst, dst + len) are never written. Returns 0, or
  * WSN_EINVAL, WSN_ENOENT, WSN_EISDIR, WSN_ENOTSUP (direct I/O required but refused), WSN_ETRUNC
  * (the file ends before offset + len, or shrank while read), WSN_ETIMEDOUT (no completion within
  * 60 s), WSN_EIO, ...; the detail names the file, the offset and the sizes.
@@ -718,6 +954,7 @@ WSN_API int wsn_reader_read(struct wsn_reader *r, const char *path, uint64_t off
 		goto out;
 	}
 	j.end = offset + len;
+	j.reg = len ? find_region(r, dst, len) : NULL;
 	if (len)
 		err = read_range(r, &j);
 	if (!err)
