@@ -81,6 +81,25 @@ json_t *cli_json_real(double v);
 /* Open a device, reporting failures; returns 0 or EXIT_RUNTIME. */
 int cli_open_device(const char *spec, int threads, struct wsn_device **out);
 
+/* Parse a duration: a positive number of seconds with an optional s, m or h suffix. 0 or -1. */
+int cli_parse_duration(const char *s, double *seconds);
+/* Median of n floats (sorts v). */
+float cli_median(float *v, int n);
+/*
+ * Device-to-device copy bandwidth in bytes/s, counting bytes read plus written: the median of
+ * iters copies of `bytes` between two device buffers, timed with events on stream s after two
+ * warm-up copies. This is the roofline kernels are compared with. Returns 0 or a WSN_E* code.
+ */
+int cli_copy_bandwidth(struct wsn_device *dev, struct wsn_stream *s, uint64_t bytes, int iters, double *out);
+/*
+ * Host<->device copy bandwidth in bytes/s: iters copies of `bytes` (kind WSN_COPY_H2D or
+ * WSN_COPY_D2H) between the pinned host buffers host[0..nhost) in turn and the device buffer
+ * dbuf, queued back to back on stream s after two warm-up copies and timed with events as one
+ * span. Returns 0 or a WSN_E* code.
+ */
+int cli_xfer_bandwidth(struct wsn_device *dev, struct wsn_stream *s, void *const *host, int nhost, void *dbuf,
+		       uint64_t bytes, enum wsn_copy_kind kind, int iters, double *out);
+
 #endif
 
 /* Which named tensors an op reads and writes in files (PyTorch names). */

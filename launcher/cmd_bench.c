@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* launcher/cmd_bench.c: `wsnorm bench`: kernel time on device-resident data against the copy bandwidth. */
-#include "cli.h"
+#include "pipeline.h" /* PL_DEFAULT_RING: --h2d copies from a ring like the pipeline's */
 
 #include <getopt.h>
 #include <math.h>
@@ -23,6 +23,7 @@ struct bench_opts {
 	int iters, warmup;
 	enum wsn_approach approach;
 	uint64_t copy_bytes;
+	int h2d;   /* host<->device copies from a ring of pinned buffers instead of kernels */
 	int json;
 	int have_rows, have_iters;
 };
@@ -43,65 +44,72 @@ static void usage(FILE *f)
 		"  --iters N        timed batches, the median is reported (default %d; %d on the CPU)\n"
 		"  --warmup N       untimed launches first (default %d)\n"
 		"  --approach A     auto, multiwave or ws (default auto)\n"
-		"  --copy-size SIZE bytes of the copy-bandwidth buffer (default 1G; 256M on the CPU)\n"
+		"  --copy-size SIZE bytes of the copy-bandwidth buffer (default 1G; 256M on the CPU), or\n"
+		"                   with --h2d of each copy (default 256M; 64M on the CPU)\n"
+		"  --h2d            instead of kernels, time host-to-device and device-to-host copies\n"
+		"                   from a ring of %d pinned host buffers, --iters copies each way\n"
 		"  --json           machine-readable output\n"
 		"  -h, --help       show this help\n",
 		cli_prog, CLI_DEFAULT_BENCH_OPS, CLI_DEFAULT_BENCH_HIDDEN, CLI_DEFAULT_BENCH_ROWS, CPU_DEFAULT_ROWS,
-		CLI_DEFAULT_BENCH_ITERS, CPU_DEFAULT_ITERS, CLI_DEFAULT_BENCH_WARMUP);
+		CLI_DEFAULT_BENCH_ITERS, CPU_DEFAULT_ITERS, CLI_DEFAULT_BENCH_WARMUP, PL_DEFAULT_RING);
 }
 
-static int cmp_f(const void *a, const void *b)
-{
-	float x = *(const float *)a, y = *(const float *)b;
-	return (x > y) - (x < y);
-}
-
-static float median(float *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_f);
-	return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/* Time `launch` batches with events; returns the median milliseconds of one call. */
+/* Events and the stream the kernels are timed with. */
 struct timer {
 	struct wsn_device *dev;
 	struct wsn_stream *s;
 	struct wsn_event *e0, *e1;
 };
 
-/* Device-to-device copy bandwidth in bytes/s, counting bytes read plus written. */
-static int copy_bandwidth(struct timer *t, uint64_t bytes, int iters, double *out)
-{
-	void *a = NULL, *b = NULL;
-	float *ms = calloc((size_t)iters, sizeof(float));
-	int err = ms ? 0 : WSN_ENOMEM;
+#define H2D_DEFAULT_BYTES (256ull << 20)
+#define H2D_CPU_BYTES (64ull << 20)
 
+/*
+ * --h2d: copies between a ring of pinned host buffers (as `run` reads into) and one device
+ * buffer, queued back to back on one stream, each way.
+ */
+static int bench_h2d(const struct bench_opts *o, struct timer *t, const struct wsn_device_info *di)
+{
+	void *host[PL_DEFAULT_RING] = { 0 }, *dbuf = NULL;
+	double h2d = 0, d2h = 0;
+	int err = 0, ret = EXIT_PASS;
+
+	for (int i = 0; i < PL_DEFAULT_RING && !err; i++)
+		if ((err = wsn_host_alloc(t->dev, o->copy_bytes, &host[i])) == 0)
+			memset(host[i], 0x5a + i, o->copy_bytes);
 	if (!err)
-		err = wsn_mem_alloc(t->dev, bytes, &a);
+		err = wsn_mem_alloc(t->dev, o->copy_bytes, &dbuf);
 	if (!err)
-		err = wsn_mem_alloc(t->dev, bytes, &b);
+		err = cli_xfer_bandwidth(t->dev, t->s, host, PL_DEFAULT_RING, dbuf, o->copy_bytes, WSN_COPY_H2D, o->iters,
+					 &h2d);
 	if (!err)
-		err = wsn_mem_set(t->dev, a, 0x5a, bytes, t->s);
-	for (int i = -2; i < iters && !err; i++) {
-		float m = 0;
-		err = wsn_event_record(t->e0, t->s);
-		if (!err)
-			err = wsn_memcpy(t->dev, b, a, bytes, WSN_COPY_D2D, t->s);
-		if (!err)
-			err = wsn_event_record(t->e1, t->s);
-		if (!err)
-			err = wsn_event_sync(t->e1);
-		if (!err)
-			err = wsn_event_elapsed(t->e0, t->e1, &m);
-		if (!err && i >= 0)
-			ms[i] = m;
+		err = cli_xfer_bandwidth(t->dev, t->s, host, PL_DEFAULT_RING, dbuf, o->copy_bytes, WSN_COPY_D2H, o->iters,
+					 &d2h);
+	if (err < 0) {
+		ret = cli_fail(err, "bench --h2d: %llu-byte copies on %s", (unsigned long long)o->copy_bytes, di->spec);
+	} else if (o->json) {
+		json_t *root = json_object();
+		json_object_set_new(root, "device", json_string(di->spec));
+		json_object_set_new(root, "device_name", json_string(di->name));
+		json_object_set_new(root, "copy_bytes", json_integer((json_int_t)o->copy_bytes));
+		json_object_set_new(root, "ring", json_integer(PL_DEFAULT_RING));
+		json_object_set_new(root, "iters", json_integer(o->iters));
+		json_object_set_new(root, "h2d_gbs", cli_json_real(h2d / 1e9));
+		json_object_set_new(root, "d2h_gbs", cli_json_real(d2h / 1e9));
+		if (di->pcie_gen)
+			json_object_set_new(root, "pcie", json_sprintf("gen%d x%d", di->pcie_gen, di->pcie_width));
+		cli_json_print(root);
+	} else {
+		printf("device %s (%s)%s: %d copies of %llu MiB each way from a ring of %d pinned buffers\n", di->spec,
+		       di->name, di->exec_mem == WSN_MEM_HOST ? " (host memory: copies are memcpy)" : "", o->iters,
+		       (unsigned long long)(o->copy_bytes >> 20), PL_DEFAULT_RING);
+		printf("h2d %8.2f GB/s\nd2h %8.2f GB/s\n", h2d / 1e9, d2h / 1e9);
 	}
-	if (!err)
-		*out = 2.0 * (double)bytes / (median(ms, iters) * 1e-3);
-	wsn_mem_free(t->dev, a);
-	wsn_mem_free(t->dev, b);
-	free(ms);
-	return err;
+	wsn_mem_free(t->dev, dbuf);
+	for (int i = 0; i < PL_DEFAULT_RING; i++)
+		if (host[i])
+			wsn_host_free(t->dev, host[i]);
+	return ret;
 }
 
 /* One input/output set in device memory. */
@@ -228,7 +236,7 @@ static int bench_point(const struct bench_opts *o, struct timer *t, const struct
 	}
 	if ((err = wsn_stream_sync(t->dev, t->s)) < 0)
 		goto fail;
-	pt->ms = median(ms, o->iters);
+	pt->ms = cli_median(ms, o->iters);
 	pt->bytes = (double)wsn_op_min_bytes(pt->op, pt->rows, pt->hidden, pt->dt, 1, ln);
 	pt->tbs = pt->bytes / (pt->ms * 1e-3) / 1e12;
 	pt->frac = copy_bps > 0 ? pt->tbs * 1e12 / copy_bps : 0;
@@ -300,6 +308,7 @@ int cmd_bench(int argc, char **argv)
 		{ "rows", required_argument, NULL, 'r' },    { "iters", required_argument, NULL, 'i' },
 		{ "warmup", required_argument, NULL, 'w' },  { "approach", required_argument, NULL, 'a' },
 		{ "copy-size", required_argument, NULL, 'c' }, { "json", no_argument, NULL, 'j' },
+		{ "h2d", no_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },          { NULL, 0, NULL, 0 },
 	};
 	struct bench_opts o;
@@ -361,6 +370,7 @@ int cmd_bench(int argc, char **argv)
 			have_copy = 1;
 			break;
 		case 'j': o.json = 1; break;
+		case 'T': o.h2d = 1; break;
 		case 'h': usage(stdout); return EXIT_PASS;
 		case ':': return cli_usage_error("bench", "option '%s' needs a value", argv[optind - 1]);
 		default: return cli_usage_error("bench", "unknown option '%s'", argv[optind - 1]);
@@ -384,7 +394,13 @@ int cmd_bench(int argc, char **argv)
 		ret = cli_fail(err, "bench: streams and events on %s", di.spec);
 		goto out;
 	}
-	if ((err = copy_bandwidth(&t, o.copy_bytes, 10, &copy_bps)) < 0) {
+	if (o.h2d) {
+		if (!have_copy)
+			o.copy_bytes = di.exec_mem == WSN_MEM_HOST ? H2D_CPU_BYTES : H2D_DEFAULT_BYTES;
+		ret = bench_h2d(&o, &t, &di);
+		goto out;
+	}
+	if ((err = cli_copy_bandwidth(t.dev, t.s, o.copy_bytes, 10, &copy_bps)) < 0) {
 		ret = cli_fail(err, "bench: copy bandwidth on %s", di.spec);
 		goto out;
 	}

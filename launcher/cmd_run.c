@@ -1,203 +1,111 @@
 /* SPDX-License-Identifier: MIT */
-/* launcher/cmd_run.c: `wsnorm run`: read a dataset through io_uring, run an op on a device, verify, report. */
-#include "cli.h"
+/* launcher/cmd_run.c: `wsnorm run`: options, the run's setup and signals, pass/fail and the report. */
+#include "pipeline.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#define MAX_SHARDS CLI_MAX_SHARDS
 
 struct run_opts {
 	enum wsn_op op;
 	int have_op;
 	enum wsn_dtype dt;
 	int have_dt;
-	const char *device;
+	const char *device, *devices;
 	const char *input;
-	const char *output;
 	int json;
-	int threads;
-	int64_t verify_rows; /* 0: no verification */
-	struct wsn_reader_options rd;
-	enum wsn_approach approach;
 	int64_t raw_rows, raw_hidden; /* --shape for raw input */
 	float eps;
 	int have_eps;
-	int inject_mismatch; /* corrupt one output element before verification (self-test) */
+	int have_batch_rows;
+	double min_read_gbs, min_h2d_gbs, min_kernel_frac; /* 0: no threshold */
+	struct pl_config cfg;
 };
 
-/* One input file and what it holds. */
-struct shard {
-	char *path;
-	struct wsn_st_file *st; /* NULL for raw input */
-	int64_t rows;
+/* A threshold and what was measured against it. */
+struct threshold {
+	const char *option, *unit;
+	char what[96];
+	double limit, value;
+	int measured, pass;
 };
 
-/* The dataset after its headers were read and checked against each other. */
-struct dataset {
-	struct shard *shards;
-	int n;
-	enum wsn_op op;
-	enum wsn_dtype dt;
-	int64_t hidden, max_rows, total_rows;
-	int has_weight, has_bias;
-	float eps;
-};
-
-/* Host (and, for GPUs, device) buffers for one batch of at most max_rows rows. */
-struct buf {
-	void *h, *d;  /* host and device copies; d == h on a host-memory device */
-	size_t bytes;
-};
-struct buffers {
-	struct buf x, dy, w, b, mean, rstd;     /* inputs (mean/rstd are outputs for forward ops) */
-	struct buf y, dx, dw, db;               /* outputs */
-};
-
-/* What one run measured. */
-struct stage {
-	double bytes, seconds;
-};
-struct verdict {
-	const char *name;
-	double rel, max_abs, tol;
-	int64_t nonfinite;
-	int pass;
-};
-struct result {
-	struct stage read, h2d, compute, d2h, write;
-	int64_t rows;
-	int verified_rows;
-	struct verdict v[8];
-	int nv;
-	int pass;
-	char ring_mode[64];
-	struct wsn_read_stats rs;
-	char plan[4096];
-};
+/* The signals that stop a run, read from a signalfd by the thread that waits for the devices. */
+static int sig_fd = -1;
+static sigset_t sig_set;
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: %s run --input PATH [OPTIONS]\n"
 		"       %s run --demo [--device SPEC] [--dtype DT] [--json]\n"
-		"Read the input tensors through io_uring, run the op on a device, verify sampled rows\n"
-		"against the CPU reference, and report each stage's throughput.\n\n"
-		"  --input PATH      a safetensors file, a directory of *.safetensors shards, or a raw\n"
-		"                    file with --shape\n"
+		"Stream a dataset through io_uring into a ring of pinned buffers, copy each batch to the\n"
+		"device, run the op, verify sampled rows against the CPU reference, optionally write the\n"
+		"outputs, and report each stage, with all stages overlapped.\n\n"
+		"Input and op:\n"
+		"  --input PATH      a safetensors file, a comma-separated list of files, a directory of\n"
+		"                    *.safetensors shards, or raw files with --shape\n"
 		"  --op OP           layernorm-fwd, layernorm-bwd, rmsnorm-fwd, rmsnorm-bwd (default: from\n"
 		"                    the file's metadata)\n"
 		"  --dtype DT        f32, f16, bf16: the dtype the input must have (default: the file's)\n"
-		"  --device SPEC     cpu, cuda:N, amd:N or auto (default auto: the first GPU, else the CPU)\n"
-		"  --output PATH     write the outputs (y, mean, rstd / dx, dweight, dbias) as safetensors;\n"
-		"                    a directory when the input has several shards\n"
-		"  --shape RxH       the input is a raw file of R x H elements of --dtype (forward ops)\n"
+		"  --shape RxH       each input is a raw file of R x H elements of --dtype (forward ops)\n"
 		"  --eps E           epsilon (default: the file's metadata, else %g)\n"
+		"  --output PATH     write the outputs (y, mean, rstd / dx, dweight, dbias) as safetensors;\n"
+		"                    a directory when the input has several files\n"
+		"Devices:\n"
+		"  --device SPEC     cpu, cuda:N, amd:N or auto (default auto: the first GPU, else the CPU)\n"
+		"  --devices LIST    one pipeline per device: all, or a comma-separated list of GPU numbers\n"
+		"                    and specs (e.g. 0,1 or cpu,cpu)\n"
 		"  --approach A      GPU kernel family: auto, multiwave or ws (default auto)\n"
 		"  --threads N       CPU threads (default: all)\n"
-		"  --verify-rows N   rows sampled for verification (default %d; 0 disables verification)\n"
-		"  --no-verify       same as --verify-rows 0\n"
+		"Pipeline:\n"
+		"  --ring N          pinned buffers per device (default %d, at most %d)\n"
+		"  --batch-rows N    rows per batch; larger shards are split (default: %llu MiB of x, at\n"
+		"                    most the first shard's rows)\n"
 		"  --qd N            io_uring queue depth (default %d)\n"
 		"  --bs SIZE         io_uring read size (default %u; K/M suffixes)\n"
 		"  --direct MODE     O_DIRECT: auto, on or off (default auto)\n"
+		"  --sqpoll          ask for a kernel submission thread (IORING_SETUP_SQPOLL)\n"
+		"  --read-only       the read stage alone: read the dataset into the ring and discard it\n"
+		"Stress:\n"
+		"  --iterations N    passes over the dataset (default 1; unlimited with --duration)\n"
+		"  --duration T      run for T seconds (s, m, h suffixes: 90s, 5m, 1h)\n"
+		"  --kernel-loops K  launches of the kernel on each device-resident batch (default %d)\n"
+		"  --standalone      first measure each stage alone, to compare the pipeline with its\n"
+		"                    slowest stage\n"
+		"  --copy-size SIZE  device copy buffer for the roofline (default 1G; 64M on the CPU)\n"
+		"Verification and pass/fail:\n"
+		"  --verify-rows N   rows sampled per verified batch (default %d; 0 disables verification)\n"
+		"  --no-verify       same as --verify-rows 0\n"
+		"  --verify-every N  verify every Nth batch (default %d)\n"
+		"  --min-read-gbs X  fail (exit 1) if the read stage is slower than X GB/s\n"
+		"  --min-h2d-gbs X   fail if a device's host-to-device copies are slower than X GB/s\n"
+		"  --min-kernel-frac F  fail if a device's kernel reaches less than F of its copy bandwidth\n"
+		"  --inject-mismatch corrupt one output element of each verified batch (exit status 1)\n"
+		"  --inject-fault I  make device I's first kernel launch fail (a self-test, exit status 3)\n"
+		"Other:\n"
 		"  --demo            generate a small input set in a temporary directory, run all four\n"
 		"                    ops on the best device present, report, and remove the files\n"
-		"  --inject-mismatch corrupt one output element before verification, to check that a\n"
-		"                    mismatch is caught (exit status 1)\n"
 		"  --json            machine-readable report on stdout\n"
 		"  -h, --help        show this help\n"
-		"\nExit status: 0 pass, 1 verification mismatch, 2 usage error, 3 runtime error.\n",
-		cli_prog, cli_prog, (double)WSN_DEFAULT_EPS, CLI_DEFAULT_VERIFY_ROWS, WSN_READER_DEFAULT_QD,
-		WSN_READER_DEFAULT_BS);
+		"\nSIGINT or SIGTERM stops the run with a partial report and no output files.\n"
+		"Exit status: 0 pass, 1 verification mismatch or threshold missed, 2 usage error,\n"
+		"3 runtime error.\n",
+		cli_prog, cli_prog, (double)WSN_DEFAULT_EPS, PL_DEFAULT_RING, PL_MAX_RING,
+		(unsigned long long)(PL_DEFAULT_BATCH_BYTES >> 20), WSN_READER_DEFAULT_QD, WSN_READER_DEFAULT_BS,
+		PL_DEFAULT_KERNEL_LOOPS, CLI_DEFAULT_VERIFY_ROWS, PL_DEFAULT_VERIFY_EVERY);
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
+/* ---- setup ---- */
 
-static int ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), m = strlen(suffix);
-	return n >= m && !strcmp(s + n - m, suffix);
-}
-
-/* Expand the input path into a sorted list of files. */
-static int list_inputs(const char *path, char ***out, int *n)
-{
-	struct stat st;
-	char **names = NULL;
-	int count = 0;
-	DIR *d;
-	struct dirent *e;
-
-	if (stat(path, &st) < 0) {
-		fprintf(stderr, "%s: run: cannot open input '%s': %s\n", cli_prog, path, strerror(errno));
-		return EXIT_RUNTIME;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		names = malloc(sizeof(*names));
-		if (!names || !(names[0] = strdup(path)))
-			goto oom;
-		*out = names;
-		*n = 1;
-		return 0;
-	}
-	if (!(d = opendir(path))) {
-		fprintf(stderr, "%s: run: cannot read directory '%s': %s\n", cli_prog, path, strerror(errno));
-		return EXIT_RUNTIME;
-	}
-	while ((e = readdir(d))) {
-		char **nn;
-		if (!ends_with(e->d_name, ".safetensors"))
-			continue;
-		if (count == MAX_SHARDS) {
-			fprintf(stderr, "%s: run: directory '%s' has more than %d shards\n", cli_prog, path, MAX_SHARDS);
-			closedir(d);
-			goto err;
-		}
-		if (!(nn = realloc(names, sizeof(*names) * (size_t)(count + 1))))
-			break;
-		names = nn;
-		if (asprintf(&names[count], "%s/%s", path, e->d_name) < 0)
-			break;
-		count++;
-	}
-	closedir(d);
-	if (!count) {
-		fprintf(stderr, "%s: run: directory '%s' holds no *.safetensors files\n", cli_prog, path);
-		goto err;
-	}
-	qsort(names, (size_t)count, sizeof(*names), cmp_str);
-	*out = names;
-	*n = count;
-	return 0;
-oom:
-	fprintf(stderr, "%s: run: out of memory\n", cli_prog);
-err:
-	for (int i = 0; i < count; i++)
-		free(names[i]);
-	free(names);
-	return EXIT_RUNTIME;
-}
-
-static void dataset_free(struct dataset *ds)
-{
-	for (int i = 0; i < ds->n; i++) {
-		wsn_st_close(ds->shards[i].st);
-		free(ds->shards[i].path);
-	}
-	free(ds->shards);
-	memset(ds, 0, sizeof(*ds));
-}
-
-/* Rows of a [rows, hidden] (or [..., hidden]) entry. */
 static int64_t entry_rows(const struct wsn_st_entry *e)
 {
 	int64_t r = 1;
@@ -206,752 +114,333 @@ static int64_t entry_rows(const struct wsn_st_entry *e)
 	return r;
 }
 
-static int bad_input(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int bad_input(const char *path, const char *fmt, ...)
+/* The output directory, when the dataset has several files: made if missing (and noted). */
+static int output_setup(struct run_opts *o, struct pl_dataset *ds)
 {
-	va_list ap;
+	struct stat st;
 
-	fprintf(stderr, "%s: run: %s: ", cli_prog, path);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	return EXIT_RUNTIME;
-}
-
-/* Check one shard's tensors against the op; fills rows, and the dataset's shape on the first shard. */
-static int check_shard(struct dataset *ds, struct shard *sh, int first)
-{
-	const struct wsn_st_entry *x = wsn_st_find(sh->st, "x"), *e;
-	struct cli_op_io io;
-	int64_t hidden;
-
-	if (!x)
-		return bad_input(sh->path, "no tensor named 'x'");
-	if (x->ndim < 1)
-		return bad_input(sh->path, "tensor 'x' is a scalar");
-	hidden = x->shape[x->ndim - 1];
-	sh->rows = entry_rows(x);
-	if (hidden < 1 || sh->rows < 1)
-		return bad_input(sh->path, "tensor 'x' is empty");
-	if (first) {
-		ds->hidden = hidden;
-		ds->dt = x->dtype;
-		ds->has_weight = wsn_st_find(sh->st, "weight") != NULL;
-		ds->has_bias = wsn_st_find(sh->st, "bias") != NULL;
-	} else if (hidden != ds->hidden || x->dtype != ds->dt) {
-		return bad_input(sh->path, "tensor 'x' is %lld wide %s, the first shard's is %lld wide %s",
-				 (long long)hidden, wsn_dtype_name(x->dtype), (long long)ds->hidden,
-				 wsn_dtype_name(ds->dt));
-	}
-	cli_op_io(ds->op, &io);
-	if (io.dy) {
-		if (!(e = wsn_st_find(sh->st, "dy")))
-			return bad_input(sh->path, "%s needs a tensor named 'dy'", wsn_op_name(ds->op));
-		if (e->dtype != ds->dt || e->ndim < 1 || e->shape[e->ndim - 1] != hidden || entry_rows(e) != sh->rows)
-			return bad_input(sh->path, "tensor 'dy' does not match 'x' in shape or dtype");
-	}
-	for (int k = 0; k < 2; k++) {
-		const char *name = k ? "rstd" : "mean";
-		if (!io.stats_in || (!k && !io.mean))
-			continue;
-		if (!(e = wsn_st_find(sh->st, name)))
-			return bad_input(sh->path, "%s needs a tensor named '%s'", wsn_op_name(ds->op), name);
-		if (e->dtype != WSN_F32 || entry_rows(e) * (e->ndim ? e->shape[e->ndim - 1] : 1) != sh->rows)
-			return bad_input(sh->path, "tensor '%s' must be f32 with one value per row of 'x' (%lld)", name,
-					 (long long)sh->rows);
-	}
-	for (int k = 0; k < 2; k++) {
-		const char *name = k ? "bias" : "weight";
-		int want = k ? ds->has_bias : ds->has_weight;
-		e = wsn_st_find(sh->st, name);
-		if (!!e != want)
-			return bad_input(sh->path, "tensor '%s' is %s here but %s in the first shard", name,
-					 e ? "present" : "absent", want ? "present" : "absent");
-		if (e && (e->dtype != ds->dt || entry_rows(e) * e->shape[e->ndim - 1] != hidden))
-			return bad_input(sh->path, "tensor '%s' must be %lld %s values", name, (long long)hidden,
-					 wsn_dtype_name(ds->dt));
-	}
-	return 0;
-}
-
-/* Open every shard's header and decide op, dtype and shape. */
-static int dataset_open(const struct run_opts *o, struct wsn_reader *rd, struct dataset *ds)
-{
-	char **names = NULL;
-	int n = 0, ret, err;
-
-	memset(ds, 0, sizeof(*ds));
-	if ((ret = list_inputs(o->input, &names, &n)))
-		return ret;
-	if (!(ds->shards = calloc((size_t)n, sizeof(*ds->shards)))) {
-		for (int i = 0; i < n; i++)
-			free(names[i]);
-		free(names);
-		fprintf(stderr, "%s: run: out of memory\n", cli_prog);
+	o->cfg.output_dir = ds->n > 1;
+	if (!o->cfg.output || !o->cfg.output_dir)
+		return 0;
+	if (stat(o->cfg.output, &st) == 0) {
+		if (S_ISDIR(st.st_mode))
+			return 0;
+		fprintf(stderr, "%s: run: output '%s' must be a directory: the input has %d files\n", cli_prog,
+			o->cfg.output, ds->n);
 		return EXIT_RUNTIME;
 	}
-	ds->n = n;
-	for (int i = 0; i < n; i++)
-		ds->shards[i].path = names[i];
-	free(names);
-	ds->eps = o->have_eps ? o->eps : WSN_DEFAULT_EPS;
-	if (o->raw_rows) {
-		struct stat st;
-		if (ds->n != 1)
-			return bad_input(o->input, "--shape takes one raw file, not a directory");
-		if (!o->have_op || wsn_op_is_backward(o->op))
-			return bad_input(o->input, "raw input holds only x: give a forward --op");
-		if (!o->have_dt)
-			return bad_input(o->input, "raw input needs --dtype");
-		if (stat(ds->shards[0].path, &st) == 0 &&
-		    (uint64_t)st.st_size != (uint64_t)o->raw_rows * (uint64_t)o->raw_hidden * wsn_dtype_size(o->dt))
-			return bad_input(o->input, "raw file has %lld bytes, --shape %lldx%lld of %s needs %llu",
-					 (long long)st.st_size, (long long)o->raw_rows, (long long)o->raw_hidden,
-					 wsn_dtype_name(o->dt),
-					 (unsigned long long)o->raw_rows * (unsigned long long)o->raw_hidden *
-						 wsn_dtype_size(o->dt));
-		ds->op = o->op;
-		ds->dt = o->dt;
-		ds->hidden = o->raw_hidden;
-		ds->shards[0].rows = ds->max_rows = ds->total_rows = o->raw_rows;
-		return 0;
+	if (mkdir(o->cfg.output, 0777) < 0) {
+		fprintf(stderr, "%s: run: cannot create output directory '%s': %s\n", cli_prog, o->cfg.output,
+			strerror(errno));
+		return EXIT_RUNTIME;
 	}
-	for (int i = 0; i < ds->n; i++) {
-		struct shard *sh = &ds->shards[i];
-		const char *meta_op;
-
-		if ((err = wsn_st_open(sh->path, rd, &sh->st)) < 0)
-			return cli_fail(err, "run: cannot read '%s'", sh->path);
-		meta_op = wsn_st_metadata(sh->st, "wsnorm.op");
-		if (i == 0) {
-			if (o->have_op) {
-				ds->op = o->op;
-			} else if (meta_op) {
-				if (wsn_op_parse(meta_op, &ds->op) < 0)
-					return bad_input(sh->path, "metadata names an unknown op '%s'", meta_op);
-			} else {
-				return bad_input(sh->path, "the file does not say which op it is for: give --op");
-			}
-			if (!o->have_eps) {
-				const char *e = wsn_st_metadata(sh->st, "wsnorm.eps");
-				if (e && (cli_parse_f32(e, &ds->eps) || !(ds->eps > 0) || ds->eps > 1))
-					return bad_input(sh->path, "metadata has a bad eps '%s'", e);
-			}
-		}
-		if ((ret = check_shard(ds, sh, i == 0)))
-			return ret;
-		if (i == 0 && o->have_dt && o->dt != ds->dt)
-			return bad_input(sh->path, "tensor 'x' is %s, --dtype asks for %s", wsn_dtype_name(ds->dt),
-					 wsn_dtype_name(o->dt));
-		if (sh->rows > ds->max_rows)
-			ds->max_rows = sh->rows;
-		ds->total_rows += sh->rows;
-	}
+	ds->outdir_created = 1;
 	return 0;
-}
-
-static int buf_alloc(struct wsn_device *dev, int host_only, struct buf *b, size_t bytes)
-{
-	int err;
-
-	b->bytes = bytes;
-	if ((err = wsn_host_alloc(dev, bytes, &b->h)) < 0)
-		return cli_fail(err, "run: cannot allocate %zu bytes of pinned host memory", bytes);
-	if (host_only) {
-		b->d = b->h;
-		return 0;
-	}
-	if ((err = wsn_mem_alloc(dev, bytes, &b->d)) < 0)
-		return cli_fail(err, "run: cannot allocate %zu bytes of device memory", bytes);
-	return 0;
-}
-
-static void buf_free(struct wsn_device *dev, int host_only, struct buf *b)
-{
-	if (b->d && !host_only)
-		wsn_mem_free(dev, b->d);
-	if (b->h)
-		wsn_host_free(dev, b->h);
-	b->h = b->d = NULL;
-}
-
-#define ALL_BUFS(bs) { &(bs)->x, &(bs)->dy, &(bs)->w, &(bs)->b, &(bs)->mean, &(bs)->rstd, \
-		       &(bs)->y, &(bs)->dx, &(bs)->dw, &(bs)->db }
-
-static int buffers_alloc(struct wsn_device *dev, int host_only, const struct dataset *ds, struct buffers *bs)
-{
-	size_t es = wsn_dtype_size(ds->dt), mat = (size_t)ds->max_rows * (size_t)ds->hidden * es;
-	size_t vec = (size_t)ds->hidden * es, stats = (size_t)ds->max_rows * 4;
-	struct cli_op_io io;
-	int ret = 0;
-
-	cli_op_io(ds->op, &io);
-	memset(bs, 0, sizeof(*bs));
-	ret = buf_alloc(dev, host_only, &bs->x, mat);
-	if (!ret && io.dy)
-		ret = buf_alloc(dev, host_only, &bs->dy, mat);
-	if (!ret && ds->has_weight)
-		ret = buf_alloc(dev, host_only, &bs->w, vec);
-	if (!ret && ds->has_bias && io.mean)
-		ret = buf_alloc(dev, host_only, &bs->b, vec);
-	if (!ret && io.mean)
-		ret = buf_alloc(dev, host_only, &bs->mean, stats);
-	if (!ret)
-		ret = buf_alloc(dev, host_only, &bs->rstd, stats);
-	if (!ret && !io.dy)
-		ret = buf_alloc(dev, host_only, &bs->y, mat);
-	if (!ret && io.dy)
-		ret = buf_alloc(dev, host_only, &bs->dx, mat);
-	if (!ret && io.dy && ds->has_weight)
-		ret = buf_alloc(dev, host_only, &bs->dw, vec);
-	if (!ret && io.dy && ds->has_bias && io.mean)
-		ret = buf_alloc(dev, host_only, &bs->db, vec);
-	return ret;
-}
-
-static void buffers_free(struct wsn_device *dev, int host_only, struct buffers *bs)
-{
-	struct buf *all[] = ALL_BUFS(bs);
-	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
-		buf_free(dev, host_only, all[i]);
-}
-
-/* Build the op's arguments over buffer pointers (host side when host != 0). */
-static void make_args(const struct dataset *ds, const struct buffers *bs, int64_t rows, int host,
-		      enum wsn_mem mem, struct wsn_args *a)
-{
-	struct cli_op_io io;
-#define P(b) (host ? (b).h : (b).d)
-	cli_op_io(ds->op, &io);
-	memset(a, 0, sizeof(*a));
-	wsn_tensor_2d(&a->x, P(bs->x), ds->dt, mem, rows, ds->hidden);
-	if (bs->w.h)
-		wsn_tensor_1d(&a->weight, P(bs->w), ds->dt, mem, ds->hidden);
-	if (bs->b.h)
-		wsn_tensor_1d(&a->bias, P(bs->b), ds->dt, mem, ds->hidden);
-	if (bs->mean.h)
-		wsn_tensor_1d(&a->mean, P(bs->mean), WSN_F32, mem, rows);
-	wsn_tensor_1d(&a->rstd, P(bs->rstd), WSN_F32, mem, rows);
-	if (io.dy) {
-		wsn_tensor_2d(&a->dy, P(bs->dy), ds->dt, mem, rows, ds->hidden);
-		wsn_tensor_2d(&a->dx, P(bs->dx), ds->dt, mem, rows, ds->hidden);
-		if (bs->dw.h)
-			wsn_tensor_1d(&a->dweight, P(bs->dw), ds->dt, mem, ds->hidden);
-		if (bs->db.h)
-			wsn_tensor_1d(&a->dbias, P(bs->db), ds->dt, mem, ds->hidden);
-	} else {
-		wsn_tensor_2d(&a->y, P(bs->y), ds->dt, mem, rows, ds->hidden);
-	}
-#undef P
-}
-
-/* Read the shard's inputs into the host buffers. */
-static int read_shard(const struct dataset *ds, struct shard *sh, struct wsn_reader *rd,
-		      const struct buffers *bs, struct result *res)
-{
-	static const char *const names[] = { "x", "dy", "weight", "bias", "mean", "rstd" };
-	const struct buf *bufs[] = { &bs->x, &bs->dy, &bs->w, &bs->b, &bs->mean, &bs->rstd };
-	struct cli_op_io io;
-	double t0 = cli_now();
-	int err;
-
-	cli_op_io(ds->op, &io);
-	if (!sh->st) { /* raw: x only */
-		struct wsn_tensor t;
-		wsn_tensor_2d(&t, bs->x.h, ds->dt, WSN_MEM_HOST, sh->rows, ds->hidden);
-		if ((err = wsn_raw_read(sh->path, rd, 0, &t)) < 0)
-			return cli_fail(err, "run: cannot read '%s'", sh->path);
-		res->read.bytes += (double)wsn_tensor_nbytes(&t);
-		res->read.seconds += cli_now() - t0;
-		return 0;
-	}
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		const struct wsn_st_entry *e;
-		if (!bufs[i]->h)
-			continue;
-		if (i >= 4 && !io.stats_in)
-			continue; /* mean/rstd are outputs of forward ops */
-		if (!(e = wsn_st_find(sh->st, names[i])))
-			continue;
-		if ((err = wsn_st_read(sh->st, names[i], bufs[i]->h, bufs[i]->bytes)) < 0)
-			return cli_fail(err, "run: cannot read tensor '%s' of '%s'", names[i], sh->path);
-		res->read.bytes += (double)e->nbytes;
-	}
-	res->read.seconds += cli_now() - t0;
-	return 0;
-}
-
-/* Copy the shard's inputs host -> device (no-op on a host-memory device); events time it. */
-static int copy_inputs(struct wsn_device *dev, int host_only, const struct dataset *ds, const struct buffers *bs,
-		       int64_t rows, struct wsn_stream *s, struct wsn_event *e0, struct wsn_event *e1,
-		       struct result *res)
-{
-	struct cli_op_io io;
-	const struct buf *in[6];
-	size_t sz[6], es = wsn_dtype_size(ds->dt);
-	int n = 0, err;
-	float ms = 0;
-	double bytes = 0;
-
-	if (host_only)
-		return 0;
-	cli_op_io(ds->op, &io);
-	in[n] = &bs->x, sz[n++] = (size_t)rows * (size_t)ds->hidden * es;
-	if (io.dy)
-		in[n] = &bs->dy, sz[n++] = (size_t)rows * (size_t)ds->hidden * es;
-	if (bs->w.h)
-		in[n] = &bs->w, sz[n++] = bs->w.bytes;
-	if (bs->b.h)
-		in[n] = &bs->b, sz[n++] = bs->b.bytes;
-	if (io.stats_in) {
-		if (bs->mean.h)
-			in[n] = &bs->mean, sz[n++] = (size_t)rows * 4;
-		in[n] = &bs->rstd, sz[n++] = (size_t)rows * 4;
-	}
-	if ((err = wsn_event_record(e0, s)) < 0)
-		return cli_fail(err, "run: event");
-	for (int i = 0; i < n; i++) {
-		if ((err = wsn_memcpy(dev, in[i]->d, in[i]->h, sz[i], WSN_COPY_H2D, s)) < 0)
-			return cli_fail(err, "run: host-to-device copy");
-		bytes += (double)sz[i];
-	}
-	if ((err = wsn_event_record(e1, s)) < 0 || (err = wsn_event_sync(e1)) < 0 ||
-	    (err = wsn_event_elapsed(e0, e1, &ms)) < 0)
-		return cli_fail(err, "run: host-to-device copy");
-	res->h2d.bytes += bytes;
-	res->h2d.seconds += ms * 1e-3;
-	return 0;
-}
-
-/* Poison the outputs so an element the kernel does not write fails verification. */
-static int poison_outputs(struct wsn_device *dev, int host_only, const struct dataset *ds, const struct buffers *bs,
-			  int64_t rows, struct wsn_stream *s)
-{
-	struct cli_op_io io;
-	const struct buf *out[5];
-	size_t sz[5], es = wsn_dtype_size(ds->dt);
-	int n = 0, err;
-
-	cli_op_io(ds->op, &io);
-	if (!io.dy) {
-		out[n] = &bs->y, sz[n++] = (size_t)rows * (size_t)ds->hidden * es;
-		if (bs->mean.h)
-			out[n] = &bs->mean, sz[n++] = (size_t)rows * 4;
-		out[n] = &bs->rstd, sz[n++] = (size_t)rows * 4;
-	} else {
-		out[n] = &bs->dx, sz[n++] = (size_t)rows * (size_t)ds->hidden * es;
-		if (bs->dw.h)
-			out[n] = &bs->dw, sz[n++] = bs->dw.bytes;
-		if (bs->db.h)
-			out[n] = &bs->db, sz[n++] = bs->db.bytes;
-	}
-	for (int i = 0; i < n; i++) {
-		if (host_only)
-			memset(out[i]->h, 0xff, sz[i]); /* all-ones bits: NaN in f32, f16 and bf16 */
-		else if ((err = wsn_mem_set(dev, out[i]->d, 0xff, sz[i], s)) < 0)
-			return cli_fail(err, "run: poisoning the outputs");
-	}
-	return 0;
-}
-
-static int copy_outputs(struct wsn_device *dev, int host_only, const struct dataset *ds, const struct buffers *bs,
-			int64_t rows, struct wsn_stream *s, struct result *res)
-{
-	struct cli_op_io io;
-	const struct buf *out[5];
-	size_t sz[5], es = wsn_dtype_size(ds->dt);
-	int n = 0, err;
-	double t0 = cli_now(), bytes = 0;
-
-	if (host_only)
-		return 0;
-	cli_op_io(ds->op, &io);
-	if (!io.dy) {
-		out[n] = &bs->y, sz[n++] = (size_t)rows * (size_t)ds->hidden * es;
-		if (bs->mean.h)
-			out[n] = &bs->mean, sz[n++] = (size_t)rows * 4;
-		out[n] = &bs->rstd, sz[n++] = (size_t)rows * 4;
-	} else {
-		out[n] = &bs->dx, sz[n++] = (size_t)rows * (size_t)ds->hidden * es;
-		if (bs->dw.h)
-			out[n] = &bs->dw, sz[n++] = bs->dw.bytes;
-		if (bs->db.h)
-			out[n] = &bs->db, sz[n++] = bs->db.bytes;
-	}
-	for (int i = 0; i < n; i++) {
-		if ((err = wsn_memcpy(dev, out[i]->h, out[i]->d, sz[i], WSN_COPY_D2H, s)) < 0)
-			return cli_fail(err, "run: device-to-host copy");
-		bytes += (double)sz[i];
-	}
-	if ((err = wsn_stream_sync(dev, s)) < 0)
-		return cli_fail(err, "run: device-to-host copy");
-	res->d2h.bytes += bytes;
-	res->d2h.seconds += cli_now() - t0;
-	return 0;
-}
-
-/* Relative-error tolerance for outputs of dtype dt against the CPU reference. */
-static double tolerance(enum wsn_dtype dt)
-{
-	return dt == WSN_F32 ? 1e-5 : dt == WSN_F16 ? 5e-3 : 1e-2;
-}
-
-static void add_verdict(struct result *res, const char *name, const struct wsn_compare *c, double tol)
-{
-	struct verdict *v;
-
-	if (res->nv >= (int)(sizeof(res->v) / sizeof(res->v[0])))
-		return;
-	v = &res->v[res->nv++];
-	v->name = name;
-	v->rel = c->rel_l2;
-	v->max_abs = c->max_abs;
-	v->nonfinite = c->nonfinite;
-	v->tol = tol;
-	v->pass = c->nonfinite == 0 && c->rel_l2 <= tol;
-	if (!v->pass)
-		res->pass = 0;
-}
-
-/* Copy rows idx[0..n) of a [rows, width] host matrix of element size es into dst. */
-static void gather(void *dst, const void *src, const int64_t *idx, int n, int64_t width, size_t es)
-{
-	for (int i = 0; i < n; i++)
-		memcpy((char *)dst + (size_t)i * (size_t)width * es,
-		       (const char *)src + (size_t)idx[i] * (size_t)width * es, (size_t)width * es);
 }
 
 /*
- * Verify: sampled rows of y/dx (and the stats) against the CPU reference computed on those rows
- * alone; dweight/dbias, which depend on every row, against the CPU reference over all rows.
+ * List the dataset and open its first shard: it decides op, eps, dtype, hidden and the batch
+ * rows; the others are opened when the pipeline reaches them. Prints its errors.
  */
-static int verify_shard(const struct run_opts *o, const struct dataset *ds, const struct buffers *bs,
-			int64_t rows, struct result *res)
+static int dataset_setup(struct run_opts *o, struct pl_dataset *ds)
 {
-	struct wsn_device *cpu = NULL;
-	struct wsn_plan *plan = NULL;
-	struct wsn_plan_options po;
-	struct cli_op_io io;
-	size_t es = wsn_dtype_size(ds->dt);
-	int n = (int)(o->verify_rows < rows ? o->verify_rows : rows), ret = EXIT_RUNTIME, err;
-	int64_t *idx = NULL;
-	struct buffers ref, got;
-	struct wsn_args a;
+	struct pl_config *cfg = &o->cfg;
+	struct pl_shard *sh;
+	struct wsn_reader_options ro;
+	struct wsn_reader *rd = NULL;
+	char msg[PL_ERRLEN];
+	int64_t rows0 = 1;
+	size_t row_bytes = 0;
+	int ret, err;
 
-	memset(&ref, 0, sizeof(ref));
-	memset(&got, 0, sizeof(got));
-	cli_op_io(ds->op, &io);
-	if ((ret = cli_open_device("cpu", o->threads, &cpu)))
+	if ((ret = pl_dataset_list(ds, o->input, o->raw_rows > 0)) || (ret = output_setup(o, ds)))
 		return ret;
-	ret = EXIT_RUNTIME;
-	wsn_plan_options_init(&po, ds->op);
-	po.eps = ds->eps;
-	po.has_weight = ds->has_weight;
-	po.has_bias = ds->has_bias;
-	if (!(idx = malloc(sizeof(*idx) * (size_t)n)))
-		goto oom;
-	for (int i = 0; i < n; i++) /* evenly spaced, first and last included */
-		idx[i] = n == 1 ? 0 : (int64_t)((double)i * (double)(rows - 1) / (double)(n - 1) + 0.5);
-
-	/* sampled rows: gather inputs, run the reference, gather the device outputs */
-	{
-		struct dataset sub = *ds;
-		sub.max_rows = n;
-		if (buffers_alloc(cpu, 1, &sub, &ref) || buffers_alloc(cpu, 1, &sub, &got))
-			goto out;
-	}
-	gather(ref.x.h, bs->x.h, idx, n, ds->hidden, es);
-	if (io.dy)
-		gather(ref.dy.h, bs->dy.h, idx, n, ds->hidden, es);
-	if (io.stats_in) {
-		if (io.mean)
-			gather(ref.mean.h, bs->mean.h, idx, n, 1, 4);
-		gather(ref.rstd.h, bs->rstd.h, idx, n, 1, 4);
-	}
-	if (ref.w.h)
-		memcpy(ref.w.h, bs->w.h, ref.w.bytes);
-	if (ref.b.h)
-		memcpy(ref.b.h, bs->b.h, ref.b.bytes);
-	if ((err = wsn_plan_create(cpu, ds->op, n, ds->hidden, ds->dt, &po, &plan)) < 0) {
-		cli_fail(err, "run: verification plan");
-		goto out;
-	}
-	make_args(ds, &ref, n, 1, WSN_MEM_HOST, &a);
-	a.dweight.data = a.dbias.data = NULL; /* over sampled rows they mean nothing */
-	if ((err = wsn_plan_execute(plan, &a, NULL)) < 0) {
-		cli_fail(err, "run: CPU reference");
-		goto out;
-	}
-	{
-		struct wsn_tensor tg, tr;
-		struct wsn_compare c;
-		if (!io.dy) {
-			gather(got.y.h, bs->y.h, idx, n, ds->hidden, es);
-			wsn_tensor_2d(&tg, got.y.h, ds->dt, WSN_MEM_HOST, n, ds->hidden);
-			wsn_tensor_2d(&tr, ref.y.h, ds->dt, WSN_MEM_HOST, n, ds->hidden);
-			wsn_tensor_compare(&tg, &tr, &c);
-			add_verdict(res, "y", &c, tolerance(ds->dt));
-			for (int k = 0; k < 2; k++) {
-				const struct buf *gb = k ? &bs->rstd : &bs->mean, *rb = k ? &ref.rstd : &ref.mean;
-				if (!gb->h)
-					continue;
-				gather(k ? got.rstd.h : got.mean.h, gb->h, idx, n, 1, 4);
-				wsn_tensor_1d(&tg, k ? got.rstd.h : got.mean.h, WSN_F32, WSN_MEM_HOST, n);
-				wsn_tensor_1d(&tr, rb->h, WSN_F32, WSN_MEM_HOST, n);
-				wsn_tensor_compare(&tg, &tr, &c);
-				add_verdict(res, k ? "rstd" : "mean", &c, 1e-5);
-			}
-		} else {
-			gather(got.dx.h, bs->dx.h, idx, n, ds->hidden, es);
-			wsn_tensor_2d(&tg, got.dx.h, ds->dt, WSN_MEM_HOST, n, ds->hidden);
-			wsn_tensor_2d(&tr, ref.dx.h, ds->dt, WSN_MEM_HOST, n, ds->hidden);
-			wsn_tensor_compare(&tg, &tr, &c);
-			add_verdict(res, "dx", &c, tolerance(ds->dt));
-		}
-	}
-	res->verified_rows += n;
-
-	/* parameter gradients over all rows */
-	if (io.dy && (bs->dw.h || bs->db.h)) {
-		struct wsn_plan *full = NULL;
-		struct buffers fo;
-
-		memset(&fo, 0, sizeof(fo));
-		if ((err = wsn_plan_create(cpu, ds->op, rows, ds->hidden, ds->dt, &po, &full)) < 0) {
-			cli_fail(err, "run: verification plan");
-			goto out;
-		}
-		if (buf_alloc(cpu, 1, &fo.dx, (size_t)rows * (size_t)ds->hidden * es) ||
-		    (bs->dw.h && buf_alloc(cpu, 1, &fo.dw, bs->dw.bytes)) ||
-		    (bs->db.h && buf_alloc(cpu, 1, &fo.db, bs->db.bytes))) {
-			buffers_free(cpu, 1, &fo);
-			wsn_plan_destroy(full);
-			goto out;
-		}
-		make_args(ds, bs, rows, 1, WSN_MEM_HOST, &a);
-		wsn_tensor_2d(&a.dx, fo.dx.h, ds->dt, WSN_MEM_HOST, rows, ds->hidden);
-		if (fo.dw.h)
-			wsn_tensor_1d(&a.dweight, fo.dw.h, ds->dt, WSN_MEM_HOST, ds->hidden);
-		if (fo.db.h)
-			wsn_tensor_1d(&a.dbias, fo.db.h, ds->dt, WSN_MEM_HOST, ds->hidden);
-		err = wsn_plan_execute(full, &a, NULL);
-		if (err >= 0) {
-			struct wsn_tensor tg, tr;
-			struct wsn_compare c;
-			for (int k = 0; k < 2; k++) {
-				const struct buf *gb = k ? &bs->db : &bs->dw, *rb = k ? &fo.db : &fo.dw;
-				if (!gb->h)
-					continue;
-				wsn_tensor_1d(&tg, gb->h, ds->dt, WSN_MEM_HOST, ds->hidden);
-				wsn_tensor_1d(&tr, rb->h, ds->dt, WSN_MEM_HOST, ds->hidden);
-				wsn_tensor_compare(&tg, &tr, &c);
-				add_verdict(res, k ? "dbias" : "dweight", &c, tolerance(ds->dt));
-			}
-		}
-		buffers_free(cpu, 1, &fo);
-		wsn_plan_destroy(full);
-		if (err < 0) {
-			cli_fail(err, "run: CPU reference");
-			goto out;
-		}
-	}
-	ret = 0;
-	goto out;
-oom:
-	fprintf(stderr, "%s: run: out of memory\n", cli_prog);
-out:
-	buffers_free(cpu, 1, &ref);
-	buffers_free(cpu, 1, &got);
-	free(idx);
-	wsn_plan_destroy(plan);
-	wsn_device_close(cpu);
-	return ret;
-}
-
-/* Write the shard's outputs as safetensors (temporary name + rename inside wsn_st_write). */
-static int write_outputs(const struct run_opts *o, const struct dataset *ds, const struct shard *sh,
-			 const struct buffers *bs, int64_t rows, struct result *res)
-{
-	struct wsn_tensor t[4];
-	struct wsn_named_tensor list[4];
-	struct cli_op_io io;
-	char path[4096];
-	const char *meta[] = { "wsnorm.op", wsn_op_name(ds->op), NULL };
-	double t0 = cli_now();
-	int n = 0, err;
-
-	cli_op_io(ds->op, &io);
-	if (ds->n > 1) {
-		const char *base = strrchr(sh->path, '/');
-		if (mkdir(o->output, 0777) < 0 && errno != EEXIST) {
-			fprintf(stderr, "%s: run: cannot create output directory '%s': %s\n", cli_prog, o->output,
-				strerror(errno));
+	ds->cfg = cfg;
+	ds->shape.eps = o->have_eps ? o->eps : WSN_DEFAULT_EPS;
+	sh = &ds->shards[0];
+	if (o->raw_rows) {
+		if (!o->have_op || wsn_op_is_backward(o->op)) {
+			fprintf(stderr, "%s: run: %s: raw input holds only x: give a forward --op\n", cli_prog, o->input);
 			return EXIT_RUNTIME;
 		}
-		if (snprintf(path, sizeof(path), "%s/%s", o->output, base ? base + 1 : sh->path) >= (int)sizeof(path))
-			return bad_input(o->output, "output path too long");
+		if (!o->have_dt) {
+			fprintf(stderr, "%s: run: %s: raw input needs --dtype\n", cli_prog, o->input);
+			return EXIT_RUNTIME;
+		}
+		pl_shape_init(&ds->shape, o->op, o->dt, o->raw_hidden, 0, 0, ds->shape.eps);
+		for (int i = 0; i < ds->n; i++)
+			ds->shards[i].rows = o->raw_rows;
+		rows0 = o->raw_rows;
+		row_bytes = (size_t)o->raw_hidden * wsn_dtype_size(o->dt);
 	} else {
-		snprintf(path, sizeof(path), "%s", o->output);
+		const struct wsn_st_entry *x;
+		const char *meta_op;
+
+		/* a small reader for the first header; the devices' readers open the rest */
+		wsn_reader_options_init(&ro);
+		ro.queue_depth = 2;
+		ro.block_size = 64 << 10;
+		ro.direct = 0;
+		if ((err = wsn_reader_create(&ro, &rd)) < 0)
+			return cli_fail(err, "run: cannot set up the io_uring reader");
+		err = wsn_st_open(sh->path, rd, &sh->st);
+		wsn_reader_destroy(rd); /* the file keeps no use for it: reads go through the devices' readers */
+		if (err < 0)
+			return cli_fail(err, "run: cannot read '%s'", sh->path);
+		meta_op = wsn_st_metadata(sh->st, "wsnorm.op");
+		if (o->have_op) {
+			ds->shape.op = o->op;
+		} else if (meta_op) {
+			if (wsn_op_parse(meta_op, &ds->shape.op) < 0) {
+				fprintf(stderr, "%s: run: %s: metadata names an unknown op '%s'\n", cli_prog, sh->path, meta_op);
+				return EXIT_RUNTIME;
+			}
+		} else {
+			fprintf(stderr, "%s: run: %s: the file does not say which op it is for: give --op\n", cli_prog,
+				sh->path);
+			return EXIT_RUNTIME;
+		}
+		if (!o->have_eps) {
+			const char *e = wsn_st_metadata(sh->st, "wsnorm.eps");
+			if (e && (cli_parse_f32(e, &ds->shape.eps) || !(ds->shape.eps > 0) || ds->shape.eps > 1)) {
+				fprintf(stderr, "%s: run: %s: metadata has a bad eps '%s'\n", cli_prog, sh->path, e);
+				return EXIT_RUNTIME;
+			}
+		}
+		if ((x = wsn_st_find(sh->st, "x")) && x->ndim >= 1) {
+			rows0 = entry_rows(x);
+			row_bytes = (size_t)x->shape[x->ndim - 1] * wsn_dtype_size(x->dtype);
+		}
 	}
-	if (!io.dy) {
-		wsn_tensor_2d(&t[n], bs->y.h, ds->dt, WSN_MEM_HOST, rows, ds->hidden);
-		list[n] = (struct wsn_named_tensor){ "y", &t[n] }, n++;
-		if (bs->mean.h) {
-			wsn_tensor_1d(&t[n], bs->mean.h, WSN_F32, WSN_MEM_HOST, rows);
-			list[n] = (struct wsn_named_tensor){ "mean", &t[n] }, n++;
-		}
-		wsn_tensor_1d(&t[n], bs->rstd.h, WSN_F32, WSN_MEM_HOST, rows);
-		list[n] = (struct wsn_named_tensor){ "rstd", &t[n] }, n++;
-	} else {
-		wsn_tensor_2d(&t[n], bs->dx.h, ds->dt, WSN_MEM_HOST, rows, ds->hidden);
-		list[n] = (struct wsn_named_tensor){ "dx", &t[n] }, n++;
-		if (bs->dw.h) {
-			wsn_tensor_1d(&t[n], bs->dw.h, ds->dt, WSN_MEM_HOST, ds->hidden);
-			list[n] = (struct wsn_named_tensor){ "dweight", &t[n] }, n++;
-		}
-		if (bs->db.h) {
-			wsn_tensor_1d(&t[n], bs->db.h, ds->dt, WSN_MEM_HOST, ds->hidden);
-			list[n] = (struct wsn_named_tensor){ "dbias", &t[n] }, n++;
-		}
+	if (!o->have_batch_rows) {
+		int64_t fit = row_bytes ? (int64_t)(PL_DEFAULT_BATCH_BYTES / row_bytes) : 1;
+		if (fit < 1)
+			fit = 1;
+		cfg->batch_rows = rows0 > 0 && rows0 < fit ? rows0 : fit;
 	}
-	if ((err = wsn_st_write(path, list, n, meta)) < 0)
-		return cli_fail(err, "run: cannot write '%s'", path);
-	for (int i = 0; i < n; i++)
-		res->write.bytes += (double)wsn_tensor_nbytes(&t[i]);
-	res->write.seconds += cli_now() - t0;
+	if ((err = pl_shard_open(ds, 0, NULL, 1, msg, sizeof(msg)))) {
+		fprintf(stderr, "%s: run: %s\n", cli_prog, msg);
+		return EXIT_RUNTIME;
+	}
+	if (!o->raw_rows && o->have_dt && o->dt != ds->shape.dt) {
+		fprintf(stderr, "%s: run: %s: tensor 'x' is %s, --dtype asks for %s\n", cli_prog, sh->path,
+			wsn_dtype_name(ds->shape.dt), wsn_dtype_name(o->dt));
+		return EXIT_RUNTIME;
+	}
 	return 0;
 }
 
-/* Run the whole dataset on dev. */
-static int run_dataset(const struct run_opts *o, struct wsn_device *dev, struct wsn_reader *rd,
-		       struct dataset *ds, struct result *res)
+/* ---- signals ---- */
+
+/* Block SIGINT and SIGTERM in this thread and every thread it starts; they are read from sig_fd. */
+static void signals_block(void)
 {
-	struct wsn_device_info di;
-	struct wsn_plan_options po;
-	struct wsn_plan *plan = NULL;
-	struct wsn_stream *s = NULL;
-	struct wsn_event *e0 = NULL, *e1 = NULL;
-	struct buffers bs;
-	struct cli_progress prog;
-	int host_only, ret = EXIT_RUNTIME, err;
-
-	memset(&bs, 0, sizeof(bs));
-	wsn_device_info(dev, &di);
-	host_only = di.exec_mem == WSN_MEM_HOST;
-	res->pass = 1;
-	wsn_plan_options_init(&po, ds->op);
-	po.eps = ds->eps;
-	po.has_weight = ds->has_weight;
-	po.has_bias = ds->has_bias;
-	po.approach = o->approach;
-	po.threads = o->threads;
-	if ((err = wsn_plan_create(dev, ds->op, ds->max_rows, ds->hidden, ds->dt, &po, &plan)) < 0) {
-		cli_fail(err, "run: cannot plan %s %s hidden %lld on %s", wsn_op_name(ds->op), wsn_dtype_name(ds->dt),
-			 (long long)ds->hidden, di.spec);
-		goto out;
-	}
-	wsn_plan_describe(plan, res->plan, sizeof(res->plan));
-	if ((err = wsn_stream_create(dev, &s)) < 0 || (err = wsn_event_create(dev, &e0)) < 0 ||
-	    (err = wsn_event_create(dev, &e1)) < 0) {
-		cli_fail(err, "run: streams and events on %s", di.spec);
-		goto out;
-	}
-	if ((ret = buffers_alloc(dev, host_only, ds, &bs)))
-		goto out;
-	ret = EXIT_RUNTIME;
-	cli_progress_start(&prog);
-	for (int i = 0; i < ds->n; i++) {
-		struct shard *sh = &ds->shards[i];
-		struct wsn_args a;
-		float ms = 0;
-
-		cli_progress_update(&prog, "shard %d/%d: %lld rows so far", i + 1, ds->n, (long long)res->rows);
-		if ((ret = read_shard(ds, sh, rd, &bs, res)) ||
-		    (ret = copy_inputs(dev, host_only, ds, &bs, sh->rows, s, e0, e1, res)) ||
-		    (ret = poison_outputs(dev, host_only, ds, &bs, sh->rows, s)))
-			goto out;
-		ret = EXIT_RUNTIME;
-		make_args(ds, &bs, sh->rows, 0, di.exec_mem, &a);
-		if ((err = wsn_event_record(e0, s)) < 0 || (err = wsn_plan_execute(plan, &a, s)) < 0 ||
-		    (err = wsn_event_record(e1, s)) < 0 || (err = wsn_event_sync(e1)) < 0 ||
-		    (err = wsn_event_elapsed(e0, e1, &ms)) < 0) {
-			cli_fail(err, "run: %s on %s, shard '%s'", wsn_op_name(ds->op), di.spec, sh->path);
-			goto out;
-		}
-		res->compute.seconds += ms * 1e-3;
-		res->compute.bytes += (double)wsn_op_min_bytes(ds->op, sh->rows, ds->hidden, ds->dt, ds->has_weight,
-								ds->has_bias);
-		if ((ret = copy_outputs(dev, host_only, ds, &bs, sh->rows, s, res)))
-			goto out;
-		if (o->inject_mismatch) {
-			/* the first row is always sampled: make its first output element wrong */
-			float bad = 1000.0f;
-			wsn_dtype_convert(wsn_op_is_backward(ds->op) ? bs.dx.h : bs.y.h, ds->dt, &bad, WSN_F32, 1);
-		}
-		if (o->verify_rows > 0 && (ret = verify_shard(o, ds, &bs, sh->rows, res)))
-			goto out;
-		if (o->output && (ret = write_outputs(o, ds, sh, &bs, sh->rows, res)))
-			goto out;
-		res->rows += sh->rows;
-	}
-	cli_progress_end(&prog);
-	snprintf(res->ring_mode, sizeof(res->ring_mode), "%s", wsn_reader_ring_mode(rd));
-	wsn_reader_stats(rd, &res->rs);
-	ret = o->verify_rows > 0 && !res->pass ? EXIT_MISMATCH : EXIT_PASS;
-out:
-	buffers_free(dev, host_only, &bs);
-	wsn_event_destroy(e0);
-	wsn_event_destroy(e1);
-	wsn_stream_destroy(s);
-	wsn_plan_destroy(plan);
-	return ret;
+	if (sig_fd >= 0)
+		return;
+	sigemptyset(&sig_set);
+	sigaddset(&sig_set, SIGINT);
+	sigaddset(&sig_set, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &sig_set, NULL);
+	sig_fd = signalfd(-1, &sig_set, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
-static json_t *stage_json(const struct stage *st)
+/* After the first signal: a second one ends the process at once (default action). */
+static void signals_release(void)
+{
+	pthread_sigmask(SIG_UNBLOCK, &sig_set, NULL);
+}
+
+/* Wait for every device, stopping them on a signal and drawing the progress line. */
+static void wait_run(struct pl_run *run, int *interrupted_by)
+{
+	struct cli_progress prog;
+	int done = 0;
+
+	cli_progress_start(&prog);
+	while (done < run->ndev) {
+		struct pollfd p[2] = { { run->donefd, POLLIN, 0 }, { sig_fd, POLLIN, 0 } };
+		int r = poll(p, sig_fd >= 0 && !*interrupted_by ? 2 : 1, prog.active ? 500 : -1);
+
+		if (r < 0 && errno != EINTR)
+			break;
+		if (r > 0 && (p[0].revents & POLLIN)) {
+			uint64_t v;
+			if (read(run->donefd, &v, sizeof(v)) == sizeof(v))
+				done += (int)v;
+		}
+		if (r > 0 && !*interrupted_by && (p[1].revents & POLLIN)) {
+			struct signalfd_siginfo si;
+			if (read(sig_fd, &si, sizeof(si)) == sizeof(si)) {
+				*interrupted_by = (int)si.ssi_signo;
+				cli_progress_end(&prog);
+				fprintf(stderr, "%s: run: %s: stopping after the batches in flight (again to quit at once)\n",
+					cli_prog, si.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
+				pl_run_stop(run, 1);
+				signals_release();
+			}
+		}
+		if (prog.active) {
+			long long rows = 0, bytes = 0;
+			for (int i = 0; i < run->ndev; i++) {
+				rows += atomic_load(&run->res[i].live_rows);
+				bytes += atomic_load(&run->res[i].live_read_bytes);
+			}
+			cli_progress_update(&prog, "%.0f s: %lld rows, %.2f GB read", run->go ? cli_now() - run->t_start : 0.0,
+					    rows, (double)bytes / 1e9);
+		}
+	}
+	cli_progress_end(&prog);
+}
+
+/* ---- measurements ---- */
+
+static double rate(double bytes, double s)
+{
+	return s > 0 ? bytes / s / 1e9 : 0;
+}
+
+/* The stages of all devices together: bytes and rows summed, rates summed (the devices run side by side). */
+static void aggregate(const struct pl_run *run, struct pl_stage *agg, double *rates)
+{
+	memset(agg, 0, sizeof(*agg) * ST_N);
+	memset(rates, 0, sizeof(*rates) * ST_N);
+	for (int i = 0; i < run->ndev; i++)
+		for (int s = 0; s < ST_N; s++) {
+			const struct pl_stage *st = &run->res[i].st[s];
+			agg[s].bytes += st->bytes;
+			if (st->busy > agg[s].busy)
+				agg[s].busy = st->busy;
+			agg[s].batches += st->batches;
+			agg[s].rows += st->rows;
+			pl_hist_merge(&agg[s].lat, &st->lat);
+			agg[s].alone_rows_s += st->alone_rows_s;
+			agg[s].alone_gbs += st->alone_gbs;
+			rates[s] += rate(st->bytes, st->busy);
+		}
+}
+
+/* Which stages a run has: no copies on a host-memory device, no device stages with --read-only. */
+static int stage_active(const struct run_opts *o, const struct pl_devres *r, int s)
+{
+	switch (s) {
+	case ST_H2D: case ST_D2H: return !r->host_mem && !o->cfg.read_only;
+	case ST_KERNEL: return !o->cfg.read_only;
+	case ST_VERIFY: return o->cfg.verify_rows > 0 && !o->cfg.read_only;
+	case ST_WRITE: return o->cfg.output != NULL && !o->cfg.read_only;
+	default: return 1;
+	}
+}
+
+/* The end-to-end rate over the slowest stage measured alone (rows/s). */
+static double e2e_ratio(const struct run_opts *o, const struct pl_run *run, const struct pl_stage *agg, double e2e,
+			int *slowest)
+{
+	double best = 0;
+
+	*slowest = -1;
+	for (int s = 0; s < ST_N; s++) {
+		if (!stage_active(o, &run->res[0], s) || agg[s].alone_rows_s <= 0)
+			continue;
+		if (*slowest < 0 || agg[s].alone_rows_s < best) {
+			best = agg[s].alone_rows_s;
+			*slowest = s;
+		}
+	}
+	return best > 0 ? e2e / best : 0;
+}
+
+static int check_thresholds(const struct run_opts *o, const struct pl_run *run, const double *rates,
+			    struct threshold *t, int max)
+{
+	int n = 0;
+
+	if (o->min_read_gbs > 0 && n < max) {
+		struct threshold *x = &t[n++];
+		x->option = "--min-read-gbs";
+		x->unit = "GB/s";
+		snprintf(x->what, sizeof(x->what), "read");
+		x->limit = o->min_read_gbs;
+		x->value = rates[ST_READ];
+		x->measured = run->res[0].st[ST_READ].batches > 0 || run->ndev > 1;
+		x->pass = x->measured && x->value >= x->limit;
+	}
+	for (int i = 0; i < run->ndev; i++) {
+		const struct pl_devres *r = &run->res[i];
+		if (o->min_h2d_gbs > 0 && n < max) {
+			struct threshold *x = &t[n++];
+			x->option = "--min-h2d-gbs";
+			x->unit = "GB/s";
+			snprintf(x->what, sizeof(x->what), "h2d on %s", r->spec);
+			x->limit = o->min_h2d_gbs;
+			x->value = rate(r->st[ST_H2D].bytes, r->st[ST_H2D].busy);
+			x->measured = r->st[ST_H2D].batches > 0;
+			x->pass = x->measured && x->value >= x->limit;
+		}
+		if (o->min_kernel_frac > 0 && n < max) {
+			struct threshold *x = &t[n++];
+			x->option = "--min-kernel-frac";
+			x->unit = "of the copy bandwidth";
+			snprintf(x->what, sizeof(x->what), "kernel on %s", r->spec);
+			x->limit = o->min_kernel_frac;
+			x->value = r->copy_bps > 0 && r->st[ST_KERNEL].busy > 0 ?
+					   r->st[ST_KERNEL].bytes / r->st[ST_KERNEL].busy / r->copy_bps : 0;
+			x->measured = r->st[ST_KERNEL].batches > 0 && r->copy_bps > 0;
+			x->pass = x->measured && x->value >= x->limit;
+		}
+	}
+	return n;
+}
+
+/* ---- the report ---- */
+
+static json_t *stage_json(const struct pl_stage *st, double gbs)
 {
 	json_t *o = json_object();
+
 	json_object_set_new(o, "bytes", json_integer((json_int_t)st->bytes));
-	json_object_set_new(o, "seconds", cli_json_real(st->seconds));
-	json_object_set_new(o, "gbs", cli_json_real(st->seconds > 0 ? st->bytes / st->seconds / 1e9 : 0));
+	json_object_set_new(o, "seconds", cli_json_real(st->busy));
+	json_object_set_new(o, "gbs", cli_json_real(gbs));
+	json_object_set_new(o, "batches", json_integer(st->batches));
+	json_object_set_new(o, "rows", json_integer(st->rows));
+	json_object_set_new(o, "rows_per_s", cli_json_real(st->busy > 0 ? (double)st->rows / st->busy : 0));
+	json_object_set_new(o, "p50_ms", cli_json_real(pl_hist_quantile(&st->lat, 0.5) * 1e3));
+	json_object_set_new(o, "p99_ms", cli_json_real(pl_hist_quantile(&st->lat, 0.99) * 1e3));
+	if (st->alone_rows_s > 0) {
+		json_object_set_new(o, "alone_rows_per_s", cli_json_real(st->alone_rows_s));
+		json_object_set_new(o, "alone_gbs", cli_json_real(st->alone_gbs));
+	}
 	return o;
 }
 
-static json_t *result_json(const struct dataset *ds, const struct wsn_device_info *di, const struct result *r,
-			   int verified, int status)
+static json_t *stages_json(const struct run_opts *o, const struct pl_devres *r0, const struct pl_stage *st,
+			   const double *rates, double copy_bps)
 {
-	json_t *o = json_object(), *st = json_object(), *v = json_object(), *vt = json_object();
+	json_t *j = json_object();
 
-	json_object_set_new(o, "op", json_string(wsn_op_name(ds->op)));
-	json_object_set_new(o, "dtype", json_string(wsn_dtype_name(ds->dt)));
-	json_object_set_new(o, "rows", json_integer(r->rows));
-	json_object_set_new(o, "hidden", json_integer(ds->hidden));
-	json_object_set_new(o, "shards", json_integer(ds->n));
-	json_object_set_new(o, "device", json_string(di->spec));
-	json_object_set_new(o, "device_name", json_string(di->name));
-	json_object_set_new(st, "read", stage_json(&r->read));
-	json_object_set_new(st, "h2d", stage_json(&r->h2d));
-	{
-		json_t *c = stage_json(&r->compute);
-		json_object_set_new(c, "rows_per_s", cli_json_real(r->compute.seconds > 0 ? (double)r->rows /
-									   r->compute.seconds : 0));
-		json_object_set_new(st, "compute", c);
+	for (int s = 0; s < ST_N; s++) {
+		json_t *x = stage_json(&st[s], rates[s]);
+		if (s == ST_KERNEL) {
+			double tbs = rates[s] / 1e3;
+			json_object_set_new(x, "tbs", cli_json_real(tbs));
+			json_object_set_new(x, "copy_tbs", cli_json_real(copy_bps / 1e12));
+			json_object_set_new(x, "fraction_of_copy", cli_json_real(copy_bps > 0 ? tbs * 1e12 / copy_bps : 0));
+		}
+		json_object_set_new(x, "active", json_boolean(stage_active(o, r0, s)));
+		json_object_set_new(j, pl_stage_names[s], x);
 	}
-	json_object_set_new(st, "d2h", stage_json(&r->d2h));
-	json_object_set_new(st, "write", stage_json(&r->write));
-	json_object_set_new(o, "stages", st);
-	{
-		json_t *io = json_object();
-		json_object_set_new(io, "ring_mode", json_string(r->ring_mode));
-		json_object_set_new(io, "reads", json_integer((json_int_t)r->rs.reads));
-		json_object_set_new(io, "short_reads", json_integer((json_int_t)r->rs.short_reads));
-		json_object_set_new(io, "direct_files", json_integer((json_int_t)r->rs.direct_files));
-		json_object_set_new(io, "buffered_files", json_integer((json_int_t)r->rs.buffered_files));
-		json_object_set_new(o, "io", io);
-	}
-	json_object_set_new(v, "enabled", json_boolean(verified));
-	json_object_set_new(v, "rows", json_integer(r->verified_rows));
-	for (int i = 0; i < r->nv; i++) {
+	return j;
+}
+
+static json_t *verify_json(const struct run_opts *o, const struct pl_devres *r, int64_t batches, int64_t bad,
+			   int64_t rows, const char *first)
+{
+	json_t *v = json_object(), *vt = json_object();
+
+	json_object_set_new(v, "enabled", json_boolean(o->cfg.verify_rows > 0 && !o->cfg.read_only));
+	json_object_set_new(v, "rows", json_integer(rows));
+	json_object_set_new(v, "batches", json_integer(batches));
+	json_object_set_new(v, "mismatched_batches", json_integer(bad));
+	for (int i = 0; r && i < r->nv; i++) {
 		json_t *t = json_object();
 		json_object_set_new(t, "rel_l2", cli_json_real(r->v[i].rel));
 		json_object_set_new(t, "max_abs", cli_json_real(r->v[i].max_abs));
@@ -961,89 +450,450 @@ static json_t *result_json(const struct dataset *ds, const struct wsn_device_inf
 		json_object_set_new(vt, r->v[i].name, t);
 	}
 	json_object_set_new(v, "tensors", vt);
-	json_object_set_new(v, "pass", json_boolean(r->pass));
-	json_object_set_new(o, "verify", v);
-	json_object_set_new(o, "plan", json_string(r->plan));
-	json_object_set_new(o, "result", json_string(status == EXIT_PASS ? "pass" : status == EXIT_MISMATCH ?
-									   "mismatch" : "error"));
-	return o;
+	json_object_set_new(v, "pass", json_boolean(bad == 0));
+	if (first && first[0])
+		json_object_set_new(v, "first_mismatch", json_string(first));
+	return v;
 }
 
-static void result_text(const struct dataset *ds, const struct wsn_device_info *di, const struct result *r,
-			int verified, int status)
-{
-	char b1[64];
+/* A reader's counters: one device's, or every device's summed. */
+struct io_view {
+	const char *ring_mode;
+	struct wsn_read_stats rs;
+	struct wsn_reader_buffer_stats bs;
+};
 
-	printf("%s %s: %lld rows x %lld, %d shard%s, on %s (%s)\n", wsn_op_name(ds->op), wsn_dtype_name(ds->dt),
-	       (long long)r->rows, (long long)ds->hidden, ds->n, ds->n == 1 ? "" : "s", di->spec, di->name);
-	if (cli_verbose > 0)
-		printf("%s", r->plan);
-	printf("  read     %10.1f MB in %8.3f ms  %s  (io_uring %s; %llu reads; %s)\n", r->read.bytes / 1e6,
-	       r->read.seconds * 1e3, cli_rate(r->read.bytes, r->read.seconds, b1, sizeof(b1)), r->ring_mode,
-	       (unsigned long long)r->rs.reads,
-	       !r->rs.buffered_files ? "O_DIRECT" : !r->rs.direct_files ? "buffered" : "O_DIRECT and buffered");
-	if (r->h2d.bytes > 0)
-		printf("  h2d      %10.1f MB in %8.3f ms  %s\n", r->h2d.bytes / 1e6, r->h2d.seconds * 1e3,
-		       cli_rate(r->h2d.bytes, r->h2d.seconds, b1, sizeof(b1)));
-	printf("  compute  %10.1f MB in %8.3f ms  %s  %.3g rows/s\n", r->compute.bytes / 1e6, r->compute.seconds * 1e3,
-	       cli_rate(r->compute.bytes, r->compute.seconds, b1, sizeof(b1)),
-	       r->compute.seconds > 0 ? (double)r->rows / r->compute.seconds : 0.0);
-	if (r->d2h.bytes > 0)
-		printf("  d2h      %10.1f MB in %8.3f ms  %s\n", r->d2h.bytes / 1e6, r->d2h.seconds * 1e3,
-		       cli_rate(r->d2h.bytes, r->d2h.seconds, b1, sizeof(b1)));
-	if (r->write.bytes > 0)
-		printf("  write    %10.1f MB in %8.3f ms  %s\n", r->write.bytes / 1e6, r->write.seconds * 1e3,
-		       cli_rate(r->write.bytes, r->write.seconds, b1, sizeof(b1)));
-	if (verified) {
-		printf("  verify   %d sampled rows against the CPU reference:", r->verified_rows);
+static void io_of(const struct pl_devres *r, struct io_view *v)
+{
+	v->ring_mode = r->ring_mode;
+	v->rs = r->rs;
+	v->bs = r->bs;
+}
+
+static void io_sum(const struct pl_run *run, struct io_view *v)
+{
+	memset(v, 0, sizeof(*v));
+	v->ring_mode = run->res[0].ring_mode;
+	for (int i = 0; i < run->ndev; i++) {
+		const struct pl_devres *r = &run->res[i];
+		if (!v->ring_mode[0])
+			v->ring_mode = r->ring_mode;
+		v->rs.bytes += r->rs.bytes;
+		v->rs.reads += r->rs.reads;
+		v->rs.short_reads += r->rs.short_reads;
+		v->rs.direct_files += r->rs.direct_files;
+		v->rs.buffered_files += r->rs.buffered_files;
+		v->rs.seconds += r->rs.seconds;
+		v->bs.registered += r->bs.registered;
+		v->bs.fixed += r->bs.fixed;
+		v->bs.straight_bytes += r->bs.straight_bytes;
+		v->bs.bounce_bytes += r->bs.bounce_bytes;
+	}
+}
+
+static json_t *io_json(const struct io_view *r)
+{
+	json_t *io = json_object();
+
+	json_object_set_new(io, "ring_mode", json_string(r->ring_mode));
+	json_object_set_new(io, "reads", json_integer((json_int_t)r->rs.reads));
+	json_object_set_new(io, "short_reads", json_integer((json_int_t)r->rs.short_reads));
+	json_object_set_new(io, "direct_files", json_integer((json_int_t)r->rs.direct_files));
+	json_object_set_new(io, "buffered_files", json_integer((json_int_t)r->rs.buffered_files));
+	json_object_set_new(io, "straight_bytes", json_integer((json_int_t)r->bs.straight_bytes));
+	json_object_set_new(io, "bounce_bytes", json_integer((json_int_t)r->bs.bounce_bytes));
+	json_object_set_new(io, "fixed_ring_buffers", json_integer(r->bs.fixed));
+	return io;
+}
+
+static const char *status_name(int status, int threshold_missed)
+{
+	return status == EXIT_PASS ? "pass" : status == EXIT_RUNTIME ? "error" :
+	       threshold_missed && status == EXIT_MISMATCH ? "threshold" : "mismatch";
+}
+
+/* Everything the report needs beyond the run itself. */
+struct summary {
+	const struct pl_dataset *ds;
+	int status, interrupted_by, output_written, threshold_missed;
+	struct threshold t[1 + 2 * PL_MAX_DEVICES];
+	int nt;
+	struct pl_stage agg[ST_N];
+	double rates[ST_N];
+	double wall, e2e_rows_s, ratio, copy_bps;
+	int slowest;
+	int64_t rows, batches, vb, vbad, vrows;
+	const char *first_mismatch;
+	const char *error;
+};
+
+static json_t *report_json(const struct run_opts *o, const struct pl_run *run, const struct summary *sm)
+{
+	const struct pl_dataset *ds = sm->ds;
+	const struct pl_devres *r0 = &run->res[0];
+	json_t *j = json_object(), *devs = json_array(), *th = json_array();
+	char devlist[PL_MAX_DEVICES * 33] = "";
+	struct io_view io;
+	int64_t kr = 0;
+
+	for (int i = 0; i < run->ndev; i++) {
+		size_t n = strlen(devlist);
+		snprintf(devlist + n, sizeof(devlist) - n, "%s%s", i ? "," : "", run->res[i].spec);
+		kr += run->res[i].kernel_rows;
+	}
+	json_object_set_new(j, "op", json_string(wsn_op_name(ds->shape.op)));
+	json_object_set_new(j, "dtype", json_string(wsn_dtype_name(ds->shape.dt)));
+	json_object_set_new(j, "rows", json_integer(sm->rows));
+	json_object_set_new(j, "hidden", json_integer(ds->shape.hidden));
+	json_object_set_new(j, "shards", json_integer(ds->n));
+	json_object_set_new(j, "device", json_string(devlist));
+	json_object_set_new(j, "device_name", json_string(r0->name));
+	json_object_set_new(j, "batches", json_integer(sm->batches));
+	json_object_set_new(j, "batch_rows", json_integer(o->cfg.batch_rows));
+	json_object_set_new(j, "ring", json_integer(o->cfg.ring));
+	json_object_set_new(j, "kernel_loops", json_integer(o->cfg.kernel_loops));
+	json_object_set_new(j, "kernel_rows", json_integer(kr));
+	json_object_set_new(j, "passes", json_integer((json_int_t)(ds->pass + (ds->cur > 0 ? 1 : 0))));
+	json_object_set_new(j, "wall_seconds", cli_json_real(sm->wall));
+	json_object_set_new(j, "rows_per_s", cli_json_real(sm->e2e_rows_s));
+	json_object_set_new(j, "interrupted", json_boolean(sm->interrupted_by != 0));
+	if (sm->interrupted_by)
+		json_object_set_new(j, "signal", json_string(sm->interrupted_by == SIGINT ? "SIGINT" : "SIGTERM"));
+	json_object_set_new(j, "stages", stages_json(o, r0, sm->agg, sm->rates, sm->copy_bps));
+	io_sum(run, &io);
+	json_object_set_new(j, "io", io_json(&io));
+	json_object_set_new(j, "verify", verify_json(o, run->ndev == 1 ? r0 : NULL, sm->vb, sm->vbad, sm->vrows,
+						     sm->first_mismatch));
+	if (o->cfg.standalone) {
+		json_t *e = json_object();
+		json_object_set_new(e, "rows_per_s", cli_json_real(sm->e2e_rows_s));
+		json_object_set_new(e, "slowest_stage", sm->slowest >= 0 ? json_string(pl_stage_names[sm->slowest]) :
+									     json_null());
+		json_object_set_new(e, "slowest_alone_rows_per_s",
+				    cli_json_real(sm->slowest >= 0 ? sm->agg[sm->slowest].alone_rows_s : 0));
+		json_object_set_new(e, "ratio", cli_json_real(sm->ratio));
+		json_object_set_new(j, "end_to_end", e);
+	}
+	for (int i = 0; i < sm->nt; i++) {
+		json_t *x = json_object();
+		json_object_set_new(x, "option", json_string(sm->t[i].option));
+		json_object_set_new(x, "what", json_string(sm->t[i].what));
+		json_object_set_new(x, "limit", cli_json_real(sm->t[i].limit));
+		json_object_set_new(x, "value", cli_json_real(sm->t[i].value));
+		json_object_set_new(x, "measured", json_boolean(sm->t[i].measured));
+		json_object_set_new(x, "pass", json_boolean(sm->t[i].pass));
+		json_array_append_new(th, x);
+	}
+	json_object_set_new(j, "thresholds", th);
+	if (o->cfg.output) {
+		json_t *x = json_object();
+		json_object_set_new(x, "path", json_string(o->cfg.output));
+		json_object_set_new(x, "written", json_boolean(sm->output_written));
+		json_object_set_new(j, "output", x);
+	}
+	json_object_set_new(j, "plan", json_string(r0->plan));
+	for (int i = 0; i < run->ndev; i++) {
+		const struct pl_devres *r = &run->res[i];
+		json_t *d = json_object();
+		double rates[ST_N];
+
+		for (int s = 0; s < ST_N; s++)
+			rates[s] = rate(r->st[s].bytes, r->st[s].busy);
+		json_object_set_new(d, "index", json_integer(r->index));
+		json_object_set_new(d, "device", json_string(r->spec));
+		json_object_set_new(d, "device_name", json_string(r->name));
+		json_object_set_new(d, "result", json_string(status_name(r->status, 0)));
+		if (r->status == EXIT_RUNTIME)
+			json_object_set_new(d, "error", json_string(r->errmsg));
+		json_object_set_new(d, "rows", json_integer(r->rows));
+		json_object_set_new(d, "batches", json_integer(r->batches));
+		json_object_set_new(d, "kernel_rows", json_integer(r->kernel_rows));
+		json_object_set_new(d, "wall_seconds", cli_json_real(r->wall));
+		json_object_set_new(d, "copy_tbs", cli_json_real(r->copy_bps / 1e12));
+		json_object_set_new(d, "stages", stages_json(o, r, r->st, rates, r->copy_bps));
+		io_of(r, &io);
+		json_object_set_new(d, "io", io_json(&io));
+		json_object_set_new(d, "verify", verify_json(o, r, r->verified_batches, r->mismatched_batches,
+							     r->verified_rows, r->first_mismatch));
+		json_array_append_new(devs, d);
+	}
+	json_object_set_new(j, "devices", devs);
+	if (sm->error)
+		json_object_set_new(j, "error", json_string(sm->error));
+	json_object_set_new(j, "result", json_string(status_name(sm->status, sm->threshold_missed)));
+	return j;
+}
+
+/* "  name  X MB in Y ms  Z GB/s  p50 .. p99 ..": one stage line. */
+static void stage_line(const char *name, const struct pl_stage *st, double gbs, const char *tail)
+{
+	printf("  %-8s %10.1f MB in %9.3f ms  %7.2f GB/s  p50 %.3g ms  p99 %.3g ms%s%s\n", name, st->bytes / 1e6,
+	       st->busy * 1e3, gbs, pl_hist_quantile(&st->lat, 0.5) * 1e3, pl_hist_quantile(&st->lat, 0.99) * 1e3,
+	       tail ? "  " : "", tail ? tail : "");
+}
+
+static void alone_note(char *buf, size_t len, const struct pl_stage *st, int standalone)
+{
+	size_t n = strlen(buf);
+	if (standalone && st->alone_rows_s > 0)
+		snprintf(buf + n, len - n, "%salone %.3g rows/s", n ? "; " : "", st->alone_rows_s);
+}
+
+static void stages_text(const struct run_opts *o, const struct pl_devres *r0, const struct io_view *io,
+			const struct pl_stage *st, const double *rates, double copy_bps)
+{
+	char tail[512];
+
+	for (int s = 0; s < ST_N; s++) {
+		if (!stage_active(o, r0, s) && !(s == ST_VERIFY && !o->cfg.read_only))
+			continue;
+		tail[0] = '\0';
+		switch (s) {
+		case ST_READ:
+			snprintf(tail, sizeof(tail), "(io_uring %s; %llu reads; %s; %s)", io->ring_mode,
+				 (unsigned long long)io->rs.reads,
+				 !io->rs.buffered_files ? "O_DIRECT" : !io->rs.direct_files ? "buffered" :
+				 "O_DIRECT and buffered",
+				 !io->bs.straight_bytes ? "through bounce buffers" :
+				 io->bs.bounce_bytes ? "mostly straight into the ring" :
+				 io->bs.fixed ? "straight into the ring's fixed buffers" : "straight into the ring");
+			break;
+		case ST_KERNEL:
+			snprintf(tail, sizeof(tail), "%.3g rows/s  %.3f TB/s = %.2f of copy (%.3f TB/s)",
+				 st[s].busy > 0 ? (double)st[s].rows / st[s].busy : 0.0, rates[s] / 1e3,
+				 copy_bps > 0 ? rates[s] * 1e9 / copy_bps : 0.0, copy_bps / 1e12);
+			break;
+		case ST_VERIFY:
+			if (o->cfg.verify_rows <= 0) {
+				printf("  verify   skipped\n");
+				continue;
+			}
+			break;
+		default:
+			break;
+		}
+		alone_note(tail, sizeof(tail), &st[s], o->cfg.standalone);
+		if (s == ST_VERIFY) {
+			printf("  verify   %lld batch%s, p50 %.3g ms  p99 %.3g ms%s%s\n", (long long)st[s].batches,
+			       st[s].batches == 1 ? "" : "es",
+			       pl_hist_quantile(&st[s].lat, 0.5) * 1e3, pl_hist_quantile(&st[s].lat, 0.99) * 1e3,
+			       tail[0] ? "  " : "", tail);
+			continue;
+		}
+		stage_line(pl_stage_names[s], &st[s], rates[s], tail[0] ? tail : NULL);
+	}
+}
+
+static void verify_text(const struct run_opts *o, const struct pl_devres *r, int64_t vb, int64_t bad, int64_t rows)
+{
+	if (o->cfg.verify_rows <= 0 || o->cfg.read_only)
+		return;
+	printf("  checked  %lld batch%s verified, %lld mismatched, %lld sampled rows against the CPU reference",
+	       (long long)vb, vb == 1 ? "" : "es", (long long)bad, (long long)rows);
+	if (r && r->nv) {
+		printf(":");
 		for (int i = 0; i < r->nv; i++)
 			printf(" %s %.2g%s", r->v[i].name, r->v[i].rel, r->v[i].pass ? "" : " (FAIL)");
-		printf("\n");
-	} else {
-		printf("  verify   skipped\n");
 	}
-	printf("  result   %s\n", status == EXIT_PASS ? (verified ? "PASS" : "done (not verified)") :
-			       status == EXIT_MISMATCH ? "FAIL: verification mismatch" : "ERROR");
+	printf("\n");
+	if (r && r->first_mismatch[0])
+		printf("           first mismatch: %s\n", r->first_mismatch);
 }
 
-/* One run over an input path; prints its report unless out_json collects it. */
-static int run_one(const struct run_opts *o, json_t *collect)
+static void report_text(const struct run_opts *o, const struct pl_run *run, const struct summary *sm)
 {
-	struct wsn_reader *rd = NULL;
-	struct wsn_device *dev = NULL;
-	struct wsn_device_info di;
-	struct dataset ds;
-	struct result *res = calloc(1, sizeof(*res));
-	int ret, err;
+	const struct pl_dataset *ds = sm->ds;
+	const struct pl_devres *r0 = &run->res[0];
+	struct io_view io;
+
+	printf("%s %s: %lld rows x %lld, %d shard%s, on ", wsn_op_name(ds->shape.op), wsn_dtype_name(ds->shape.dt),
+	       (long long)sm->rows, (long long)ds->shape.hidden, ds->n, ds->n == 1 ? "" : "s");
+	if (run->ndev == 1)
+		printf("%s (%s)\n", r0->spec, r0->name[0] ? r0->name : "not opened");
+	else
+		printf("%d devices\n", run->ndev);
+	printf("  pipeline %lld batch%s of up to %lld rows, ring %d, %llu pass%s, kernel x%d, %.3f s, %.3g rows/s%s\n",
+	       (long long)sm->batches, sm->batches == 1 ? "" : "es", (long long)o->cfg.batch_rows, o->cfg.ring,
+	       (unsigned long long)(ds->pass + (ds->cur > 0 ? 1 : 0)), ds->pass + (ds->cur > 0) == 1 ? "" : "es",
+	       o->cfg.kernel_loops, sm->wall, sm->e2e_rows_s, sm->interrupted_by ? " (interrupted)" : "");
+	if (cli_verbose > 0 && r0->plan[0])
+		printf("%s", r0->plan);
+	for (int i = 0; run->ndev > 1 && i < run->ndev; i++) {
+		const struct pl_devres *r = &run->res[i];
+		double rates[ST_N];
+
+		for (int s = 0; s < ST_N; s++)
+			rates[s] = rate(r->st[s].bytes, r->st[s].busy);
+		printf(" device %d: %s (%s): %s, %lld rows in %lld batches\n", r->index, r->spec,
+		       r->name[0] ? r->name : "not opened",
+		       r->status == EXIT_RUNTIME ? "ERROR" : r->status == EXIT_MISMATCH ? "FAIL" : "ok", (long long)r->rows,
+		       (long long)r->batches);
+		if (r->status == EXIT_RUNTIME) {
+			printf("  error    %s\n", r->errmsg);
+			continue;
+		}
+		io_of(r, &io);
+		stages_text(o, r, &io, r->st, rates, r->copy_bps);
+		verify_text(o, r, r->verified_batches, r->mismatched_batches, r->verified_rows);
+	}
+	if (run->ndev > 1)
+		printf(" all devices:\n");
+	io_sum(run, &io);
+	stages_text(o, r0, &io, sm->agg, sm->rates, sm->copy_bps);
+	if (run->ndev == 1)
+		verify_text(o, r0, sm->vb, sm->vbad, sm->vrows);
+	else if (o->cfg.verify_rows > 0 && !o->cfg.read_only)
+		printf("  checked  %lld batch%s verified, %lld mismatched, %lld sampled rows\n", (long long)sm->vb,
+		       sm->vb == 1 ? "" : "es", (long long)sm->vbad, (long long)sm->vrows);
+	if (o->cfg.standalone && sm->slowest >= 0)
+		printf("  overall  %.3g rows/s end to end = %.2f x the slowest stage alone (%s, %.3g rows/s)\n",
+		       sm->e2e_rows_s, sm->ratio, pl_stage_names[sm->slowest], sm->agg[sm->slowest].alone_rows_s);
+	for (int i = 0; i < sm->nt; i++)
+		printf("  limit    %s %g: %s %.4g %s%s\n", sm->t[i].option, sm->t[i].limit, sm->t[i].what, sm->t[i].value,
+		       sm->t[i].unit, sm->t[i].pass ? "" : sm->t[i].measured ? " (MISSED)" : " (not measured: MISSED)");
+	if (o->cfg.output)
+		printf("  output   %s%s\n", o->cfg.output, sm->output_written ? "" : " not written");
+	if (run->ndev == 1 && r0->status == EXIT_RUNTIME)
+		printf("  error    %s\n", r0->errmsg);
+	else if (sm->error)
+		printf("  error    %s\n", sm->error);
+	printf("  result   %s%s\n",
+	       sm->status == EXIT_PASS ? (o->cfg.verify_rows > 0 && !o->cfg.read_only ? "PASS" : "done (not verified)") :
+	       sm->status == EXIT_RUNTIME ? "ERROR" :
+	       sm->vbad ? "FAIL: verification mismatch" : "FAIL: threshold missed",
+	       sm->interrupted_by ? " (interrupted)" : "");
+}
+
+/* ---- one run ---- */
+
+static int run_one(struct run_opts *o, json_t *collect, int *interrupted)
+{
+	struct pl_dataset ds;
+	struct pl_run run;
+	struct summary *sm = calloc(1, sizeof(*sm));
+	char specs[PL_MAX_DEVICES][32], msg[PL_ERRLEN] = "";
+	int ndev, ret, err, missed = 0, runtime = 0;
 
 	memset(&ds, 0, sizeof(ds));
-	if (!res) {
+	memset(&run, 0, sizeof(run));
+	run.donefd = -1;
+	pthread_mutex_init(&ds.lock, NULL);
+	if (!sm) {
 		fprintf(stderr, "%s: run: out of memory\n", cli_prog);
-		return EXIT_RUNTIME;
-	}
-	if ((err = wsn_reader_create(&o->rd, &rd)) < 0) {
-		ret = cli_fail(err, "run: cannot set up the io_uring reader");
+		ret = EXIT_RUNTIME;
 		goto out;
 	}
-	if ((ret = dataset_open(o, rd, &ds)))
+	if ((ret = dataset_setup(o, &ds)))
 		goto out;
-	if ((ret = cli_open_device(o->device, o->threads, &dev)))
-		goto out;
-	wsn_device_info(dev, &di);
-	ret = run_dataset(o, dev, rd, &ds, res);
-	if (ret == EXIT_PASS || ret == EXIT_MISMATCH) {
-		if (collect)
-			json_array_append_new(collect, result_json(&ds, &di, res, o->verify_rows > 0, ret));
-		else if (o->json)
-			cli_json_print(result_json(&ds, &di, res, o->verify_rows > 0, ret));
-		else
-			result_text(&ds, &di, res, o->verify_rows > 0, ret);
+	if (o->devices) {
+		if ((ndev = pl_devices_parse(o->devices, specs, PL_MAX_DEVICES)) < 0) {
+			ret = -ndev;
+			goto out;
+		}
+	} else {
+		ndev = 1;
+		if (strlen(o->device) >= sizeof(specs[0])) {
+			ret = cli_usage_error("run", "bad --device '%s'", o->device);
+			goto out;
+		}
+		snprintf(specs[0], sizeof(specs[0]), "%s", o->device);
 	}
+	if (o->cfg.inject_fault >= ndev) {
+		ret = cli_usage_error("run", "--inject-fault %d: there are %d devices", o->cfg.inject_fault, ndev);
+		goto out;
+	}
+	run.cfg = &o->cfg;
+	run.ds = &ds;
+	run.ndev = ndev;
+	if (!(run.res = calloc((size_t)ndev, sizeof(*run.res)))) {
+		fprintf(stderr, "%s: run: out of memory\n", cli_prog);
+		ret = EXIT_RUNTIME;
+		goto out;
+	}
+	for (int i = 0; i < ndev; i++) {
+		run.res[i].index = i;
+		snprintf(run.res[i].spec, sizeof(run.res[i].spec), "%.31s", specs[i]);
+	}
+	if ((ret = pl_run_start(&run)))
+		goto out;
+	wait_run(&run, &sm->interrupted_by);
+	pl_run_join(&run);
+	*interrupted = sm->interrupted_by;
+
+	/* a single device that could not even be opened: an error, not a report */
+	if (ndev == 1 && !run.res[0].name[0] && run.res[0].status == EXIT_RUNTIME) {
+		pl_out_finish(&ds, 0, msg, sizeof(msg));
+		fprintf(stderr, "%s: %s\n", cli_prog, run.res[0].errmsg);
+		ret = EXIT_RUNTIME;
+		goto out;
+	}
+	for (int i = 0; i < ndev; i++) {
+		if (run.res[i].status == EXIT_RUNTIME) {
+			fprintf(stderr, "%s: %s\n", cli_prog, run.res[i].errmsg);
+			runtime = 1;
+		}
+		sm->rows += run.res[i].rows;
+		sm->batches += run.res[i].batches;
+		sm->vb += run.res[i].verified_batches;
+		sm->vbad += run.res[i].mismatched_batches;
+		sm->vrows += run.res[i].verified_rows;
+		sm->copy_bps += run.res[i].copy_bps;
+		if (!sm->first_mismatch && run.res[i].first_mismatch[0])
+			sm->first_mismatch = run.res[i].first_mismatch;
+	}
+	if (ds.err) {
+		fprintf(stderr, "%s: %s\n", cli_prog, ds.errmsg);
+		sm->error = ds.errmsg;
+		runtime = 1;
+	}
+	/* outputs: all of them, complete, or none */
+	if (o->cfg.output) {
+		int commit = !runtime && pl_out_complete(&ds);
+		if ((err = pl_out_finish(&ds, commit, msg, sizeof(msg))) < 0) {
+			fprintf(stderr, "%s: %s\n", cli_prog, msg);
+			sm->error = msg;
+			runtime = 1;
+		} else {
+			sm->output_written = commit;
+			if (!commit && !runtime)
+				cli_note("%s: run: output '%s' not written: the first pass over the dataset did not complete\n",
+					 cli_prog, o->cfg.output);
+		}
+	}
+	sm->ds = &ds;
+	sm->wall = run.t_end - run.t_start;
+	sm->e2e_rows_s = sm->wall > 0 ? (double)sm->rows / sm->wall : 0;
+	aggregate(&run, sm->agg, sm->rates);
+	sm->ratio = e2e_ratio(o, &run, sm->agg, sm->e2e_rows_s, &sm->slowest);
+	sm->nt = check_thresholds(o, &run, sm->rates, sm->t, (int)(sizeof(sm->t) / sizeof(sm->t[0])));
+	for (int i = 0; i < sm->nt; i++)
+		if (!sm->t[i].pass) {
+			missed = 1;
+			if (sm->t[i].measured)
+				fprintf(stderr, "%s: run: threshold missed: %s %g: %s %.4g %s\n", cli_prog, sm->t[i].option,
+					sm->t[i].limit, sm->t[i].what, sm->t[i].value, sm->t[i].unit);
+			else
+				fprintf(stderr, "%s: run: threshold missed: %s %g: %s was not measured\n", cli_prog,
+					sm->t[i].option, sm->t[i].limit, sm->t[i].what);
+		}
+	sm->threshold_missed = missed;
+	sm->status = runtime ? EXIT_RUNTIME : (sm->vbad || missed) ? EXIT_MISMATCH : EXIT_PASS;
+	if (collect)
+		json_array_append_new(collect, report_json(o, &run, sm));
+	else if (o->json)
+		cli_json_print(report_json(o, &run, sm));
+	else
+		report_text(o, &run, sm);
+	fflush(stdout);
+	ret = sm->status;
 out:
-	dataset_free(&ds);
-	wsn_device_close(dev);
-	wsn_reader_destroy(rd);
-	free(res);
+	if (ds.n)
+		pl_out_finish(&ds, 0, msg, sizeof(msg)); /* whatever is left was not committed */
+	pl_run_free(&run);
+	free(run.res);
+	pl_dataset_free(&ds);
+	pthread_mutex_destroy(&ds.lock);
+	free(sm);
 	return ret;
 }
 
@@ -1074,11 +924,13 @@ static int run_demo(struct run_opts *o)
 	char dir[4096], path[4200];
 	json_t *runs = o->json ? json_array() : NULL;
 	int64_t rows, hidden;
-	int ret = EXIT_PASS, r, verbose = cli_verbose;
+	int ret = EXIT_PASS, r, verbose = cli_verbose, interrupted = 0;
 	enum wsn_dtype dt = o->have_dt ? o->dt : WSN_BF16;
 
-	if ((r = cli_open_device(o->device, o->threads, &dev)))
+	if ((r = cli_open_device(o->device, o->cfg.threads, &dev))) {
+		json_decref(runs);
 		return r;
+	}
 	wsn_device_info(dev, &di);
 	wsn_device_close(dev);
 	/* a GPU gets an input big enough to fill it; the CPU one that finishes in a moment */
@@ -1094,7 +946,7 @@ static int run_demo(struct run_opts *o)
 	if (!o->json)
 		printf("wsnorm demo: %lld x %lld %s inputs in %s, device %s (%s)\n\n", (long long)rows,
 		       (long long)hidden, wsn_dtype_name(dt), dir, di.spec, di.name);
-	for (int op = 0; op < WSN_OP_COUNT; op++) {
+	for (int op = 0; op < WSN_OP_COUNT && !interrupted; op++) {
 		struct run_opts one = *o;
 
 		snprintf(path, sizeof(path), "%s/%s.safetensors", dir, wsn_op_name((enum wsn_op)op));
@@ -1108,7 +960,8 @@ static int run_demo(struct run_opts *o)
 		one.input = path;
 		one.op = (enum wsn_op)op;
 		one.have_op = 1;
-		r = run_one(&one, runs);
+		one.have_dt = 0;
+		r = run_one(&one, runs, &interrupted);
 		if (!o->json)
 			printf("\n");
 		if (r > ret)
@@ -1121,6 +974,7 @@ static int run_demo(struct run_opts *o)
 		json_t *root = json_object();
 		json_object_set_new(root, "demo", json_true());
 		json_object_set_new(root, "runs", runs);
+		json_object_set_new(root, "interrupted", json_boolean(interrupted));
 		json_object_set_new(root, "result", json_string(ret == EXIT_PASS ? "pass" : ret == EXIT_MISMATCH ?
 										   "mismatch" : "error"));
 		cli_json_print(root);
@@ -1130,82 +984,136 @@ static int run_demo(struct run_opts *o)
 	return ret;
 }
 
+/* ---- options ---- */
+
+enum {
+	OPT_INPUT = 256, OPT_OP, OPT_DTYPE, OPT_DEVICE, OPT_DEVICES, OPT_OUTPUT, OPT_JSON, OPT_THREADS,
+	OPT_VERIFY_ROWS, OPT_NO_VERIFY, OPT_VERIFY_EVERY, OPT_QD, OPT_BS, OPT_DIRECT, OPT_SQPOLL, OPT_APPROACH,
+	OPT_SHAPE, OPT_EPS, OPT_DEMO, OPT_INJECT_MISMATCH, OPT_INJECT_FAULT, OPT_RING, OPT_BATCH_ROWS,
+	OPT_ITERATIONS, OPT_DURATION, OPT_KERNEL_LOOPS, OPT_MIN_READ, OPT_MIN_H2D, OPT_MIN_KFRAC, OPT_COPY_SIZE,
+	OPT_STANDALONE, OPT_READ_ONLY,
+};
+
+static int parse_threshold(const char *opt, const char *arg, double *out)
+{
+	float v;
+
+	if (cli_parse_f32(arg, &v) || !(v > 0))
+		return cli_usage_error("run", "bad %s '%s' (expected a positive number)", opt, arg);
+	*out = v;
+	return 0;
+}
+
 int cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "input", required_argument, NULL, 'i' },   { "op", required_argument, NULL, 'o' },
-		{ "dtype", required_argument, NULL, 'd' },   { "device", required_argument, NULL, 'D' },
-		{ "output", required_argument, NULL, 'O' },  { "json", no_argument, NULL, 'j' },
-		{ "threads", required_argument, NULL, 't' }, { "verify-rows", required_argument, NULL, 'V' },
-		{ "no-verify", no_argument, NULL, 'N' },     { "qd", required_argument, NULL, 'q' },
-		{ "bs", required_argument, NULL, 'b' },      { "direct", required_argument, NULL, 'x' },
-		{ "approach", required_argument, NULL, 'a' }, { "shape", required_argument, NULL, 's' },
-		{ "eps", required_argument, NULL, 'e' },     { "demo", no_argument, NULL, 'M' },
-		{ "inject-mismatch", no_argument, NULL, 'I' },
-		{ "help", no_argument, NULL, 'h' },          { NULL, 0, NULL, 0 },
+		{ "input", required_argument, NULL, OPT_INPUT },
+		{ "op", required_argument, NULL, OPT_OP },
+		{ "dtype", required_argument, NULL, OPT_DTYPE },
+		{ "device", required_argument, NULL, OPT_DEVICE },
+		{ "devices", required_argument, NULL, OPT_DEVICES },
+		{ "output", required_argument, NULL, OPT_OUTPUT },
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "threads", required_argument, NULL, OPT_THREADS },
+		{ "verify-rows", required_argument, NULL, OPT_VERIFY_ROWS },
+		{ "no-verify", no_argument, NULL, OPT_NO_VERIFY },
+		{ "verify-every", required_argument, NULL, OPT_VERIFY_EVERY },
+		{ "qd", required_argument, NULL, OPT_QD },
+		{ "bs", required_argument, NULL, OPT_BS },
+		{ "direct", required_argument, NULL, OPT_DIRECT },
+		{ "sqpoll", no_argument, NULL, OPT_SQPOLL },
+		{ "approach", required_argument, NULL, OPT_APPROACH },
+		{ "shape", required_argument, NULL, OPT_SHAPE },
+		{ "eps", required_argument, NULL, OPT_EPS },
+		{ "demo", no_argument, NULL, OPT_DEMO },
+		{ "inject-mismatch", no_argument, NULL, OPT_INJECT_MISMATCH },
+		{ "inject-fault", required_argument, NULL, OPT_INJECT_FAULT },
+		{ "ring", required_argument, NULL, OPT_RING },
+		{ "batch-rows", required_argument, NULL, OPT_BATCH_ROWS },
+		{ "iterations", required_argument, NULL, OPT_ITERATIONS },
+		{ "duration", required_argument, NULL, OPT_DURATION },
+		{ "kernel-loops", required_argument, NULL, OPT_KERNEL_LOOPS },
+		{ "min-read-gbs", required_argument, NULL, OPT_MIN_READ },
+		{ "min-h2d-gbs", required_argument, NULL, OPT_MIN_H2D },
+		{ "min-kernel-frac", required_argument, NULL, OPT_MIN_KFRAC },
+		{ "copy-size", required_argument, NULL, OPT_COPY_SIZE },
+		{ "standalone", no_argument, NULL, OPT_STANDALONE },
+		{ "read-only", no_argument, NULL, OPT_READ_ONLY },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
 	struct run_opts o;
-	int demo = 0, c;
+	int demo = 0, c, ret, interrupted = 0;
 	int64_t v;
 	uint64_t u;
 
 	memset(&o, 0, sizeof(o));
 	o.device = "auto";
-	o.verify_rows = CLI_DEFAULT_VERIFY_ROWS;
-	wsn_reader_options_init(&o.rd);
+	o.cfg.verify_rows = CLI_DEFAULT_VERIFY_ROWS;
+	o.cfg.verify_every = PL_DEFAULT_VERIFY_EVERY;
+	o.cfg.ring = PL_DEFAULT_RING;
+	o.cfg.kernel_loops = PL_DEFAULT_KERNEL_LOOPS;
+	o.cfg.inject_fault = -1;
+	wsn_reader_options_init(&o.cfg.rd);
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'i': o.input = optarg; break;
-		case 'o':
+		case OPT_INPUT: o.input = optarg; break;
+		case OPT_OP:
 			if (wsn_op_parse(optarg, &o.op) < 0)
 				return cli_usage_error("run", "%s", wsn_last_error());
 			o.have_op = 1;
 			break;
-		case 'd':
+		case OPT_DTYPE:
 			if (wsn_dtype_parse(optarg, &o.dt) < 0)
 				return cli_usage_error("run", "%s", wsn_last_error());
 			o.have_dt = 1;
 			break;
-		case 'D': o.device = optarg; break;
-		case 'O': o.output = optarg; break;
-		case 'j': o.json = 1; break;
-		case 't':
+		case OPT_DEVICE: o.device = optarg; break;
+		case OPT_DEVICES: o.devices = optarg; break;
+		case OPT_OUTPUT: o.cfg.output = optarg; break;
+		case OPT_JSON: o.json = 1; break;
+		case OPT_THREADS:
 			if (cli_parse_i64(optarg, 1, CLI_MAX_THREADS, &v))
 				return cli_usage_error("run", "bad --threads '%s' (expected 1..%d)", optarg, CLI_MAX_THREADS);
-			o.threads = (int)v;
+			o.cfg.threads = (int)v;
 			break;
-		case 'V':
-			if (cli_parse_i64(optarg, 0, 1 << 20, &o.verify_rows))
+		case OPT_VERIFY_ROWS:
+			if (cli_parse_i64(optarg, 0, 1 << 20, &o.cfg.verify_rows))
 				return cli_usage_error("run", "bad --verify-rows '%s'", optarg);
 			break;
-		case 'N': o.verify_rows = 0; break;
-		case 'q':
+		case OPT_NO_VERIFY: o.cfg.verify_rows = 0; break;
+		case OPT_VERIFY_EVERY:
+			if (cli_parse_i64(optarg, 1, INT64_MAX, &o.cfg.verify_every))
+				return cli_usage_error("run", "bad --verify-every '%s' (expected a positive count)", optarg);
+			break;
+		case OPT_QD:
 			if (cli_parse_i64(optarg, 1, 4096, &v))
 				return cli_usage_error("run", "bad --qd '%s' (expected 1..4096)", optarg);
-			o.rd.queue_depth = (unsigned)v;
+			o.cfg.rd.queue_depth = (unsigned)v;
 			break;
-		case 'b':
+		case OPT_BS:
 			if (cli_parse_size(optarg, &u) || u < 4096 || u > (64u << 20) || u % 4096)
 				return cli_usage_error("run", "bad --bs '%s' (expected 4K..64M, a multiple of 4K)", optarg);
-			o.rd.block_size = (size_t)u;
+			o.cfg.rd.block_size = (size_t)u;
 			break;
-		case 'x':
+		case OPT_DIRECT:
 			if (!strcmp(optarg, "auto"))
-				o.rd.direct = -1;
+				o.cfg.rd.direct = -1;
 			else if (!strcmp(optarg, "on"))
-				o.rd.direct = 1;
+				o.cfg.rd.direct = 1;
 			else if (!strcmp(optarg, "off"))
-				o.rd.direct = 0;
+				o.cfg.rd.direct = 0;
 			else
 				return cli_usage_error("run", "bad --direct '%s' (expected auto, on or off)", optarg);
 			break;
-		case 'a':
-			if (wsn_approach_parse(optarg, &o.approach) < 0)
+		case OPT_SQPOLL: o.cfg.rd.sqpoll = 1; break;
+		case OPT_APPROACH:
+			if (wsn_approach_parse(optarg, &o.cfg.approach) < 0)
 				return cli_usage_error("run", "%s", wsn_last_error());
 			break;
-		case 's': {
+		case OPT_SHAPE: {
 			char *xp = strchr(optarg, 'x');
 			if (!xp)
 				return cli_usage_error("run", "bad --shape '%s' (expected ROWSxHIDDEN)", optarg);
@@ -1218,13 +1126,60 @@ int cmd_run(int argc, char **argv)
 			*xp = 'x';
 			break;
 		}
-		case 'e':
+		case OPT_EPS:
 			if (cli_parse_f32(optarg, &o.eps) || !(o.eps > 0) || o.eps > 1)
 				return cli_usage_error("run", "bad --eps '%s' (expected 0 < eps <= 1)", optarg);
 			o.have_eps = 1;
 			break;
-		case 'M': demo = 1; break;
-		case 'I': o.inject_mismatch = 1; break;
+		case OPT_DEMO: demo = 1; break;
+		case OPT_INJECT_MISMATCH: o.cfg.inject_mismatch = 1; break;
+		case OPT_INJECT_FAULT:
+			if (cli_parse_i64(optarg, 0, PL_MAX_DEVICES - 1, &v))
+				return cli_usage_error("run", "bad --inject-fault '%s' (expected a device index)", optarg);
+			o.cfg.inject_fault = (int)v;
+			break;
+		case OPT_RING:
+			if (cli_parse_i64(optarg, 1, PL_MAX_RING, &v))
+				return cli_usage_error("run", "bad --ring '%s' (expected 1..%d)", optarg, PL_MAX_RING);
+			o.cfg.ring = (int)v;
+			break;
+		case OPT_BATCH_ROWS:
+			if (cli_parse_i64(optarg, 1, CLI_MAX_ROWS, &o.cfg.batch_rows))
+				return cli_usage_error("run", "bad --batch-rows '%s' (expected a positive count)", optarg);
+			o.have_batch_rows = 1;
+			break;
+		case OPT_ITERATIONS:
+			if (cli_parse_i64(optarg, 1, INT64_MAX, &v))
+				return cli_usage_error("run", "bad --iterations '%s' (expected a positive count)", optarg);
+			o.cfg.iterations = (uint64_t)v;
+			break;
+		case OPT_DURATION:
+			if (cli_parse_duration(optarg, &o.cfg.duration))
+				return cli_usage_error("run", "bad --duration '%s' (expected e.g. 90, 90s, 5m or 1h)", optarg);
+			break;
+		case OPT_KERNEL_LOOPS:
+			if (cli_parse_i64(optarg, 1, 1000000, &v))
+				return cli_usage_error("run", "bad --kernel-loops '%s' (expected 1..1000000)", optarg);
+			o.cfg.kernel_loops = (int)v;
+			break;
+		case OPT_MIN_READ:
+			if ((ret = parse_threshold("--min-read-gbs", optarg, &o.min_read_gbs)))
+				return ret;
+			break;
+		case OPT_MIN_H2D:
+			if ((ret = parse_threshold("--min-h2d-gbs", optarg, &o.min_h2d_gbs)))
+				return ret;
+			break;
+		case OPT_MIN_KFRAC:
+			if ((ret = parse_threshold("--min-kernel-frac", optarg, &o.min_kernel_frac)))
+				return ret;
+			break;
+		case OPT_COPY_SIZE:
+			if (cli_parse_size(optarg, &o.cfg.copy_bytes) || o.cfg.copy_bytes < 4096)
+				return cli_usage_error("run", "bad --copy-size '%s' (expected at least 4K)", optarg);
+			break;
+		case OPT_STANDALONE: o.cfg.standalone = 1; break;
+		case OPT_READ_ONLY: o.cfg.read_only = 1; break;
 		case 'h': usage(stdout); return EXIT_PASS;
 		case ':': return cli_usage_error("run", "option '%s' needs a value", argv[optind - 1]);
 		default: return cli_usage_error("run", "unknown option '%s'", argv[optind - 1]);
@@ -1232,12 +1187,22 @@ int cmd_run(int argc, char **argv)
 	}
 	if (optind < argc)
 		return cli_usage_error("run", "unexpected argument '%s'", argv[optind]);
+	if (o.devices && strcmp(o.device, "auto"))
+		return cli_usage_error("run", "--device and --devices exclude each other");
+	if (o.cfg.read_only && (o.cfg.output || o.cfg.inject_mismatch || o.cfg.inject_fault >= 0 ||
+				o.min_h2d_gbs > 0 || o.min_kernel_frac > 0))
+		return cli_usage_error("run", "--read-only runs no device stage: drop --output, --inject-*, "
+				       "--min-h2d-gbs and --min-kernel-frac");
+	if (o.cfg.duration == 0 && o.cfg.iterations == 0)
+		o.cfg.iterations = 1;
+	signals_block();
 	if (demo) {
-		if (o.input || o.output || o.raw_rows)
-			return cli_usage_error("run", "--demo makes its own input: drop --input, --output and --shape");
+		if (o.input || o.cfg.output || o.raw_rows || o.devices)
+			return cli_usage_error("run", "--demo makes its own input: drop --input, --output, --shape and --devices");
 		return run_demo(&o);
 	}
 	if (!o.input)
 		return cli_usage_error("run", "--input is required (or --demo)");
-	return run_one(&o, NULL);
+	ret = run_one(&o, NULL, &interrupted);
+	return ret;
 }

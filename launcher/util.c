@@ -231,6 +231,115 @@ int cli_open_device(const char *spec, int threads, struct wsn_device **out)
 	return 0;
 }
 
+int cli_parse_duration(const char *s, double *seconds)
+{
+	char *end;
+	double v, mult = 1;
+
+	if (!s || !*s || *s == '-')
+		return -1;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s)
+		return -1;
+	if (!strcmp(end, "m"))
+		mult = 60;
+	else if (!strcmp(end, "h"))
+		mult = 3600;
+	else if (*end && strcmp(end, "s"))
+		return -1;
+	v *= mult;
+	if (!isfinite(v) || !(v > 0) || v > 1e9)
+		return -1;
+	*seconds = v;
+	return 0;
+}
+
+static int cmp_f(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+	return (x > y) - (x < y);
+}
+
+float cli_median(float *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_f);
+	return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int cli_copy_bandwidth(struct wsn_device *dev, struct wsn_stream *s, uint64_t bytes, int iters, double *out)
+{
+	struct wsn_event *e0 = NULL, *e1 = NULL;
+	void *a = NULL, *b = NULL;
+	float *ms = iters > 0 ? calloc((size_t)iters, sizeof(float)) : NULL;
+	int err = ms ? 0 : WSN_ENOMEM;
+
+	if (!err)
+		err = wsn_event_create(dev, &e0);
+	if (!err)
+		err = wsn_event_create(dev, &e1);
+	if (!err)
+		err = wsn_mem_alloc(dev, bytes, &a);
+	if (!err)
+		err = wsn_mem_alloc(dev, bytes, &b);
+	if (!err)
+		err = wsn_mem_set(dev, a, 0x5a, bytes, s);
+	for (int i = -2; i < iters && !err; i++) {
+		float m = 0;
+		err = wsn_event_record(e0, s);
+		if (!err)
+			err = wsn_memcpy(dev, b, a, bytes, WSN_COPY_D2D, s);
+		if (!err)
+			err = wsn_event_record(e1, s);
+		if (!err)
+			err = wsn_event_sync(e1);
+		if (!err)
+			err = wsn_event_elapsed(e0, e1, &m);
+		if (!err && i >= 0)
+			ms[i] = m;
+	}
+	if (!err) {
+		float med = cli_median(ms, iters);
+		*out = med > 0 ? 2.0 * (double)bytes / (med * 1e-3) : 0;
+	}
+	if (a)
+		wsn_mem_free(dev, a);
+	if (b)
+		wsn_mem_free(dev, b);
+	wsn_event_destroy(e0);
+	wsn_event_destroy(e1);
+	free(ms);
+	return err;
+}
+
+int cli_xfer_bandwidth(struct wsn_device *dev, struct wsn_stream *s, void *const *host, int nhost, void *dbuf,
+		       uint64_t bytes, enum wsn_copy_kind kind, int iters, double *out)
+{
+	struct wsn_event *e0 = NULL, *e1 = NULL;
+	float ms = 0;
+	int err;
+
+	if (nhost < 1 || iters < 1 || (kind != WSN_COPY_H2D && kind != WSN_COPY_D2H))
+		return WSN_EINVAL;
+	if ((err = wsn_event_create(dev, &e0)) < 0 || (err = wsn_event_create(dev, &e1)) < 0)
+		goto out;
+	for (int i = -2; i < iters && !err; i++) {
+		void *h = host[(i + 2) % nhost];
+
+		if (i == 0 && (err = wsn_event_record(e0, s)) < 0)
+			break;
+		err = kind == WSN_COPY_H2D ? wsn_memcpy(dev, dbuf, h, bytes, kind, s) :
+					     wsn_memcpy(dev, h, dbuf, bytes, kind, s);
+	}
+	if (!err && (err = wsn_event_record(e1, s)) == 0 && (err = wsn_event_sync(e1)) == 0 &&
+	    (err = wsn_event_elapsed(e0, e1, &ms)) == 0)
+		*out = ms > 0 ? (double)bytes * iters / (ms * 1e-3) : 0;
+out:
+	wsn_event_destroy(e0);
+	wsn_event_destroy(e1);
+	return err;
+}
+
 void cli_op_io(enum wsn_op op, struct cli_op_io *io)
 {
 	memset(io, 0, sizeof(*io));

@@ -1,0 +1,409 @@
+/* SPDX-License-Identifier: MIT */
+/* launcher/output.c: `wsnorm run` outputs: per-shard safetensors written through io_uring under temporary names. */
+#include "pipeline.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define WRITER_QD 16
+#define WRITE_CHUNK ((size_t)1 << 30) /* at most this many bytes per write request */
+#define MAX_PIECES PL_NOUT
+
+/*
+ * One shard's output file. Batches from any device write their rows at their offsets; the one
+ * that completes the shard writes dweight/dbias, summed over the batches in double precision.
+ */
+struct pl_out {
+	char *path, *tmp;
+	int fd;
+	uint64_t off[PL_NOUT];    /* absolute file offsets of the output tensors */
+	int64_t rows, nbatches;
+	pthread_mutex_t lock;
+	int64_t written;          /* batches of the first pass written */
+	double *acc[2];           /* dweight, dbias sums */
+	int complete;
+};
+
+struct pl_writer {
+	struct io_uring ring;
+};
+
+/* A contiguous write. */
+struct piece {
+	const unsigned char *buf;
+	size_t len;
+	uint64_t off;
+	int inflight;
+};
+
+static const char *st_dtype(enum wsn_dtype dt)
+{
+	return dt == WSN_F32 ? "F32" : dt == WSN_F16 ? "F16" : "BF16";
+}
+
+/* Output tensors in file order: the forward ops' y, mean, rstd; the backward ops' dx, dweight, dbias. */
+static const int out_order[PL_NOUT] = { PL_OUT_Y, PL_OUT_MEAN, PL_OUT_RSTD, PL_OUT_DX, PL_OUT_DW, PL_OUT_DB };
+
+/* The header: metadata first, then the outputs with their data packed in order. */
+static char *build_header(const struct pl_shape *sh, int64_t rows, struct pl_out *o, size_t *hlen)
+{
+	json_t *root = json_object(), *meta = json_object();
+	uint64_t off = 0;
+	char *text = NULL, *hdr = NULL;
+	size_t tlen, padded;
+
+	if (!root || !meta || json_object_set_new(root, "__metadata__", meta)) {
+		json_decref(meta);
+		goto out;
+	}
+	json_object_set_new(meta, "wsnorm.op", json_string(wsn_op_name(sh->op)));
+	for (int k = 0; k < PL_NOUT; k++) {
+		int i = out_order[k];
+		uint64_t n = pl_out_bytes(sh, i, rows);
+		enum wsn_dtype dt = i == PL_OUT_MEAN || i == PL_OUT_RSTD ? WSN_F32 : sh->dt;
+		json_t *e;
+
+		if (!sh->out[i])
+			continue;
+		if (i == PL_OUT_Y || i == PL_OUT_DX)
+			e = json_pack("{s:s, s:[I, I], s:[I, I]}", "dtype", st_dtype(dt), "shape", (json_int_t)rows,
+				      (json_int_t)sh->hidden, "data_offsets", (json_int_t)off, (json_int_t)(off + n));
+		else
+			e = json_pack("{s:s, s:[I], s:[I, I]}", "dtype", st_dtype(dt), "shape",
+				      (json_int_t)(sh->out_row[i] ? rows : sh->hidden), "data_offsets", (json_int_t)off,
+				      (json_int_t)(off + n));
+		if (!e || json_object_set_new(root, pl_out_names[i], e))
+			goto out;
+		o->off[i] = off;
+		off += n;
+	}
+	if (!(text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER)))
+		goto out;
+	tlen = strlen(text);
+	padded = (tlen + 7) & ~(size_t)7;
+	if (!(hdr = malloc(8 + padded)))
+		goto out;
+	for (int i = 0; i < 8; i++)
+		hdr[i] = (char)((uint64_t)padded >> (8 * i));
+	memcpy(hdr + 8, text, tlen);
+	memset(hdr + 8 + tlen, ' ', padded - tlen);
+	*hlen = 8 + padded;
+	for (int i = 0; i < PL_NOUT; i++)
+		o->off[i] += 8 + padded;
+out:
+	free(text);
+	json_decref(root);
+	return hdr;
+}
+
+static void out_free(struct pl_out *o)
+{
+	if (!o)
+		return;
+	if (o->fd >= 0)
+		close(o->fd);
+	if (o->tmp)
+		unlink(o->tmp);
+	free(o->path);
+	free(o->tmp);
+	free(o->acc[0]);
+	free(o->acc[1]);
+	pthread_mutex_destroy(&o->lock);
+	free(o);
+}
+
+int pl_out_create(struct pl_dataset *ds, int i, char *msg, size_t len)
+{
+	const struct pl_config *cfg = ds->cfg;
+	const struct pl_shape *sh = &ds->shape;
+	struct pl_shard *shard = &ds->shards[i];
+	struct pl_out *o = calloc(1, sizeof(*o));
+	char *hdr = NULL;
+	size_t hlen = 0, done = 0;
+	struct stat st;
+	uint64_t total;
+	int e;
+
+	if (!o)
+		goto oom;
+	o->fd = -1;
+	pthread_mutex_init(&o->lock, NULL);
+	o->rows = shard->rows;
+	o->nbatches = shard->nbatches;
+	if (cfg->output_dir) {
+		const char *base = strrchr(shard->path, '/');
+		if (asprintf(&o->path, "%s/%s", cfg->output, base ? base + 1 : shard->path) < 0)
+			o->path = NULL;
+	} else {
+		o->path = strdup(cfg->output);
+	}
+	if (!o->path)
+		goto oom;
+	for (int k = 0; k < ds->n; k++) /* two inputs of one name would write one output */
+		if (k != i && ds->shards[k].out && !strcmp(ds->shards[k].out->path, o->path)) {
+			snprintf(msg, len, "run: output '%s' would be written for two inputs ('%s' and '%s')", o->path,
+				 ds->shards[k].path, shard->path);
+			out_free(o);
+			return WSN_EEXIST;
+		}
+	if (stat(o->path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		snprintf(msg, len, "run: cannot write '%s': EISDIR: is a directory, not a file", o->path);
+		out_free(o);
+		return WSN_EISDIR;
+	}
+	for (int k = PL_OUT_DW; k <= PL_OUT_DB; k++)
+		if (sh->out[k] && !(o->acc[k - PL_OUT_DW] = calloc((size_t)sh->hidden, sizeof(double))))
+			goto oom;
+	if (!(hdr = build_header(sh, shard->rows, o, &hlen)))
+		goto oom;
+	if (asprintf(&o->tmp, "%s.XXXXXX", o->path) < 0) {
+		o->tmp = NULL;
+		goto oom;
+	}
+	if ((o->fd = mkostemp(o->tmp, O_CLOEXEC)) < 0) {
+		e = errno;
+		free(o->tmp);
+		o->tmp = NULL;
+		snprintf(msg, len, "run: cannot write '%s': %s: cannot create a temporary file next to it: %s",
+			 o->path, wsn_err_name(-e), strerror(e));
+		out_free(o);
+		free(hdr);
+		return -e;
+	}
+	total = o->off[PL_NOUT - 1];
+	for (int k = 0; k < PL_NOUT; k++)
+		if (sh->out[k] && o->off[k] + pl_out_bytes(sh, k, shard->rows) > total)
+			total = o->off[k] + pl_out_bytes(sh, k, shard->rows);
+	if (fchmod(o->fd, 0644) < 0 || ftruncate(o->fd, (off_t)total) < 0)
+		goto io_err;
+	while (done < hlen) {
+		ssize_t w = pwrite(o->fd, hdr + done, hlen - done, (off_t)done);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			goto io_err;
+		done += (size_t)w;
+	}
+	free(hdr);
+	shard->out = o;
+	return 0;
+io_err:
+	e = errno ? errno : EIO;
+	snprintf(msg, len, "run: cannot write '%s': %s: %s", o->tmp, wsn_err_name(-e), strerror(e));
+	out_free(o);
+	free(hdr);
+	return -e;
+oom:
+	snprintf(msg, len, "run: output for '%s': ENOMEM: out of memory", shard->path);
+	out_free(o);
+	free(hdr);
+	return WSN_ENOMEM;
+}
+
+int pl_out_complete(const struct pl_dataset *ds)
+{
+	for (int i = 0; i < ds->n; i++)
+		if (!ds->shards[i].out || !ds->shards[i].out->complete)
+			return 0;
+	return ds->n > 0;
+}
+
+int pl_out_finish(struct pl_dataset *ds, int commit, char *msg, size_t len)
+{
+	int err = 0;
+
+	commit = commit && pl_out_complete(ds);
+	for (int i = 0; i < ds->n; i++) {
+		struct pl_out *o = ds->shards[i].out;
+
+		if (!o)
+			continue;
+		if (commit && !err) {
+			if (fdatasync(o->fd) < 0 || close(o->fd) < 0) {
+				err = -errno;
+				snprintf(msg, len, "run: cannot write '%s': %s: %s", o->path, wsn_err_name(err), strerror(-err));
+			}
+			o->fd = -1;
+			if (!err && rename(o->tmp, o->path) < 0) {
+				err = -errno;
+				snprintf(msg, len, "run: cannot rename '%s' to '%s': %s: %s", o->tmp, o->path,
+					 wsn_err_name(err), strerror(-err));
+			}
+			if (!err) {
+				free(o->tmp);
+				o->tmp = NULL;
+			}
+		}
+		out_free(o); /* closes and removes the temporary file when it was not renamed */
+		ds->shards[i].out = NULL;
+	}
+	if ((!commit || err) && ds->outdir_created)
+		rmdir(ds->cfg->output); /* only when empty: a directory this run made and filled with nothing */
+	return err;
+}
+
+int pl_writer_create(struct pl_writer **out, char *msg, size_t len)
+{
+	struct pl_writer *w = calloc(1, sizeof(*w));
+	int ret;
+
+	if (!w) {
+		snprintf(msg, len, "run: output writer: ENOMEM: out of memory");
+		return WSN_ENOMEM;
+	}
+	if ((ret = io_uring_queue_init(WRITER_QD, &w->ring, 0)) < 0) {
+		snprintf(msg, len, "run: output writer: io_uring_setup failed: %s", strerror(-ret));
+		free(w);
+		return ret;
+	}
+	*out = w;
+	return 0;
+}
+
+void pl_writer_destroy(struct pl_writer *w)
+{
+	if (!w)
+		return;
+	io_uring_queue_exit(&w->ring);
+	free(w);
+}
+
+/* Write every piece at its offset through the ring, completing short writes. */
+static int ring_write(struct pl_writer *w, int fd, struct piece *p, int n, const char *path, char *msg, size_t len)
+{
+	int left = 0, inflight = 0, retries = 0;
+
+	for (int i = 0; i < n; i++)
+		left += p[i].len > 0;
+	while (left > 0) {
+		struct io_uring_cqe *cqe;
+		int ret;
+
+		for (int i = 0; i < n; i++) {
+			struct io_uring_sqe *sqe;
+
+			if (!p[i].len || p[i].inflight || !(sqe = io_uring_get_sqe(&w->ring)))
+				continue;
+			io_uring_prep_write(sqe, fd, p[i].buf, (unsigned)(p[i].len < WRITE_CHUNK ? p[i].len : WRITE_CHUNK),
+					    p[i].off);
+			sqe->user_data = (uint64_t)i + 1;
+			p[i].inflight = 1;
+			inflight++;
+		}
+		ret = io_uring_submit_and_wait(&w->ring, 1);
+		if (ret == -EINTR)
+			continue;
+		if (ret < 0) {
+			snprintf(msg, len, "run: cannot write '%s': %s: io_uring_enter failed: %s", path,
+				 wsn_err_name(ret), strerror(-ret));
+			goto drain;
+		}
+		while (io_uring_peek_cqe(&w->ring, &cqe) == 0) {
+			uint64_t ud = cqe->user_data;
+			int res = cqe->res;
+			struct piece *q;
+
+			io_uring_cqe_seen(&w->ring, cqe);
+			if (!ud || ud > (uint64_t)n)
+				continue;
+			q = &p[ud - 1];
+			q->inflight = 0;
+			inflight--;
+			if ((res == -EINTR || res == -EAGAIN) && retries++ < 16)
+				continue;
+			if (res <= 0) {
+				int e = res < 0 ? res : -EIO;
+				snprintf(msg, len, "run: cannot write '%s': %s: write of %zu bytes at offset %llu: %s", path,
+					 wsn_err_name(e), q->len, (unsigned long long)q->off,
+					 res < 0 ? strerror(-res) : "nothing written");
+				goto drain;
+			}
+			q->buf += res;
+			q->len -= (size_t)res;
+			q->off += (uint64_t)res;
+			if (!q->len)
+				left--;
+		}
+	}
+	return 0;
+drain:
+	/* the buffers stay the caller's only when nothing is in flight */
+	while (inflight > 0) {
+		struct io_uring_cqe *cqe;
+		if (io_uring_wait_cqe(&w->ring, &cqe) < 0)
+			break;
+		io_uring_cqe_seen(&w->ring, cqe);
+		inflight--;
+	}
+	return WSN_EIO;
+}
+
+int pl_out_write_batch(struct pl_dataset *ds, struct pl_writer *w, const struct pl_batch *b,
+		       void *const host[PL_NOUT], char *msg, size_t len)
+{
+	const struct pl_shape *sh = &ds->shape;
+	struct pl_out *o = ds->shards[b->shard].out;
+	struct piece p[MAX_PIECES];
+	unsigned char *vec[2] = { NULL, NULL };
+	float *tmp = NULL;
+	int n = 0, last, err = 0;
+
+	if (!o) {
+		snprintf(msg, len, "run: no output file for '%s'", ds->shards[b->shard].path);
+		return WSN_EINVAL;
+	}
+	for (int i = 0; i < PL_NOUT; i++)
+		if (sh->out[i] && sh->out_row[i])
+			p[n++] = (struct piece){ host[i], pl_out_bytes(sh, i, b->rows),
+						 o->off[i] + (uint64_t)b->row0 * sh->out_unit[i], 0 };
+	if ((err = ring_write(w, o->fd, p, n, o->tmp, msg, len)) < 0)
+		return err;
+	if ((sh->out[PL_OUT_DW] || sh->out[PL_OUT_DB]) && !(tmp = malloc(sizeof(float) * (size_t)sh->hidden))) {
+		snprintf(msg, len, "run: output '%s': ENOMEM: out of memory", o->path);
+		return WSN_ENOMEM;
+	}
+	pthread_mutex_lock(&o->lock);
+	for (int k = 0; k < 2; k++) {
+		if (!sh->out[PL_OUT_DW + k])
+			continue;
+		wsn_dtype_convert(tmp, WSN_F32, host[PL_OUT_DW + k], sh->dt, (size_t)sh->hidden);
+		for (int64_t j = 0; j < sh->hidden; j++)
+			o->acc[k][j] += tmp[j];
+	}
+	last = ++o->written == o->nbatches;
+	pthread_mutex_unlock(&o->lock);
+	if (!last) {
+		free(tmp);
+		return 0;
+	}
+	/* every batch is in: the summed parameter gradients, in the dtype */
+	n = 0;
+	for (int k = 0; k < 2; k++) {
+		if (!sh->out[PL_OUT_DW + k])
+			continue;
+		if (!(vec[k] = malloc(sh->out_unit[PL_OUT_DW + k]))) {
+			snprintf(msg, len, "run: output '%s': ENOMEM: out of memory", o->path);
+			err = WSN_ENOMEM;
+			goto out;
+		}
+		for (int64_t j = 0; j < sh->hidden; j++)
+			tmp[j] = (float)o->acc[k][j];
+		wsn_dtype_convert(vec[k], sh->dt, tmp, WSN_F32, (size_t)sh->hidden);
+		p[n++] = (struct piece){ vec[k], sh->out_unit[PL_OUT_DW + k], o->off[PL_OUT_DW + k], 0 };
+	}
+	if (n && (err = ring_write(w, o->fd, p, n, o->tmp, msg, len)) < 0)
+		goto out;
+	pthread_mutex_lock(&o->lock);
+	o->complete = 1;
+	pthread_mutex_unlock(&o->lock);
+out:
+	free(vec[0]);
+	free(vec[1]);
+	free(tmp);
+	return err;
+}
