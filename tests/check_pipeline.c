@@ -1,0 +1,1003 @@
+/* SPDX-License-Identifier: MIT */
+/* tests/check_pipeline.c: `wsnorm run` as a pipeline on the CPU, and reads straight into registered buffers. */
+#include "testutil.h"
+
+#include "io/io_internal.h" /* wsn__reader_inject_short_reads */
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RUN(p, ...)                                                          \
+	do {                                                                 \
+		char *argv_[] = { (char *)tu_wsnorm_bin(), __VA_ARGS__, NULL }; \
+		tu_run(argv_, 120, (p));                                     \
+	} while (0)
+
+/* ---- helpers ---- */
+
+static char *path_in(const char *dir, const char *name)
+{
+	char *p;
+	ck_assert(asprintf(&p, "%s/%s", dir, name) > 0);
+	return p;
+}
+
+/* A fresh directory under base (NULL: $TMPDIR or /tmp). */
+static char *dir_under(const char *base)
+{
+	char *p;
+
+	if (!base)
+		return tu_tmpdir();
+	ck_assert(asprintf(&p, "%s/wsnorm-pl-XXXXXX", base) > 0);
+	ck_assert_msg(mkdtemp(p) != NULL, "mkdtemp %s: %s", p, strerror(errno));
+	return p;
+}
+
+/* The tmpfs to test on, or NULL (and a note) when there is none. */
+static const char *tmpfs_dir(void)
+{
+	struct stat st;
+
+	if (stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) && access("/dev/shm", W_OK) == 0)
+		return "/dev/shm";
+	printf("pipeline: no writable /dev/shm: the tmpfs cases run on $TMPDIR instead\n");
+	return NULL;
+}
+
+/* The build directory (the tests' working directory): a disk file system, usually. */
+static const char *disk_dir(void)
+{
+	static char cwd[4096];
+	ck_assert(getcwd(cwd, sizeof(cwd)) != NULL);
+	return cwd;
+}
+
+static char *golden(const char *name)
+{
+	const char *src = getenv("WSNORM_SRCDIR");
+	char path[4096];
+	FILE *f;
+	char *buf;
+	long n;
+
+	snprintf(path, sizeof(path), "%s/tests/golden/%s", src ? src : ".", name);
+	f = fopen(path, "rb");
+	ck_assert_msg(f != NULL, "golden file %s", path);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = tu_xmalloc((size_t)n + 1);
+	ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+static json_t *parse(const struct tu_proc *p)
+{
+	json_error_t je;
+	json_t *j = json_loads(p->out, 0, &je);
+
+	ck_assert_msg(j != NULL, "--json output is not JSON (%s): exit %d\n%s\nstderr:\n%s", je.text, p->status,
+		      p->out, p->err);
+	return j;
+}
+
+static json_int_t jint(json_t *o, const char *path)
+{
+	char buf[256], *save = NULL, *tok;
+	json_t *v = o;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (tok = strtok_r(buf, ".", &save); tok && v; tok = strtok_r(NULL, ".", &save))
+		v = json_object_get(v, tok);
+	ck_assert_msg(json_is_integer(v), "%s is not an integer", path);
+	return json_integer_value(v);
+}
+
+static double jreal(json_t *o, const char *path)
+{
+	char buf[256], *save = NULL, *tok;
+	json_t *v = o;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (tok = strtok_r(buf, ".", &save); tok && v; tok = strtok_r(NULL, ".", &save))
+		v = json_object_get(v, tok);
+	ck_assert_msg(json_is_number(v), "%s is not a number", path);
+	return json_number_value(v);
+}
+
+static const char *jstr(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+	ck_assert_msg(json_is_string(v), "%s is not a string", key);
+	return json_string_value(v);
+}
+
+/* Write a dataset with `wsnorm gen`. */
+static void gen(const char *op, const char *dt, const char *rows, const char *hidden, const char *shards,
+		const char *out)
+{
+	struct tu_proc p;
+
+	RUN(&p, "gen", "--op", (char *)op, "--dtype", (char *)dt, "--rows", (char *)rows, "--hidden", (char *)hidden,
+	    "--shards", (char *)shards, "--out", (char *)out);
+	ck_assert_msg(p.status == 0, "gen: %s", p.err);
+	tu_proc_free(&p);
+}
+
+/* Entries of a directory other than . and ..; -1 if it does not exist. */
+static int dir_count(const char *dir, char *names, size_t len)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	if (names && len)
+		names[0] = '\0';
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		n++;
+		if (names && strlen(names) + strlen(e->d_name) + 2 < len) {
+			strcat(names, e->d_name);
+			strcat(names, " ");
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+/* Read a whole tensor of a safetensors file into malloc'd memory. */
+static void *read_tensor(const char *path, const char *name, const struct wsn_st_entry **ent,
+			 struct wsn_st_file **keep)
+{
+	struct wsn_st_file *f;
+	const struct wsn_st_entry *e;
+	void *buf;
+
+	ck_assert_msg(wsn_st_open(path, NULL, &f) == 0, "%s: %s", path, wsn_last_error());
+	e = wsn_st_find(f, name);
+	ck_assert_msg(e != NULL, "%s: no tensor '%s'", path, name);
+	buf = tu_xmalloc(e->nbytes);
+	ck_assert_int_eq(wsn_st_read(f, name, buf, e->nbytes), 0);
+	*ent = e;
+	*keep = f;
+	return buf;
+}
+
+/* ---- reads straight into registered buffers ---- */
+
+static void fill_file(const char *path, size_t len, uint64_t seed, unsigned char **out)
+{
+	unsigned char *b = tu_xmalloc(len);
+
+	for (size_t i = 0; i < len; i++) {
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		b[i] = (unsigned char)(seed >> 56);
+	}
+	tu_write_file(path, b, len);
+	*out = b;
+}
+
+/* The first index in [from, to) whose byte is not the 0xa5 fill, or to. (No check call per byte.) */
+static size_t untouched(const unsigned char *b, size_t from, size_t to)
+{
+	for (size_t k = from; k < to; k++)
+		if (b[k] != 0xa5)
+			return k;
+	return to;
+}
+
+/*
+ * Read ranges of a file into a registered, page-aligned buffer at destinations aligned like
+ * their offsets (straight) and not (bounce); the bytes around each range must stay untouched.
+ */
+static void straight_reads(const char *dir, int direct, unsigned qd, int shorts)
+{
+	static const uint64_t ranges[][2] = {
+		{ 0, 1 << 20 }, { 4096, 65536 }, { 100, 200000 }, { 12345, 3 }, { 8191, 4098 }, { 0, 1 },
+		{ (1 << 20) - 5000, 5000 }, { 511, 700001 },
+	};
+	const size_t flen = 1 << 20, blen = (2 << 20) + 8192;
+	char *path = path_in(dir, "straight.bin");
+	unsigned char *ref, *buf;
+	struct wsn_reader_options o;
+	struct wsn_reader_buffer_stats bs;
+	struct wsn_reader *r;
+
+	fill_file(path, flen, tu_case_seed("straight") + qd, &ref);
+	wsn_reader_options_init(&o);
+	o.queue_depth = qd;
+	o.block_size = 64 << 10;
+	o.direct = direct;
+	ck_assert_msg(wsn_reader_create(&o, &r) == 0, "%s", wsn_last_error());
+	if (shorts)
+		wsn__reader_inject_short_reads(r, true);
+	buf = mmap(NULL, blen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert(buf != MAP_FAILED);
+	ck_assert_int_eq(wsn_reader_register(r, buf, blen), 0);
+	for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
+		for (int aligned = 0; aligned < 2; aligned++) {
+			uint64_t off = ranges[i][0], n = ranges[i][1];
+			size_t at = 4096 + (aligned ? off % 4096 : (off + 8) % 4096);
+			int rc;
+
+			memset(buf, 0xa5, blen);
+			rc = wsn_reader_read(r, path, off, n, buf + at);
+			ck_assert_msg(rc == 0, "direct=%d qd=%u [%llu, +%llu) at %zu: %s", direct, qd,
+				      (unsigned long long)off, (unsigned long long)n, at, wsn_last_error());
+			ck_assert_msg(!memcmp(buf + at, ref + off, n), "direct=%d qd=%u [%llu, +%llu): wrong bytes", direct,
+				      qd, (unsigned long long)off, (unsigned long long)n);
+			ck_assert_msg(untouched(buf, 0, at) == at, "byte %zu before the range was written",
+				      untouched(buf, 0, at));
+			ck_assert_msg(untouched(buf, at + n, blen) == blen, "byte %zu after the range was written",
+				      untouched(buf, at + n, blen));
+		}
+	}
+	wsn_reader_buffer_stats(r, &bs);
+	printf("straight reads on %s: direct=%d qd=%u shorts=%d: %llu bytes straight, %llu bounced, %u of %u fixed\n",
+	       dir, direct, qd, shorts, (unsigned long long)bs.straight_bytes, (unsigned long long)bs.bounce_bytes,
+	       bs.fixed, bs.registered);
+	ck_assert_uint_eq(bs.registered, 1);
+	ck_assert_msg(bs.straight_bytes > (1u << 20), "only %llu bytes went straight in",
+		      (unsigned long long)bs.straight_bytes);
+	ck_assert(!bs.unusable);
+	/* overlapping registrations are refused; unregistering twice is an error */
+	ck_assert_int_eq(wsn_reader_register(r, buf + 4096, 100), WSN_EEXIST);
+	ck_assert_int_eq(wsn_reader_unregister(r, buf), 0);
+	ck_assert_int_eq(wsn_reader_unregister(r, buf), WSN_ENOENT);
+	/* unregistered: back to bounce buffers, same bytes */
+	memset(buf, 0, blen);
+	ck_assert_int_eq(wsn_reader_read(r, path, 100, 200000, buf + 100), 0);
+	ck_assert(!memcmp(buf + 100, ref + 100, 200000));
+	{
+		struct wsn_reader_buffer_stats b2;
+		wsn_reader_buffer_stats(r, &b2);
+		ck_assert_uint_eq(b2.straight_bytes, bs.straight_bytes);
+		ck_assert_uint_eq(b2.registered, 0);
+	}
+	wsn_reader_destroy(r);
+	munmap(buf, blen);
+	unlink(path);
+	free(path);
+	free(ref);
+}
+
+START_TEST(test_straight_reads_tmpfs)
+{
+	const char *base = tmpfs_dir();
+	char *dir = dir_under(base);
+	static const unsigned qds[] = { 1, 4, 64 };
+
+	for (size_t q = 0; q < sizeof(qds) / sizeof(qds[0]); q++)
+		for (int direct = -1; direct <= 1; direct++) {
+			struct wsn_reader_options o;
+			struct wsn_reader *r;
+			unsigned char probe[1];
+			char *p = path_in(dir, "probe");
+			int rc;
+
+			/* O_DIRECT on: skip where the file system refuses it, and say so */
+			tu_write_file(p, "x", 1);
+			wsn_reader_options_init(&o);
+			o.direct = direct;
+			ck_assert_int_eq(wsn_reader_create(&o, &r), 0);
+			rc = wsn_reader_read(r, p, 0, 1, probe);
+			wsn_reader_destroy(r);
+			unlink(p);
+			free(p);
+			if (rc == WSN_ENOTSUP) {
+				printf("straight reads: O_DIRECT refused on %s: skipped\n", dir);
+				continue;
+			}
+			straight_reads(dir, direct, qds[q], 0);
+		}
+	straight_reads(dir, -1, 4, 1);
+	tu_rmtree(dir);
+	free(dir);
+}
+END_TEST
+
+START_TEST(test_straight_reads_disk)
+{
+	char *dir = dir_under(disk_dir());
+
+	straight_reads(dir, 0, 8, 0);
+	straight_reads(dir, -1, 8, 0);
+	straight_reads(dir, -1, 2, 1);
+	straight_reads(dir, 0, 3, 1);
+	tu_rmtree(dir);
+	free(dir);
+}
+END_TEST
+
+START_TEST(test_register_errors)
+{
+	struct wsn_reader *r;
+	static char a[8192];
+
+	ck_assert_int_eq(wsn_reader_create(NULL, &r), 0);
+	ck_assert_int_eq(wsn_reader_register(NULL, a, 10), WSN_EINVAL);
+	ck_assert_int_eq(wsn_reader_register(r, NULL, 10), WSN_EINVAL);
+	ck_assert_int_eq(wsn_reader_register(r, a, 0), WSN_EINVAL);
+	ck_assert_int_eq(wsn_reader_unregister(r, a), WSN_ENOENT);
+	ck_assert_int_eq(wsn_reader_register(r, a, 4096), 0);
+	ck_assert_int_eq(wsn_reader_register(r, a + 4095, 10), WSN_EEXIST);
+	ck_assert_int_eq(wsn_reader_register(r, a + 4096, 4096), 0); /* adjacent is fine */
+	{
+		struct wsn_reader_buffer_stats bs;
+		wsn_reader_buffer_stats(r, &bs);
+		ck_assert_uint_eq(bs.registered, 2);
+		printf("register: %u of 2 buffers in the fixed table\n", bs.fixed);
+		wsn_reader_buffer_stats(NULL, &bs);
+		ck_assert_uint_eq(bs.registered, 0);
+	}
+	wsn_reader_destroy(r); /* with buffers still registered */
+}
+END_TEST
+
+/* ---- the pipeline on the CPU ---- */
+
+/*
+ * A multi-shard dataset on tmpfs and on disk, O_DIRECT auto/on/off, several queue depths and batch
+ * sizes (shards split into batches): every configuration passes, counts every row once, reads
+ * straight into the ring, and writes outputs identical to those of the whole-shard run.
+ */
+START_TEST(test_datasets)
+{
+	const char *bases[2] = { tmpfs_dir(), disk_dir() };
+	static const struct {
+		const char *direct, *qd, *bs, *batch;
+	} cfgs[] = {
+		{ "auto", "1", "4K", "37" }, { "on", "4", "64K", "100" }, { "off", "64", "1M", "1000" },
+		{ "auto", "16", "8K", "1" },
+	};
+
+	for (int b = 0; b < 2; b++) {
+		char *dir = dir_under(bases[b]), *ds = path_in(dir, "ds"), *ref = path_in(dir, "ref");
+		struct tu_proc p;
+		json_t *j;
+
+		gen("layernorm-bwd", "bf16", "300", "96", "3", ds);
+		RUN(&p, "run", "--input", ds, "--device", "cpu", "--output", ref, "--copy-size", "64K", "--json");
+		ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+		j = parse(&p);
+		ck_assert_int_eq(jint(j, "rows"), 300);
+		ck_assert_int_eq(jint(j, "batches"), 3);
+		json_decref(j);
+		tu_proc_free(&p);
+		for (size_t c = 0; c < sizeof(cfgs) / sizeof(cfgs[0]); c++) {
+			char *out = path_in(dir, "out");
+			int64_t br = atoi(cfgs[c].batch), want_batches = 3 * ((100 + br - 1) / br);
+
+			RUN(&p, "run", "--input", ds, "--device", "cpu", "--direct", (char *)cfgs[c].direct, "--qd",
+			    (char *)cfgs[c].qd, "--bs", (char *)cfgs[c].bs, "--batch-rows", (char *)cfgs[c].batch, "--ring",
+			    "3", "--output", out, "--copy-size", "64K", "--json");
+			if (p.status == 3 && !strcmp(cfgs[c].direct, "on") && strstr(p.err, "ENOTSUP")) {
+				printf("pipeline: O_DIRECT refused under %s: skipped\n", dir);
+				tu_proc_free(&p);
+				free(out);
+				continue;
+			}
+			ck_assert_msg(p.status == 0, "%s direct=%s qd=%s: exit %d: %s", dir, cfgs[c].direct, cfgs[c].qd,
+				      p.status, p.err);
+			j = parse(&p);
+			ck_assert_str_eq(jstr(j, "result"), "pass");
+			ck_assert_int_eq(jint(j, "rows"), 300);
+			ck_assert_int_eq(jint(j, "batches"), want_batches);
+			ck_assert_int_eq(jint(j, "verify.batches"), want_batches);
+			ck_assert_int_eq(jint(j, "verify.mismatched_batches"), 0);
+			ck_assert_int_eq(jint(j, "stages.read.rows"), 300);
+			/* with O_DIRECT only whole aligned blocks go straight in: batches of one row have none */
+			if (br >= 37 || !strcmp(cfgs[c].direct, "off"))
+				ck_assert_msg(jint(j, "io.straight_bytes") > 0, "nothing read straight into the ring");
+			if (!strcmp(cfgs[c].direct, "off"))
+				ck_assert_int_eq(jint(j, "io.direct_files"), 0);
+			if (!strcmp(cfgs[c].direct, "on"))
+				ck_assert_int_eq(jint(j, "io.buffered_files"), 0);
+			json_decref(j);
+			tu_proc_free(&p);
+			/* same dx as the whole-shard run; dweight summed over batches, so only close */
+			for (int s = 0; s < 3; s++) {
+				char name[64], *a, *bpath;
+				const struct wsn_st_entry *ea, *eb;
+				struct wsn_st_file *fa, *fb;
+				void *ta, *tb;
+				struct wsn_tensor t1, t2;
+				struct wsn_compare cmp;
+
+				snprintf(name, sizeof(name), "shard-%05d-of-00003.safetensors", s);
+				a = path_in(ref, name);
+				bpath = path_in(out, name);
+				ta = read_tensor(a, "dx", &ea, &fa);
+				tb = read_tensor(bpath, "dx", &eb, &fb);
+				ck_assert_uint_eq(ea->nbytes, eb->nbytes);
+				ck_assert_msg(!memcmp(ta, tb, ea->nbytes), "%s: dx differs from the whole-shard run", bpath);
+				free(ta);
+				free(tb);
+				wsn_st_close(fa);
+				wsn_st_close(fb);
+				ta = read_tensor(a, "dweight", &ea, &fa);
+				tb = read_tensor(bpath, "dweight", &eb, &fb);
+				wsn_tensor_1d(&t1, tb, WSN_BF16, WSN_MEM_HOST, 96);
+				wsn_tensor_1d(&t2, ta, WSN_BF16, WSN_MEM_HOST, 96);
+				ck_assert_int_eq(wsn_tensor_compare(&t1, &t2, &cmp), 0);
+				ck_assert_msg(cmp.rel_l2 < 2e-2 && !cmp.nonfinite, "%s: dweight rel %g", bpath, cmp.rel_l2);
+				free(ta);
+				free(tb);
+				wsn_st_close(fa);
+				wsn_st_close(fb);
+				free(a);
+				free(bpath);
+			}
+			ck_assert_int_eq(dir_count(out, NULL, 0), 3);
+			tu_rmtree(out);
+			free(out);
+		}
+		tu_rmtree(dir);
+		free(ref);
+		free(ds);
+		free(dir);
+	}
+}
+END_TEST
+
+/* The written outputs hold what the CPU reference computes, rows in place across batches. */
+START_TEST(test_output_content)
+{
+	char *dir = tu_tmpdir(), *in = path_in(dir, "in.safetensors"), *out = path_in(dir, "out.safetensors");
+	const struct wsn_st_entry *ex, *ew, *eb, *ey, *er;
+	struct wsn_st_file *fx, *fw, *fb, *fy, *fr;
+	struct wsn_device *cpu;
+	struct wsn_plan *plan;
+	struct wsn_plan_options po;
+	struct wsn_args a;
+	struct tu_proc p;
+	float *x, *w, *b, *y, *rstd, *ry, *rm, *rr;
+
+	gen("layernorm-fwd", "f32", "203", "40", "1", in);
+	RUN(&p, "run", "--input", in, "--device", "cpu", "--batch-rows", "17", "--ring", "2", "--output", out,
+	    "--iterations", "2", "--copy-size", "64K");
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	ck_assert_ptr_nonnull(strstr(p.out, "406 rows x 40"));
+	tu_proc_free(&p);
+	x = read_tensor(in, "x", &ex, &fx);
+	w = read_tensor(in, "weight", &ew, &fw);
+	b = read_tensor(in, "bias", &eb, &fb);
+	y = read_tensor(out, "y", &ey, &fy);
+	rstd = read_tensor(out, "rstd", &er, &fr);
+	ck_assert_int_eq(ey->shape[0], 203);
+	ck_assert_int_eq(ey->shape[1], 40);
+	ck_assert_int_eq(er->shape[0], 203);
+	ck_assert_ptr_nonnull(wsn_st_find(fy, "mean"));
+	ck_assert_str_eq(wsn_st_metadata(fy, "wsnorm.op"), "layernorm-fwd");
+	ry = tu_xmalloc(203 * 40 * 4);
+	rm = tu_xmalloc(203 * 4);
+	rr = tu_xmalloc(203 * 4);
+	ck_assert_int_eq(wsn_device_open("cpu", &cpu), 0);
+	wsn_plan_options_init(&po, WSN_LAYERNORM_FWD);
+	ck_assert_int_eq(wsn_plan_create(cpu, WSN_LAYERNORM_FWD, 203, 40, WSN_F32, &po, &plan), 0);
+	memset(&a, 0, sizeof(a));
+	wsn_tensor_2d(&a.x, x, WSN_F32, WSN_MEM_HOST, 203, 40);
+	wsn_tensor_1d(&a.weight, w, WSN_F32, WSN_MEM_HOST, 40);
+	wsn_tensor_1d(&a.bias, b, WSN_F32, WSN_MEM_HOST, 40);
+	wsn_tensor_2d(&a.y, ry, WSN_F32, WSN_MEM_HOST, 203, 40);
+	wsn_tensor_1d(&a.mean, rm, WSN_F32, WSN_MEM_HOST, 203);
+	wsn_tensor_1d(&a.rstd, rr, WSN_F32, WSN_MEM_HOST, 203);
+	ck_assert_int_eq(wsn_plan_execute(plan, &a, NULL), 0);
+	ck_assert_msg(!memcmp(y, ry, 203 * 40 * 4), "y differs from the CPU reference");
+	ck_assert_msg(!memcmp(rstd, rr, 203 * 4), "rstd differs from the CPU reference");
+	wsn_plan_destroy(plan);
+	wsn_device_close(cpu);
+	wsn_st_close(fx), wsn_st_close(fw), wsn_st_close(fb), wsn_st_close(fy), wsn_st_close(fr);
+	free(x), free(w), free(b), free(y), free(rstd), free(ry), free(rm), free(rr);
+	tu_rmtree(dir);
+	free(in);
+	free(out);
+	free(dir);
+}
+END_TEST
+
+/* --iterations N and --kernel-loops K count every row N times through the pipeline, N*K through the kernel. */
+START_TEST(test_iterations_kernel_loops)
+{
+	char *dir = tu_tmpdir(), *ds = path_in(dir, "ds");
+	struct tu_proc p;
+	json_t *j;
+	double bytes1;
+
+	gen("rmsnorm-fwd", "f16", "250", "64", "2", ds);
+	RUN(&p, "run", "--input", ds, "--device", "cpu", "--json", "--copy-size", "64K", "--batch-rows", "50");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	j = parse(&p);
+	ck_assert_int_eq(jint(j, "rows"), 250);
+	ck_assert_int_eq(jint(j, "kernel_rows"), 250);
+	bytes1 = jreal(j, "stages.compute.bytes");
+	json_decref(j);
+	tu_proc_free(&p);
+	RUN(&p, "run", "--input", ds, "--device", "cpu", "--json", "--copy-size", "64K", "--batch-rows", "50",
+	    "--iterations", "3", "--kernel-loops", "4", "--verify-every", "2");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	j = parse(&p);
+	ck_assert_int_eq(jint(j, "rows"), 750);
+	ck_assert_int_eq(jint(j, "passes"), 3);
+	ck_assert_int_eq(jint(j, "kernel_loops"), 4);
+	ck_assert_int_eq(jint(j, "kernel_rows"), 3000);
+	ck_assert_int_eq(jint(j, "stages.compute.rows"), 3000);
+	ck_assert_int_eq(jint(j, "stages.read.rows"), 750);
+	ck_assert_int_eq(jint(j, "batches"), 3 * (3 + 3)); /* 125 rows a shard: batches of 50, 50, 25 */
+	ck_assert_int_eq(jint(j, "verify.batches"), 9);    /* every second of 18 */
+	ck_assert(jreal(j, "stages.compute.bytes") == 12 * bytes1);
+	ck_assert(jreal(j, "stages.compute.tbs") > 0);
+	ck_assert(jreal(j, "stages.compute.fraction_of_copy") > 0);
+	ck_assert(jreal(j, "stages.read.p99_ms") >= jreal(j, "stages.read.p50_ms"));
+	ck_assert(json_is_false(json_object_get(j, "interrupted")));
+	json_decref(j);
+	tu_proc_free(&p);
+	tu_rmtree(dir);
+	free(ds);
+	free(dir);
+}
+END_TEST
+
+/* --duration loops over the dataset until the time is up. */
+START_TEST(test_duration)
+{
+	char *dir = tu_tmpdir(), *in = path_in(dir, "in.safetensors");
+	struct tu_proc p;
+	json_t *j;
+
+	gen("rmsnorm-bwd", "f32", "64", "32", "1", in);
+	RUN(&p, "run", "--input", in, "--device", "cpu", "--json", "--copy-size", "64K", "--duration", "0.7s",
+	    "--batch-rows", "16", "--verify-every", "8");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	j = parse(&p);
+	ck_assert(jreal(j, "wall_seconds") >= 0.6);
+	ck_assert(jint(j, "passes") >= 2);
+	ck_assert(jint(j, "rows") >= 128);
+	ck_assert_int_eq(jint(j, "rows") % 16, 0);
+	json_decref(j);
+	tu_proc_free(&p);
+	tu_rmtree(dir);
+	free(in);
+	free(dir);
+}
+END_TEST
+
+/*
+ * A shard whose header is corrupt, in the middle of the dataset: the pipeline reaches it after
+ * the first shards, stops with an error naming it (exit 3), and leaves no output at all.
+ */
+START_TEST(test_corrupt_shard)
+{
+	char *dir = tu_tmpdir(), *ds = path_in(dir, "ds"), *out = path_in(dir, "out");
+	char *bad = path_in(ds, "shard-00002-of-00004.safetensors"), names[512];
+	struct tu_proc p;
+	json_t *j;
+	int fd;
+
+	gen("layernorm-fwd", "bf16", "400", "64", "4", ds);
+	fd = open(bad, O_WRONLY);
+	ck_assert(fd >= 0);
+	ck_assert_int_eq(pwrite(fd, "{\"x\": garbage", 13, 8), 13);
+	close(fd);
+	RUN(&p, "run", "--input", ds, "--device", "cpu", "--output", out, "--json", "--copy-size", "64K",
+	    "--batch-rows", "50", "--ring", "2");
+	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
+	ck_assert_msg(strstr(p.err, bad) != NULL, "the error does not name the shard: %s", p.err);
+	ck_assert_msg(strstr(p.err, "EFORMAT") != NULL, "%s", p.err);
+	j = parse(&p);
+	ck_assert_str_eq(jstr(j, "result"), "error");
+	ck_assert_msg(jint(j, "rows") <= 200, "the run went past the bad shard: %lld rows", (long long)jint(j, "rows"));
+	ck_assert(strstr(jstr(j, "error"), bad) != NULL);
+	ck_assert(json_is_false(json_object_get(json_object_get(j, "output"), "written")));
+	json_decref(j);
+	ck_assert_msg(dir_count(out, names, sizeof(names)) <= 0, "output left behind: %s", names);
+	ck_assert_int_eq(dir_count(dir, names, sizeof(names)), 1); /* ds only: no temporary file */
+	tu_proc_free(&p);
+	tu_rmtree(dir);
+	free(bad);
+	free(ds);
+	free(out);
+	free(dir);
+}
+END_TEST
+
+/* Start wsnorm with stdout and stderr into files; returns its pid. */
+static pid_t spawn(char *const argv[], const char *out, const char *err)
+{
+	pid_t pid = fork();
+
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644), e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		int n = open("/dev/null", O_RDONLY);
+		dup2(n, 0);
+		dup2(o, 1);
+		dup2(e, 2);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	long n;
+
+	ck_assert(f != NULL);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = tu_xmalloc((size_t)n + 1);
+	ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+/* Wait (up to 30 s) for the child to exit; its exit status. */
+static int reap(pid_t pid)
+{
+	int st = 0;
+
+	for (int i = 0; i < 3000; i++) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+		if (r == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		sleep_ms(10);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	ck_abort_msg("wsnorm did not stop within 30 s of the signal");
+	return -1;
+}
+
+/*
+ * A long --duration run with --output, stopped by a signal during its first pass: it ends within
+ * moments with a partial report marked interrupted, exit status 0 (everything so far passed), and
+ * no output and no temporary file anywhere.
+ */
+static void interrupt_run(int sig)
+{
+	char *dir = tu_tmpdir(), *ds = path_in(dir, "ds"), *out = path_in(dir, "out");
+	char *so = path_in(dir, "stdout"), *se = path_in(dir, "stderr"), names[512];
+	char *argv[] = { (char *)tu_wsnorm_bin(), "run", "--input", ds, "--device", "cpu", "--output", out,
+			 "--duration", "60s", "--batch-rows", "16", "--kernel-loops", "20000", "--ring", "2",
+			 "--copy-size", "64K", "--threads", "1", "--json", NULL };
+	double t0;
+	pid_t pid;
+	int status;
+	json_t *j;
+	json_error_t je;
+	char *text, *err;
+
+	gen("rmsnorm-fwd", "f32", "256", "256", "4", ds);
+	pid = spawn(argv, so, se);
+	/* the run is under way once the output directory holds its first temporary file */
+	for (int i = 0; i < 1000 && dir_count(out, NULL, 0) <= 0; i++)
+		sleep_ms(10);
+	ck_assert_msg(dir_count(out, NULL, 0) > 0, "the run did not start");
+	sleep_ms(300);
+	t0 = (double)clock();
+	kill(pid, sig);
+	status = reap(pid);
+	(void)t0;
+	text = slurp(so);
+	err = slurp(se);
+	ck_assert_msg(status == 0, "exit %d after signal %d: %s", status, sig, err);
+	ck_assert_msg(strstr(err, sig == SIGINT ? "SIGINT" : "SIGTERM") != NULL, "%s", err);
+	j = json_loads(text, 0, &je);
+	ck_assert_msg(j != NULL, "partial report is not JSON: %s\n%s", je.text, text);
+	ck_assert(json_is_true(json_object_get(j, "interrupted")));
+	ck_assert_str_eq(jstr(j, "result"), "pass");
+	ck_assert(jint(j, "rows") < 1024); /* the first pass was not over */
+	ck_assert(json_is_false(json_object_get(json_object_get(j, "output"), "written")));
+	json_decref(j);
+	ck_assert_msg(dir_count(out, names, sizeof(names)) <= 0, "output left behind: %s", names);
+	ck_assert_msg(dir_count(dir, names, sizeof(names)) == 3, "stray files: %s", names); /* ds stdout stderr */
+	free(text);
+	free(err);
+	tu_rmtree(dir);
+	free(ds);
+	free(out);
+	free(so);
+	free(se);
+	free(dir);
+}
+
+START_TEST(test_sigint)
+{
+	interrupt_run(SIGINT);
+}
+END_TEST
+
+START_TEST(test_sigterm)
+{
+	interrupt_run(SIGTERM);
+}
+END_TEST
+
+/* An injected wrong output fails verification of every verified batch: exit 1, counted per batch. */
+START_TEST(test_injected_mismatch)
+{
+	char *dir = tu_tmpdir(), *in = path_in(dir, "in.safetensors");
+	struct tu_proc p;
+	json_t *j;
+
+	gen("layernorm-bwd", "f32", "120", "48", "1", in);
+	RUN(&p, "run", "--input", in, "--device", "cpu", "--inject-mismatch", "--batch-rows", "40", "--json",
+	    "--copy-size", "64K");
+	ck_assert_int_eq(p.status, 1);
+	j = parse(&p);
+	ck_assert_str_eq(jstr(j, "result"), "mismatch");
+	ck_assert_int_eq(jint(j, "verify.batches"), 3);
+	ck_assert_int_eq(jint(j, "verify.mismatched_batches"), 3);
+	ck_assert(json_is_false(json_object_get(json_object_get(j, "verify"), "pass")));
+	ck_assert(json_is_false(json_object_get(json_object_get(json_object_get(j, "verify"), "tensors"), "dx") ?
+				json_object_get(json_object_get(json_object_get(json_object_get(j, "verify"), "tensors"),
+								"dx"), "pass") : json_true()));
+	ck_assert_ptr_nonnull(strstr(jstr(json_object_get(j, "verify"), "first_mismatch"), "batch 0"));
+	json_decref(j);
+	tu_proc_free(&p);
+	RUN(&p, "run", "--input", in, "--device", "cpu", "--inject-mismatch", "--batch-rows", "40", "--copy-size",
+	    "64K");
+	ck_assert_int_eq(p.status, 1);
+	ck_assert_ptr_nonnull(strstr(p.out, "FAIL: verification mismatch"));
+	tu_proc_free(&p);
+	tu_rmtree(dir);
+	free(in);
+	free(dir);
+}
+END_TEST
+
+/* Thresholds: an impossible one gives exit 1 naming it; a trivial one passes. */
+START_TEST(test_thresholds)
+{
+	char *dir = tu_tmpdir(), *in = path_in(dir, "in.safetensors");
+	struct tu_proc p;
+	json_t *j;
+
+	gen("rmsnorm-fwd", "bf16", "64", "128", "1", in);
+	RUN(&p, "run", "--input", in, "--device", "cpu", "--min-read-gbs", "1000000", "--copy-size", "64K");
+	ck_assert_int_eq(p.status, 1);
+	ck_assert_msg(strstr(p.err, "threshold missed: --min-read-gbs") != NULL, "%s", p.err);
+	ck_assert_ptr_nonnull(strstr(p.out, "FAIL: threshold missed"));
+	tu_proc_free(&p);
+	RUN(&p, "run", "--input", in, "--device", "cpu", "--min-kernel-frac", "1000", "--json", "--copy-size", "64K");
+	ck_assert_int_eq(p.status, 1);
+	ck_assert_msg(strstr(p.err, "--min-kernel-frac") != NULL, "%s", p.err);
+	j = parse(&p);
+	ck_assert_str_eq(jstr(j, "result"), "threshold");
+	ck_assert(json_is_false(json_object_get(json_array_get(json_object_get(j, "thresholds"), 0), "pass")));
+	json_decref(j);
+	tu_proc_free(&p);
+	/* a CPU has no host-to-device copies: the threshold cannot be met */
+	RUN(&p, "run", "--input", in, "--device", "cpu", "--min-h2d-gbs", "1", "--copy-size", "64K");
+	ck_assert_int_eq(p.status, 1);
+	ck_assert_msg(strstr(p.err, "--min-h2d-gbs 1: h2d on cpu was not measured") != NULL, "%s", p.err);
+	tu_proc_free(&p);
+	RUN(&p, "run", "--input", in, "--device", "cpu", "--min-read-gbs", "0.000001", "--min-kernel-frac", "1e-9",
+	    "--copy-size", "64K");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	tu_proc_free(&p);
+	tu_rmtree(dir);
+	free(in);
+	free(dir);
+}
+END_TEST
+
+/* Two CPU pipelines share the dataset; a failing one is reported by index and name, the other finishes. */
+START_TEST(test_devices)
+{
+	char *dir = tu_tmpdir(), *ds = path_in(dir, "ds"), *out = path_in(dir, "out");
+	struct tu_proc p;
+	json_t *j, *devs;
+
+	gen("layernorm-fwd", "bf16", "600", "64", "3", ds);
+	RUN(&p, "run", "--input", ds, "--devices", "cpu,cpu", "--batch-rows", "25", "--json", "--copy-size", "64K",
+	    "--iterations", "2", "--output", out, "--threads", "1");
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	j = parse(&p);
+	devs = json_object_get(j, "devices");
+	ck_assert_int_eq(json_array_size(devs), 2);
+	ck_assert_int_eq(jint(j, "rows"), 1200);
+	ck_assert_int_eq(jint(json_array_get(devs, 0), "rows") + jint(json_array_get(devs, 1), "rows"), 1200);
+	ck_assert_int_eq(jint(j, "batches"), 48);
+	ck_assert_str_eq(jstr(j, "device"), "cpu,cpu");
+	ck_assert(json_is_true(json_object_get(json_object_get(j, "output"), "written")));
+	json_decref(j);
+	tu_proc_free(&p);
+	ck_assert_int_eq(dir_count(out, NULL, 0), 3);
+	tu_rmtree(out);
+
+	/* device 1 fails at its first launch: exit 3, named; device 0 carries the dataset */
+	RUN(&p, "run", "--input", ds, "--devices", "cpu,cpu", "--batch-rows", "25", "--json", "--copy-size", "64K",
+	    "--inject-fault", "1", "--output", out, "--threads", "1");
+	ck_assert_int_eq(p.status, 3);
+	ck_assert_msg(strstr(p.err, "injected fault") != NULL, "%s", p.err);
+	j = parse(&p);
+	devs = json_object_get(j, "devices");
+	ck_assert_str_eq(jstr(json_array_get(devs, 1), "result"), "error");
+	ck_assert_int_eq(jint(json_array_get(devs, 1), "index"), 1);
+	ck_assert_str_eq(jstr(json_array_get(devs, 1), "device"), "cpu");
+	ck_assert(strstr(jstr(json_array_get(devs, 1), "error"), "cpu") != NULL);
+	ck_assert_str_eq(jstr(json_array_get(devs, 0), "result"), "pass");
+	ck_assert(jint(json_array_get(devs, 0), "rows") >= 600 - 2 * 25);
+	ck_assert_str_eq(jstr(j, "result"), "error");
+	json_decref(j);
+	tu_proc_free(&p);
+	ck_assert_msg(dir_count(out, NULL, 0) <= 0, "output written by a failed run");
+
+	/* a device that does not exist: named by index and spec, the other one runs */
+	RUN(&p, "run", "--input", ds, "--devices", "cpu,cpu:7", "--copy-size", "64K");
+	ck_assert_int_eq(p.status, 3);
+	ck_assert_msg(strstr(p.err, "device 1 'cpu:7'") != NULL, "%s", p.err);
+	ck_assert_ptr_nonnull(strstr(p.out, "device 0: cpu"));
+	tu_proc_free(&p);
+	tu_rmtree(dir);
+	free(ds);
+	free(out);
+	free(dir);
+}
+END_TEST
+
+/* Comma-separated lists, raw files with --shape, --read-only and --standalone. */
+START_TEST(test_lists_raw_modes)
+{
+	char *dir = tu_tmpdir(), *a = path_in(dir, "a.safetensors"), *b = path_in(dir, "b.safetensors");
+	char *r1 = path_in(dir, "r1.bin"), *r2 = path_in(dir, "r2.bin"), list[8300], *out = path_in(dir, "out");
+	float *x = tu_xmalloc(30 * 20 * sizeof(float));
+	struct wsn_tensor t;
+	struct tu_proc p;
+	json_t *j;
+
+	gen("rmsnorm-bwd", "bf16", "90", "40", "1", a);
+	gen("rmsnorm-bwd", "bf16", "70", "40", "1", b);
+	snprintf(list, sizeof(list), "%s,%s", a, b);
+	RUN(&p, "run", "--input", list, "--device", "cpu", "--json", "--copy-size", "64K", "--standalone");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	j = parse(&p);
+	ck_assert_int_eq(jint(j, "rows"), 160);
+	ck_assert_int_eq(jint(j, "shards"), 2);
+	ck_assert(jreal(j, "stages.read.alone_rows_per_s") > 0);
+	ck_assert(jreal(j, "stages.compute.alone_rows_per_s") > 0);
+	ck_assert(jreal(j, "end_to_end.ratio") > 0);
+	json_decref(j);
+	tu_proc_free(&p);
+	RUN(&p, "run", "--input", list, "--device", "cpu", "--read-only", "--iterations", "5", "--json");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	j = parse(&p);
+	ck_assert_int_eq(jint(j, "rows"), 800);
+	ck_assert_int_eq(jint(j, "kernel_rows"), 0);
+	ck_assert(json_is_false(json_object_get(json_object_get(json_object_get(j, "stages"), "compute"), "active")));
+	ck_assert(jint(j, "stages.read.bytes") > 5 * 160 * 40 * 2 * 2);
+	json_decref(j);
+	tu_proc_free(&p);
+	/* raw x only: a list of two 30 x 20 files, batches of 7 rows */
+	wsn_tensor_2d(&t, x, WSN_F32, WSN_MEM_HOST, 30, 20);
+	wsn_tensor_fill_random(&t, tu_case_seed("pl_raw"), 0.5f, 2.0f);
+	tu_write_file(r1, x, 30 * 20 * sizeof(float));
+	tu_write_file(r2, x, 30 * 20 * sizeof(float));
+	snprintf(list, sizeof(list), "%s,%s", r1, r2);
+	RUN(&p, "run", "--input", list, "--shape", "30x20", "--dtype", "f32", "--op", "layernorm-fwd", "--device", "cpu",
+	    "--batch-rows", "7", "--output", out, "--json", "--copy-size", "64K");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	j = parse(&p);
+	ck_assert_int_eq(jint(j, "rows"), 60);
+	ck_assert_int_eq(jint(j, "batches"), 10);
+	json_decref(j);
+	tu_proc_free(&p);
+	ck_assert_int_eq(dir_count(out, NULL, 0), 2);
+	tu_rmtree(dir);
+	free(a);
+	free(b);
+	free(r1);
+	free(r2);
+	free(out);
+	free(x);
+	free(dir);
+}
+END_TEST
+
+/* Misuse of the pipeline options: exit 2 and the golden message. */
+START_TEST(test_usage_golden)
+{
+	static const struct {
+		const char *args[6];
+		const char *golden;
+	} cases[] = {
+		{ { "run", "--input", "x", "--duration", "5x", NULL }, "err-run-duration.txt" },
+		{ { "run", "--input", "x", "--ring", "0", NULL }, "err-run-ring.txt" },
+		{ { "run", "--input", "x", "--kernel-loops", "0", NULL }, "err-run-kernel-loops.txt" },
+		{ { "run", "--input", "x", "--min-read-gbs", "-1", NULL }, "err-run-min-read.txt" },
+		{ { "run", "--device", "cpu", "--devices", "cpu", NULL }, "err-run-devices.txt" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *argv[8] = { (char *)tu_wsnorm_bin() }, *want;
+		struct tu_proc p;
+		int n = 1;
+
+		for (int k = 0; cases[i].args[k]; k++)
+			argv[n++] = (char *)cases[i].args[k];
+		argv[n] = NULL;
+		tu_run(argv, 60, &p);
+		ck_assert_msg(p.status == 2, "%s: exit %d: %s", cases[i].golden, p.status, p.err);
+		ck_assert_str_eq(p.out, "");
+		want = golden(cases[i].golden);
+		ck_assert_msg(!strcmp(p.err, want), "differs from tests/golden/%s:\n--- got ---\n%s--- want ---\n%s",
+			      cases[i].golden, p.err, want);
+		free(want);
+		tu_proc_free(&p);
+	}
+}
+END_TEST
+
+/* bench --h2d on the CPU: copies through the same pinned ring the pipeline uses. */
+START_TEST(test_bench_h2d)
+{
+	struct tu_proc p;
+	json_t *j;
+
+	RUN(&p, "bench", "--h2d", "--device", "cpu", "--copy-size", "1M", "--iters", "4", "--json");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	j = parse(&p);
+	ck_assert(jreal(j, "h2d_gbs") > 0);
+	ck_assert(jreal(j, "d2h_gbs") > 0);
+	ck_assert_int_eq(jint(j, "ring"), 4);
+	json_decref(j);
+	tu_proc_free(&p);
+}
+END_TEST
+
+Suite *suite_pipeline(void)
+{
+	Suite *s = suite_create("pipeline");
+	TCase *io = tcase_create("straight_reads"), *tc = tcase_create("pipeline");
+
+	tcase_set_timeout(io, 120);
+	tcase_add_test(io, test_straight_reads_tmpfs);
+	tcase_add_test(io, test_straight_reads_disk);
+	tcase_add_test(io, test_register_errors);
+	suite_add_tcase(s, io);
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_datasets);
+	tcase_add_test(tc, test_output_content);
+	tcase_add_test(tc, test_iterations_kernel_loops);
+	tcase_add_test(tc, test_duration);
+	tcase_add_test(tc, test_corrupt_shard);
+	tcase_add_test(tc, test_sigint);
+	tcase_add_test(tc, test_sigterm);
+	tcase_add_test(tc, test_injected_mismatch);
+	tcase_add_test(tc, test_thresholds);
+	tcase_add_test(tc, test_devices);
+	tcase_add_test(tc, test_lists_raw_modes);
+	tcase_add_test(tc, test_usage_golden);
+	tcase_add_test(tc, test_bench_h2d);
+	suite_add_tcase(s, tc);
+	return s;
+}
