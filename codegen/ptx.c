@@ -139,6 +139,8 @@ struct ptx_kernel {
 	unsigned seq;
 	char guard[80];
 	int err;
+	ptx_end_hook end_fn;    /* a pass run by ptx_kernel_end (ptx_kernel_on_end) */
+	void *end_ctx;
 };
 
 static int kerr(struct ptx_kernel *k, int err, const char *msg, const char *what)
@@ -230,8 +232,18 @@ int ptx_kernel_end(struct ptx_kernel *k)
 {
 	struct ptx_module *m = k->m;
 	struct ptx_buf *t = &m->text;
-	int err = k->err;
+	int err;
 
+	if (k->end_fn) {
+		ptx_end_hook fn = k->end_fn;
+		int e;
+
+		k->end_fn = NULL;
+		e = fn(k, k->end_ctx, k->err);
+		if (e < 0 && !k->err)
+			k->err = e;
+	}
+	err = k->err;
 	if (!err && (k->params.oom || k->directives.oom || k->shared.oom || k->body.oom))
 		err = kerr(k, WSN_ENOMEM, "out of memory", NULL);
 	if (err) {
@@ -263,6 +275,38 @@ int ptx_kernel_end(struct ptx_kernel *k)
 	if (t->oom && !m->err)
 		m->err = wsn__error(WSN_ENOMEM, "ptx: out of memory writing the module");
 	return m->err;
+}
+
+const char *ptx_kernel_name(const struct ptx_kernel *k)
+{
+	return k->name;
+}
+
+struct ptx_buf *ptx_kernel_body(struct ptx_kernel *k)
+{
+	return &k->body;
+}
+
+int ptx_kernel_fail(struct ptx_kernel *k, int err, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+
+	if (k->err)
+		return k->err;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return kerr(k, err, msg, NULL);
+}
+
+int ptx_kernel_on_end(struct ptx_kernel *k, ptx_end_hook fn, void *ctx)
+{
+	if (k->end_fn)
+		return WSN_EBUSY;
+	k->end_fn = fn;
+	k->end_ctx = ctx;
+	return 0;
 }
 
 /* ---------------------------------------------------------------- registers and labels */

@@ -186,4 +186,21 @@ void ptx_bulk_wait_group_read(struct ptx_kernel *k, int n);
 /* setmaxnreg.inc/dec.sync.aligned.u32 n (n a multiple of 8 in 24..256). */
 void ptx_setmaxnreg(struct ptx_kernel *k, int inc, unsigned n);
 
+/* ---- hooks for passes over a kernel body (codegen/async.c) ---- */
+/* The kernel's entry name. */
+const char *ptx_kernel_name(const struct ptx_kernel *k);
+/* The body written so far, one item a line: instructions ("\t[@p ]text;"), labels ("name:"),
+ * comments ("\t// ...") and blank lines. Its length is a position in the body; a pass run from
+ * the end hook may replace the text. */
+struct ptx_buf *ptx_kernel_body(struct ptx_kernel *k);
+/* Record err (a negative WSN_E*) with the message "ptx: kernel NAME: ..." unless the kernel has
+ * an error already (the first one is kept). Returns the kernel's error. */
+int ptx_kernel_fail(struct ptx_kernel *k, int err, const char *fmt, ...) WSN_PRINTF(3, 4);
+/* A function ptx_kernel_end calls before anything else: fn(k, ctx, err), err the kernel's error
+ * so far (0 if none). It runs its pass only when err is 0 and always releases ctx; a negative
+ * return becomes the kernel's error. One per kernel. Returns 0, or WSN_EBUSY when one is set
+ * (nothing changes; ctx stays the caller's). */
+typedef int (*ptx_end_hook)(struct ptx_kernel *k, void *ctx, int err);
+int ptx_kernel_on_end(struct ptx_kernel *k, ptx_end_hook fn, void *ctx);
+
 #endif
