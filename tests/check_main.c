@@ -13,6 +13,7 @@ Suite *suite_io(void);
 Suite *suite_cli(void);
 Suite *suite_codegen(void);
 Suite *suite_async(void);
+Suite *suite_pipeline(void);
 #ifdef WSN_HAVE_CUDA
 Suite *suite_cuda_host(void);
 #endif
@@ -28,6 +29,7 @@ int main(void)
 	srunner_add_suite(sr, suite_cli());
 	srunner_add_suite(sr, suite_codegen());
 	srunner_add_suite(sr, suite_async());
+	srunner_add_suite(sr, suite_pipeline());
 #ifdef WSN_HAVE_CUDA
 	srunner_add_suite(sr, suite_cuda_host());
 #endif
