@@ -1,0 +1,722 @@
+/* SPDX-License-Identifier: MIT */
+/* codegen/rowkernel.c: row-kernel pieces both generators call: element access, reductions, epilogue, finish kernel. */
+#include "rowkernel.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- element access */
+
+static void zero4(struct rk_gen *g, const char *const r[4])
+{
+	for (int q = 0; q < 4; q++)
+		ptx_mov_imm(g->k, PTX_B32, r[q], 0);
+}
+
+/* Is element e of slice j valid for this thread: NULL (always) or a predicate. */
+const char *wsn__rk_elem_pred(struct rk_gen *g, int j, int e)
+{
+	if (g->jk[j] == RK_J_ALL)
+		return NULL;
+	return e < g->tail ? g->plo[j] : g->pf[j];
+}
+
+/* Element loads of vector j into r (packed), element e predicated by pred(e) (NULL: always). */
+static void load_elems(struct rk_gen *g, struct rk_tens *t, int j, const char *const r[4], int nel,
+		       const char *const *preds, int pack_pred_from_tail)
+{
+	struct ptx_kernel *k = g->k;
+	long long off = (long long)j * g->bdimx * 16;
+
+	if (g->E == 4) {
+		for (int e = 0; e < nel; e++) {
+			if (preds[e])
+				ptx_guard(k, preds[e], 0);
+			ptx_ld_global(k, t->cache == PTX_CACHE_READONLY ? PTX_CACHE_READONLY : PTX_CACHE_DEFAULT,
+				      PTX_B32, r[e], t->g, off + 4 * e);
+		}
+		return;
+	}
+	const char *h[8];
+	for (int e = 0; e < 8; e++) {
+		h[e] = ptx_tmp(k, PTX_B16);
+		if (e >= nel || preds[e])
+			ptx_mov_imm(k, PTX_B16, h[e], 0);
+		if (e < nel) {
+			if (preds[e])
+				ptx_guard(k, preds[e], 0);
+			ptx_ld_global(k, t->cache == PTX_CACHE_READONLY ? PTX_CACHE_READONLY : PTX_CACHE_DEFAULT,
+				      PTX_B16, h[e], t->g, off + 2 * e);
+		}
+	}
+	for (int q = 0; q < 4; q++) {
+		if (2 * q >= nel)
+			break;
+		if (pack_pred_from_tail)
+			ptx_guard(k, preds[0], 0);
+		ptx_ins(k, "mov.b32 %s, {%s, %s}", r[q], h[2 * q], h[2 * q + 1]);
+	}
+}
+
+/* Load vector j of t from global into r (handles slices with partial vectors and the element path). */
+void wsn__rk_load_vec(struct rk_gen *g, struct rk_tens *t, int j, const char *const r[4])
+{
+	struct ptx_kernel *k = g->k;
+	long long off = (long long)j * g->bdimx * 16;
+	const char *preds[8];
+
+	if (g->vecpath) {
+		if (g->jk[j] == RK_J_ALL) {
+			ptx_ld_global_v4(k, t->cache, r, t->g, off);
+			return;
+		}
+		zero4(g, r);
+		ptx_guard(k, g->pf[j], 0);
+		ptx_ld_global_v4(k, t->cache, r, t->g, off);
+		if (g->has_tail[j]) {
+			for (int e = 0; e < 8; e++)
+				preds[e] = g->pt[j];
+			load_elems(g, t, j, r, (int)g->tail, preds, 1);
+		}
+		return;
+	}
+	if (g->jk[j] != RK_J_ALL)
+		zero4(g, r);
+	for (int e = 0; e < g->vec; e++)
+		preds[e] = wsn__rk_elem_pred(g, j, e);
+	load_elems(g, t, j, r, g->vec, preds, 0);
+}
+
+/* Store vector j of r to t's global row. */
+void wsn__rk_store_vec(struct rk_gen *g, struct rk_tens *t, int j, const char *const r[4])
+{
+	struct ptx_kernel *k = g->k;
+	long long off = (long long)j * g->bdimx * 16;
+	int nel = g->vec, from_tail = 0;
+	const char *preds[8];
+
+	if (g->vecpath) {
+		if (g->jk[j] == RK_J_ALL) {
+			ptx_st_global_v4(k, t->cache, t->g, off, r);
+			return;
+		}
+		ptx_guard(k, g->pf[j], 0);
+		ptx_st_global_v4(k, t->cache, t->g, off, r);
+		if (!g->has_tail[j])
+			return;
+		nel = (int)g->tail;
+		from_tail = 1;
+	}
+	for (int e = 0; e < nel; e++)
+		preds[e] = from_tail ? g->pt[j] : wsn__rk_elem_pred(g, j, e);
+	if (g->E == 4) {
+		for (int e = 0; e < nel; e++) {
+			if (preds[e])
+				ptx_guard(k, preds[e], 0);
+			ptx_st_global(k, PTX_CACHE_DEFAULT, PTX_B32, t->g, off + 4 * e, r[e]);
+		}
+		return;
+	}
+	for (int q = 0; 2 * q < nel; q++) {
+		const char *h0 = ptx_tmp(k, PTX_B16), *h1 = ptx_tmp(k, PTX_B16);
+		ptx_ins(k, "mov.b32 {%s, %s}, %s", h0, h1, r[q]);
+		for (int e = 2 * q; e < 2 * q + 2 && e < nel; e++) {
+			if (preds[e])
+				ptx_guard(k, preds[e], 0);
+			ptx_st_global(k, PTX_CACHE_DEFAULT, PTX_B16, t->g, off + 2 * e, e % 2 ? h1 : h0);
+		}
+	}
+}
+
+/* The packed registers of vector j of t, loading them if t is not held in registers. */
+void wsn__rk_get_vec(struct rk_gen *g, struct rk_tens *t, int j, const char *out[4])
+{
+	if (t->store == WSN_STORE_REG) {
+		for (int q = 0; q < 4; q++) {
+			out[q] = t->r[j][q];
+			if (g->zp) {
+				out[q] = ptx_tmp(g->k, PTX_B32);
+				ptx_ins(g->k, "xor.b32 %s, %s, %s", out[q], t->r[j][q], g->zp);
+			}
+		}
+		return;
+	}
+	for (int q = 0; q < 4; q++)
+		out[q] = ptx_tmp(g->k, PTX_B32);
+	if (t->store == WSN_STORE_SMEM)
+		ptx_ld_shared_v4(g->k, out, t->s, (long long)j * g->bdimx * 16);
+	else
+		wsn__rk_load_vec(g, t, j, out);
+}
+
+/* Packed registers -> vec f32 values (f32 data is used as is). */
+void wsn__rk_unpack(struct rk_gen *g, const char *const p[4], const char *f[8])
+{
+	struct ptx_kernel *k = g->k;
+
+	if (g->E == 4) {
+		for (int q = 0; q < 4; q++)
+			f[q] = p[q];
+		return;
+	}
+	for (int q = 0; q < 4; q++) {
+		f[2 * q] = ptx_tmp(k, PTX_F32);
+		f[2 * q + 1] = ptx_tmp(k, PTX_F32);
+		if (g->kp->dtype == WSN_BF16)
+			ptx_unpack_bf16x2(k, f[2 * q], f[2 * q + 1], p[q]);
+		else
+			ptx_unpack_f16x2(k, f[2 * q], f[2 * q + 1], p[q]);
+	}
+}
+
+void wsn__rk_pack(struct rk_gen *g, const char *const f[8], const char *p[4])
+{
+	struct ptx_kernel *k = g->k;
+
+	if (g->E == 4) {
+		for (int q = 0; q < 4; q++)
+			p[q] = f[q];
+		return;
+	}
+	for (int q = 0; q < 4; q++) {
+		p[q] = ptx_tmp(k, PTX_B32);
+		if (g->kp->dtype == WSN_BF16)
+			ptx_pack_bf16x2(k, p[q], f[2 * q], f[2 * q + 1]);
+		else
+			ptx_pack_f16x2(k, p[q], f[2 * q], f[2 * q + 1]);
+	}
+}
+
+/* ---------------------------------------------------------------- reductions */
+
+/* Bytes each warp writes per reduction buffer. */
+static unsigned red_slot(const struct rk_gen *g)
+{
+	return g->red_slot ? g->red_slot : 16;
+}
+
+/* Sum n f32 values over the bdimx threads of a row group; every thread gets the same totals. */
+void wsn__rk_reduce_row(struct rk_gen *g, const char *const v[], int n)
+{
+	struct ptx_kernel *k = g->k;
+	int lanes = g->bdimx < 32 ? g->bdimx : 32, slot = (int)red_slot(g);
+
+	ptx_comment(k, "row reduction of %d value%s over %d threads", n, n > 1 ? "s" : "", g->bdimx);
+	for (int off = lanes / 2; off >= 1; off /= 2) {
+		for (int i = 0; i < n; i++) {
+			const char *t = ptx_tmp(k, PTX_F32);
+			ptx_shfl_bfly(k, t, v[i], off);
+			ptx_add_f32(k, v[i], v[i], t);
+		}
+	}
+	if (g->nw <= 1)
+		return;
+	/* lane 0 of each warp writes, the group's named barrier, everyone sums the warps in order */
+	const char *wa = ptx_tmp(k, PTX_U32), *ra = ptx_tmp(k, PTX_U32);
+	ptx_ins(k, "add.u32 %s, %s, %s", wa, g->red_w, g->red_par);
+	ptx_ins(k, "add.u32 %s, %s, %s", ra, g->red_r, g->red_par);
+	for (int i = 0; i < n; i++) {
+		ptx_guard(k, g->p_lane0, 0);
+		ptx_st_shared(k, PTX_F32, wa, 4 * i, v[i]);
+	}
+	ptx_bar_sync_reg(k, g->bar_id, (unsigned)g->bdimx);
+	if (n > 2) {
+		/* four values per load, warps in order */
+		for (int w = 0; w < g->nw; w++) {
+			for (int c = 0; c < n; c += 4) {
+				const char *x[4];
+				for (int i = 0; i < 4; i++)
+					x[i] = ptx_tmp(k, PTX_F32);
+				ptx_ins(k, "ld.shared.v4.f32 {%s, %s, %s, %s}, [%s+%d]", x[0], x[1], x[2], x[3], ra,
+					slot * w + 4 * c);
+				for (int i = 0; i < 4 && c + i < n; i++) {
+					if (w == 0)
+						ptx_mov(k, PTX_F32, v[c + i], x[i]);
+					else
+						ptx_add_f32(k, v[c + i], v[c + i], x[i]);
+				}
+			}
+		}
+		ptx_ins(k, "xor.b32 %s, %s, %d", g->red_par, g->red_par, slot * g->nw);
+		return;
+	}
+	for (int w = 0; w < g->nw; w++) {
+		const char *a = ptx_tmp(k, PTX_F32), *b = ptx_tmp(k, PTX_F32);
+		ptx_ins(k, "ld.shared.v2.f32 {%s, %s}, [%s+%d]", a, b, ra, slot * w);
+		if (w == 0) {
+			ptx_mov(k, PTX_F32, v[0], a);
+			if (n > 1)
+				ptx_mov(k, PTX_F32, v[1], b);
+		} else {
+			ptx_add_f32(k, v[0], v[0], a);
+			if (n > 1)
+				ptx_add_f32(k, v[1], v[1], b);
+		}
+	}
+	ptx_ins(k, "xor.b32 %s, %s, %d", g->red_par, g->red_par, slot * g->nw);
+}
+
+/* (n, mean, M2) of a and b -> a (Chan, Golub and LeVeque's pairwise update; n == 0 sides are empty). */
+static void chan_combine(struct rk_gen *g, const char *n, const char *m, const char *m2, const char *nb,
+			 const char *mb, const char *m2b)
+{
+	struct ptx_kernel *k = g->k;
+	const char *nn = ptx_tmp(k, PTX_F32), *d = ptx_tmp(k, PTX_F32), *f = ptx_tmp(k, PTX_F32);
+	const char *t = ptx_tmp(k, PTX_F32), *u = ptx_tmp(k, PTX_F32), *pz = ptx_tmp(k, PTX_PRED);
+
+	ptx_add_f32(k, nn, n, nb);
+	ptx_sub_f32(k, d, mb, m);
+	ptx_ins(k, "div.full.f32 %s, %s, %s", f, nb, nn); /* 2 ulp, no slow path: the weight of b */
+	ptx_ins(k, "setp.eq.f32 %s, %s, 0f00000000", pz, nn);
+	ptx_ins(k, "selp.f32 %s, 0f00000000, %s, %s", f, f, pz);
+	ptx_mul_f32(k, t, d, f);            /* delta * nb / n */
+	ptx_fma_f32(k, m, d, f, m);         /* mean_a + delta * nb / n */
+	ptx_mul_f32(k, u, t, n);            /* delta * na * nb / n */
+	ptx_add_f32(k, m2, m2, m2b);
+	ptx_fma_f32(k, m2, u, d, m2);       /* M2_a + M2_b + delta^2 * na * nb / n */
+	ptx_mov(k, PTX_F32, n, nn);
+}
+
+/* Merge every thread's (count, mean, M2) over the row group, in an order every thread repeats
+ * exactly (the lower lane of a butterfly pair is always the first operand; warps in order), so
+ * the whole row sees bit-identical statistics: one reduction for LayerNorm's mean and variance.
+ * nsets independent rows share the shuffles' latency and one barrier. */
+void wsn__rk_reduce_welford(struct rk_gen *g, int nsets, const char *const n[], const char *const m[],
+			    const char *const m2[])
+{
+	struct ptx_kernel *k = g->k;
+	const char *lane = ptx_tmp(k, PTX_U32);
+	int slot = (int)red_slot(g);
+
+	ptx_comment(k, "row reduction of (count, mean, M2) over %d threads%s", g->bdimx, nsets > 1 ? ", per row" : "");
+	ptx_ins(k, "and.b32 %s, %s, 31", lane, g->tx);
+	for (int off = 16; off >= 1; off /= 2) {
+		const char *hi = ptx_tmp(k, PTX_PRED), *bit = ptx_tmp(k, PTX_U32);
+		ptx_ins(k, "and.b32 %s, %s, %d", bit, lane, off);
+		ptx_ins(k, "setp.ne.u32 %s, %s, 0", hi, bit);
+		for (int s = 0; s < nsets; s++) {
+			const char *o[3], *a[3], *b[3], *v[3] = { n[s], m[s], m2[s] };
+			for (int i = 0; i < 3; i++) {
+				o[i] = ptx_tmp(k, PTX_F32);
+				ptx_shfl_bfly(k, o[i], v[i], off);
+			}
+			for (int i = 0; i < 3; i++) {
+				a[i] = ptx_tmp(k, PTX_F32);
+				b[i] = ptx_tmp(k, PTX_F32);
+				ptx_ins(k, "selp.f32 %s, %s, %s, %s", a[i], o[i], v[i], hi);
+				ptx_ins(k, "selp.f32 %s, %s, %s, %s", b[i], v[i], o[i], hi);
+			}
+			chan_combine(g, a[0], a[1], a[2], b[0], b[1], b[2]);
+			for (int i = 0; i < 3; i++)
+				ptx_mov(k, PTX_F32, v[i], a[i]);
+		}
+	}
+	if (g->nw <= 1)
+		return;
+	const char *wa = ptx_tmp(k, PTX_U32), *ra = ptx_tmp(k, PTX_U32);
+	ptx_ins(k, "add.u32 %s, %s, %s", wa, g->red_w, g->red_par);
+	ptx_ins(k, "add.u32 %s, %s, %s", ra, g->red_r, g->red_par);
+	for (int s = 0; s < nsets; s++) {
+		ptx_guard(k, g->p_lane0, 0);
+		if (s)
+			ptx_ins(k, "st.shared.v4.f32 [%s+%d], {%s, %s, %s, %s}", wa, 16 * s, n[s], m[s], m2[s], m2[s]);
+		else
+			ptx_ins(k, "st.shared.v4.f32 [%s], {%s, %s, %s, %s}", wa, n[s], m[s], m2[s], m2[s]);
+	}
+	ptx_bar_sync_reg(k, g->bar_id, (unsigned)g->bdimx);
+	for (int w = 0; w < g->nw; w++) {
+		for (int s = 0; s < nsets; s++) {
+			const char *x[4];
+			for (int i = 0; i < 4; i++)
+				x[i] = ptx_tmp(k, PTX_F32);
+			ptx_ins(k, "ld.shared.v4.f32 {%s, %s, %s, %s}, [%s+%d]", x[0], x[1], x[2], x[3], ra,
+				slot * w + 16 * s);
+			if (w == 0) {
+				ptx_mov(k, PTX_F32, n[s], x[0]);
+				ptx_mov(k, PTX_F32, m[s], x[1]);
+				ptx_mov(k, PTX_F32, m2[s], x[2]);
+			} else {
+				chan_combine(g, n[s], m[s], m2[s], x[0], x[1], x[2]);
+			}
+		}
+	}
+	ptx_ins(k, "xor.b32 %s, %s, %d", g->red_par, g->red_par, slot * g->nw);
+}
+
+/* ---------------------------------------------------------------- shared setup */
+
+void wsn__rk_setup_common(struct rk_gen *g)
+{
+	struct ptx_kernel *k = g->k;
+	const struct wsn__kernel_plan *kp = g->kp;
+	const char *tid = ptx_reg(k, PTX_U32, "thread");
+
+	g->tx = ptx_reg(k, PTX_U32, "tx");
+	g->ty = ptx_reg(k, PTX_U32, "ty");
+	ptx_sreg(k, tid, "%tid.x");
+	if (g->tid_base)
+		ptx_ins(k, "sub.u32 %s, %s, %u", tid, tid, g->tid_base);
+	ptx_ins(k, "rem.u32 %s, %s, %d", g->tx, tid, g->bdimx);
+	ptx_ins(k, "div.u32 %s, %s, %d", g->ty, tid, g->bdimx);
+	g->smem = ptx_reg(k, PTX_U32, "smem");
+	ptx_smem_addr(k, g->smem, RK_SMEM_SYM, 0);
+	g->invH = ptx_reg(k, PTX_F32, "inv_hidden");
+	ptx_mov_f32(k, g->invH, (float)(1.0 / (double)kp->hidden));
+
+	/* predicates of the slices with partial vectors */
+	for (int j = 0; j < g->nv; j++) {
+		long long first = (long long)j * g->bdimx, nf = g->nfull - first;
+		if (first + g->bdimx <= g->nfull) {
+			g->jk[j] = RK_J_ALL;
+			continue;
+		}
+		g->jk[j] = RK_J_PART;
+		g->pf[j] = ptx_reg(k, PTX_PRED, "pfull%d", j);
+		ptx_ins(k, "setp.lt.s32 %s, %s, %lld", g->pf[j], g->tx, nf);
+		g->has_tail[j] = g->tail && nf >= 0 && nf < g->bdimx;
+		if (g->has_tail[j]) {
+			g->pt[j] = ptx_reg(k, PTX_PRED, "ptail%d", j);
+			g->plo[j] = ptx_reg(k, PTX_PRED, "plo%d", j);
+			ptx_ins(k, "setp.eq.s32 %s, %s, %lld", g->pt[j], g->tx, nf);
+			ptx_ins(k, "or.pred %s, %s, %s", g->plo[j], g->pf[j], g->pt[j]);
+		} else {
+			g->pt[j] = NULL;
+			g->plo[j] = g->pf[j];
+		}
+	}
+
+	/* reduction slots: group ty owns 2 buffers x warps x slot bytes at sm_red + ty * 2 * nw * slot */
+	if (g->nw > 1) {
+		const char *warp = ptx_tmp(k, PTX_U32), *lane = ptx_tmp(k, PTX_U32);
+		g->red_w = ptx_reg(k, PTX_U32, "red_w");
+		g->red_r = ptx_reg(k, PTX_U32, "red_r");
+		g->red_par = ptx_reg(k, PTX_U32, "red_par");
+		g->p_lane0 = ptx_reg(k, PTX_PRED, "p_lane0");
+		ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", g->red_r, g->ty, 2 * (int)red_slot(g) * g->nw, g->smem);
+		if (g->sm_red)
+			ptx_ins(k, "add.u32 %s, %s, %u", g->red_r, g->red_r, g->sm_red);
+		ptx_ins(k, "shr.u32 %s, %s, 5", warp, g->tx);
+		ptx_ins(k, "mad.lo.u32 %s, %s, %u, %s", g->red_w, warp, red_slot(g), g->red_r);
+		ptx_ins(k, "and.b32 %s, %s, 31", lane, g->tx);
+		ptx_ins(k, "setp.eq.u32 %s, %s, 0", g->p_lane0, lane);
+		ptx_mov_imm(k, PTX_U32, g->red_par, 0);
+		g->bar_id = ptx_reg(k, PTX_U32, "bar_id");
+		ptx_comment(k, "row group ty synchronises on named barrier 1 + ty");
+		ptx_ins(k, "add.u32 %s, %s, 1", g->bar_id, g->ty);
+	}
+}
+
+/* LayerNorm forward: g->cnt, the row elements this thread owns, and g->rcnt = 1 / that (0 for a thread past
+ * the row's end). */
+void wsn__rk_own_count(struct rk_gen *g)
+{
+	struct ptx_kernel *k = g->k;
+
+	/* elements this thread owns, and their reciprocal (0 for a thread past the row's end) */
+	g->cnt = ptx_reg(k, PTX_F32, "own_count");
+	g->rcnt = ptx_reg(k, PTX_F32, "own_rcount");
+	int nall = 0;
+	for (int j = 0; j < g->nv; j++)
+		nall += g->jk[j] == RK_J_ALL ? g->vec : 0;
+	ptx_mov_f32(k, g->cnt, (float)nall);
+	for (int j = 0; j < g->nv; j++) {
+		const char *c = ptx_tmp(k, PTX_F32);
+		if (g->jk[j] == RK_J_ALL)
+			continue;
+		ptx_mov_f32(k, c, 0.0f);
+		if (g->has_tail[j]) {
+			ptx_guard(k, g->pt[j], 0);
+			ptx_mov_f32(k, c, (float)g->tail);
+		}
+		ptx_guard(k, g->pf[j], 0);
+		ptx_mov_f32(k, c, (float)g->vec);
+		ptx_add_f32(k, g->cnt, g->cnt, c);
+	}
+	const char *pz = ptx_tmp(k, PTX_PRED);
+	ptx_ins(k, "rcp.rn.f32 %s, %s", g->rcnt, g->cnt);
+	ptx_ins(k, "setp.eq.f32 %s, %s, 0f00000000", pz, g->cnt);
+	ptx_ins(k, "selp.f32 %s, 0f00000000, %s, %s", g->rcnt, g->rcnt, pz);
+}
+
+/* Per-row opaque zeros: row >> 63 (rows < 2^63), combined with zeros of parameters ptxas cannot see. */
+void wsn__rk_opaque_zeros(struct rk_gen *g, const char *row, const char *const inv[2])
+{
+	struct ptx_kernel *k = g->k;
+	const char *t = ptx_tmp(k, PTX_U64);
+
+	g->zrow[0] = ptx_tmp(k, PTX_U32);
+	ptx_ins(k, "shr.u64 %s, %s, 63", t, row);
+	ptx_ins(k, "cvt.u32.u64 %s, %s", g->zrow[0], t);
+	for (int i = 0; i < 2; i++) {
+		g->zrow[i + 1] = ptx_tmp(k, PTX_U32);
+		ptx_ins(k, "xor.b32 %s, %s, %s", g->zrow[i + 1], g->zrow[0], inv[i]);
+	}
+}
+
+/* A loop-invariant opaque zero from a 64-bit parameter that is below 2^63. */
+const char *wsn__rk_param_zero(struct rk_gen *g, const char *param64)
+{
+	const char *t = ptx_tmp(g->k, PTX_U64), *z = ptx_tmp(g->k, PTX_U32);
+
+	ptx_ins(g->k, "shr.u64 %s, %s, 63", t, param64);
+	ptx_ins(g->k, "cvt.u32.u64 %s, %s", z, t);
+	return z;
+}
+
+/* addr (u64) = base + row * ld * E + tx * 16 */
+void wsn__rk_row_addr(struct rk_gen *g, const char *dst, const char *base, const char *row, const char *ld_bytes,
+		     const char *txoff)
+{
+	ptx_ins(g->k, "mad.lo.u64 %s, %s, %s, %s", dst, row, ld_bytes, base);
+	ptx_ins(g->k, "add.u64 %s, %s, %s", dst, dst, txoff);
+}
+
+/* Names of REG storage for a tensor. */
+void wsn__rk_reg_names(struct rk_gen *g, struct rk_tens *t)
+{
+	for (int j = 0; j < g->nv; j++)
+		for (int q = 0; q < 4; q++)
+			t->r[j][q] = ptx_reg(g->k, PTX_B32, "%s%d_%d", t->tag, j, q);
+}
+
+
+void wsn__rk_acc_get(struct rk_gen *g, struct rk_acc *a, int j, const char *f[8])
+{
+	struct ptx_kernel *k = g->k;
+
+	if (a->store == WSN_STORE_REG) {
+		for (int e = 0; e < g->vec; e++)
+			f[e] = a->r[j][e];
+		return;
+	}
+	for (int e = 0; e < g->vec; e++)
+		f[e] = ptx_tmp(k, PTX_F32);
+	if (a->store == WSN_STORE_SMEM) {
+		for (int q = 0; q < g->vec / 4; q++)
+			ptx_ld_shared_v4(k, f + 4 * q, a->s, ((long long)j * g->bdimx * g->vec + 4 * q) * 4);
+		return;
+	}
+	for (int e = 0; e < g->vec; e++) {
+		const char *pe = wsn__rk_elem_pred(g, j, e);
+		if (pe) {
+			ptx_mov_f32(k, f[e], 0.0f);
+			ptx_guard(k, pe, 0);
+		}
+		ptx_ld_global(k, PTX_CACHE_DEFAULT, PTX_F32, f[e], a->g, ((long long)j * g->bdimx * g->vec + e) * 4);
+	}
+}
+
+void wsn__rk_acc_put(struct rk_gen *g, struct rk_acc *a, int j, const char *const f[8])
+{
+	struct ptx_kernel *k = g->k;
+
+	if (a->store == WSN_STORE_REG)
+		return;
+	if (a->store == WSN_STORE_SMEM) {
+		for (int q = 0; q < g->vec / 4; q++)
+			ptx_st_shared_v4(k, a->s, ((long long)j * g->bdimx * g->vec + 4 * q) * 4, f + 4 * q);
+		return;
+	}
+	for (int e = 0; e < g->vec; e++) {
+		const char *pe = wsn__rk_elem_pred(g, j, e);
+		if (pe)
+			ptx_guard(k, pe, 0);
+		ptx_st_global(k, PTX_CACHE_DEFAULT, PTX_F32, a->g, ((long long)j * g->bdimx * g->vec + e) * 4, f[e]);
+	}
+}
+
+void wsn__rk_bwd_epilogue(struct rk_gen *g, struct rk_acc *accs[2], const char *wsp)
+{
+	struct ptx_kernel *k = g->k;
+	const char *cta = ptx_tmp(k, PTX_U32), *nc = ptx_tmp(k, PTX_U32);
+
+	ptx_comment(k, "---- per-CTA partial column sums -> workspace ----");
+	ptx_sreg(k, cta, "%ctaid.x");
+	ptx_sreg(k, nc, "%nctaid.x");
+	if (g->bdimy > 1) {
+		const char *xs = ptx_reg(k, PTX_U32, "xg_s"), *p = ptx_tmp(k, PTX_PRED);
+		ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", xs, g->tx, g->vec * 4, g->smem);
+		ptx_ins(k, "add.u32 %s, %s, %u", xs, xs, g->sm_xg);
+		for (int a = 0; a < 2; a++) {
+			struct rk_acc *ac = accs[a];
+			if (!ac)
+				continue;
+			ptx_bar_sync(k, g->all_bar, g->all_bar_count);
+			for (int t = g->bdimy - 1; t >= 0; t--) {
+				const char *skip = ptx_label_new(k, "fold_skip");
+				ptx_ins(k, "setp.ne.u32 %s, %s, %d", p, g->ty, t);
+				ptx_guard(k, p, 0);
+				ptx_bra(k, skip);
+				for (int j = 0; j < g->nv; j++) {
+					for (int q = 0; q < g->vec / 4; q++) {
+						const char *const *r = ac->r[j] + 4 * q;
+						long long off = ((long long)j * g->bdimx * g->vec + 4 * q) * 4;
+						if (t < g->bdimy - 1) {
+							const char *s[4];
+							for (int i = 0; i < 4; i++)
+								s[i] = ptx_tmp(k, PTX_F32);
+							ptx_ld_shared_v4(k, s, xs, off);
+							for (int i = 0; i < 4; i++)
+								ptx_add_f32(k, r[i], r[i], s[i]);
+						}
+						if (t > 0)
+							ptx_st_shared_v4(k, xs, off, r);
+					}
+				}
+				ptx_label(k, skip);
+				if (t > 0)
+					ptx_bar_sync(k, g->all_bar, g->all_bar_count);
+			}
+		}
+	}
+	/* group 0 writes: dweight partial at ws[cta][.], dbias partial at ws[nctaid + cta][.] */
+	const char *skipw = ptx_label_new(k, "ws_done"), *p0 = ptx_tmp(k, PTX_PRED);
+	ptx_ins(k, "setp.ne.u32 %s, %s, 0", p0, g->ty);
+	ptx_guard(k, p0, 0);
+	ptx_bra(k, skipw);
+	for (int a = 0; a < 2; a++) {
+		struct rk_acc *ac = accs[a];
+		if (!ac || ac->store == WSN_STORE_GLOBAL)
+			continue;
+		const char *part = ptx_tmp(k, PTX_U32), *ga = ptx_tmp(k, PTX_U64), *col = ptx_tmp(k, PTX_U64);
+		if (a)
+			ptx_ins(k, "add.u32 %s, %s, %s", part, nc, cta);
+		else
+			ptx_mov(k, PTX_U32, part, cta);
+		ptx_ins(k, "mul.wide.u32 %s, %s, %lld", ga, part, g->H * 4);
+		ptx_ins(k, "add.u64 %s, %s, %s", ga, ga, wsp);
+		ptx_ins(k, "mul.wide.u32 %s, %s, %d", col, g->tx, g->vec * 4);
+		ptx_ins(k, "add.u64 %s, %s, %s", ga, ga, col);
+		for (int j = 0; j < g->nv; j++) {
+			const char *f[8];
+			wsn__rk_acc_get(g, ac, j, f);
+			for (int e = 0; e < g->vec; e++) {
+				const char *pe = wsn__rk_elem_pred(g, j, e);
+				if (pe)
+					ptx_guard(k, pe, 0);
+				ptx_st_global(k, PTX_CACHE_DEFAULT, PTX_F32, ga, ((long long)j * g->bdimx * g->vec + e) * 4,
+					      f[e]);
+			}
+		}
+	}
+	ptx_label(k, skipw);
+}
+
+/* Finish: column c of dweight (dbias) = sum over parts p = 0..nparts-1 of ws[p][c] ([nparts + p][c]), in a
+ * fixed order: slice s (of 8) adds parts s, s+8, ... in turn, then slices 0..7 are added in turn. */
+int wsn__rk_gen_finish(struct ptx_module *m, const struct wsn__kernel_plan *kp)
+{
+	struct ptx_kernel *k = ptx_kernel_begin(m, kp->finish_entry);
+	int E = (int)wsn_dtype_size(kp->dtype), nacc = kp->has_bias ? 2 : 1;
+	long long H = kp->hidden;
+	const int UNR = 4, SL = 8;
+
+	if (!k)
+		return m->err;
+	ptx_param(k, PTX_U64, "ws");
+	ptx_param(k, PTX_U64, "dweight");
+	ptx_param(k, PTX_U64, "dbias");
+	ptx_param(k, PTX_U32, "nparts");
+	ptx_kernel_launch_bounds(k, kp->finish_threads, 0);
+	ptx_kernel_shared(k, "fin_red", (unsigned)(2 * SL * 32 * 4), 16);
+	const char *wsp = ptx_reg(k, PTX_U64, "p_ws"), *dwp = ptx_reg(k, PTX_U64, "p_dweight");
+	const char *dbp = ptx_reg(k, PTX_U64, "p_dbias"), *np = ptx_reg(k, PTX_U32, "nparts");
+	ptx_ld_param(k, PTX_U64, wsp, "ws");
+	ptx_ld_param(k, PTX_U64, dwp, "dweight");
+	ptx_ld_param(k, PTX_U64, dbp, "dbias");
+	ptx_ld_param(k, PTX_U32, np, "nparts");
+	const char *tid = ptx_reg(k, PTX_U32, "thread"), *cx = ptx_reg(k, PTX_U32, "cx"), *sy = ptx_reg(k, PTX_U32, "sy");
+	const char *col = ptx_reg(k, PTX_U32, "col"), *pcol = ptx_reg(k, PTX_PRED, "p_col");
+	ptx_sreg(k, tid, "%tid.x");
+	ptx_ins(k, "and.b32 %s, %s, 31", cx, tid);
+	ptx_ins(k, "shr.u32 %s, %s, 5", sy, tid);
+	ptx_sreg(k, col, "%ctaid.x");
+	ptx_ins(k, "mad.lo.u32 %s, %s, 32, %s", col, col, cx);
+	ptx_ins(k, "setp.lt.u32 %s, %s, %lld", pcol, col, H);
+	/* dbias parts start nparts * H floats in */
+	const char *sum[2], *base[2];
+	for (int a = 0; a < nacc; a++) {
+		sum[a] = ptx_reg(k, PTX_F32, "sum%d", a);
+		base[a] = ptx_reg(k, PTX_U64, "base%d", a);
+		ptx_mov_f32(k, sum[a], 0.0f);
+		ptx_ins(k, "mul.wide.u32 %s, %s, 4", base[a], col);
+		ptx_ins(k, "add.u64 %s, %s, %s", base[a], base[a], wsp);
+		if (a) {
+			const char *off = ptx_tmp(k, PTX_U64);
+			ptx_ins(k, "mul.wide.u32 %s, %s, %lld", off, np, H * 4);
+			ptx_ins(k, "add.u64 %s, %s, %s", base[a], base[a], off);
+		}
+	}
+	const char *pp = ptx_reg(k, PTX_U32, "part"), *p = ptx_reg(k, PTX_PRED, "p_more");
+	const char *addr = ptx_reg(k, PTX_U64, "addr"), *po = ptx_tmp(k, PTX_U64);
+	struct ptx_loop lp;
+	ptx_mov(k, PTX_U32, pp, sy);
+	ptx_ins(k, "setp.lt.u32 %s, %s, %s", p, pp, np);
+	ptx_ins(k, "and.pred %s, %s, %s", p, p, pcol);
+	ptx_loop_begin(k, &lp, "parts");
+	ptx_loop_break_if(k, &lp, p, 1);
+	for (int a = 0; a < nacc; a++) {
+		const char *v[4], *pu[4];
+		for (int u = 0; u < UNR; u++) {
+			const char *pi = ptx_tmp(k, PTX_U32);
+			v[u] = ptx_tmp(k, PTX_F32);
+			pu[u] = ptx_tmp(k, PTX_PRED);
+			ptx_ins(k, "add.u32 %s, %s, %d", pi, pp, u * SL);
+			ptx_ins(k, "setp.lt.u32 %s, %s, %s", pu[u], pi, np);
+			ptx_ins(k, "mul.wide.u32 %s, %s, %lld", po, pi, H * 4);
+			ptx_ins(k, "add.u64 %s, %s, %s", addr, base[a], po);
+			ptx_mov_f32(k, v[u], 0.0f);
+			ptx_guard(k, pu[u], 0);
+			ptx_ld_global(k, PTX_CACHE_LAST, PTX_F32, v[u], addr, 0);
+		}
+		for (int u = 0; u < UNR; u++) {
+			ptx_guard(k, pu[u], 0);
+			ptx_add_f32(k, sum[a], sum[a], v[u]);
+		}
+	}
+	ptx_ins(k, "add.u32 %s, %s, %d", pp, pp, UNR * SL);
+	ptx_ins(k, "setp.lt.u32 %s, %s, %s", p, pp, np);
+	ptx_ins(k, "and.pred %s, %s, %s", p, p, pcol);
+	ptx_loop_end(k, &lp, NULL, 0);
+	/* slices -> shared -> slice 0 adds them in order */
+	const char *sa = ptx_reg(k, PTX_U32, "fin_slot"), *ra = ptx_reg(k, PTX_U32, "fin_col");
+	ptx_smem_addr(k, ra, "fin_red", 0);
+	ptx_ins(k, "mad.lo.u32 %s, %s, 4, %s", ra, cx, ra);
+	ptx_ins(k, "mad.lo.u32 %s, %s, 128, %s", sa, sy, ra);
+	for (int a = 0; a < nacc; a++)
+		ptx_st_shared(k, PTX_F32, sa, a * SL * 128, sum[a]);
+	ptx_bar_sync(k, 0, 0);
+	const char *p0 = ptx_tmp(k, PTX_PRED), *out = ptx_label_new(k, "out");
+	ptx_ins(k, "setp.ne.u32 %s, %s, 0", p0, sy);
+	ptx_ins(k, "or.pred %s, %s, !%s", p0, p0, pcol);
+	ptx_guard(k, p0, 0);
+	ptx_bra(k, out);
+	for (int a = 0; a < nacc; a++) {
+		const char *dst = a ? dbp : dwp, *pz = ptx_tmp(k, PTX_PRED), *ga = ptx_tmp(k, PTX_U64);
+		for (int s = 0; s < SL; s++) {
+			const char *v = ptx_tmp(k, PTX_F32);
+			ptx_ld_shared(k, PTX_F32, v, ra, a * SL * 128 + s * 128);
+			if (s == 0)
+				ptx_mov(k, PTX_F32, sum[a], v);
+			else
+				ptx_add_f32(k, sum[a], sum[a], v);
+		}
+		ptx_ins(k, "setp.ne.u64 %s, %s, 0", pz, dst);
+		ptx_ins(k, "mad.wide.u32 %s, %s, %d, %s", ga, col, E, dst);
+		if (E == 4) {
+			ptx_guard(k, pz, 0);
+			ptx_st_global(k, PTX_CACHE_DEFAULT, PTX_F32, ga, 0, sum[a]);
+		} else {
+			const char *h = ptx_tmp(k, PTX_B16);
+			if (kp->dtype == WSN_BF16)
+				ptx_cvt_bf16_f32(k, h, sum[a]);
+			else
+				ptx_cvt_f16_f32(k, h, sum[a]);
+			ptx_guard(k, pz, 0);
+			ptx_st_global(k, PTX_CACHE_DEFAULT, PTX_B16, ga, 0, h);
+		}
+	}
+	ptx_label(k, out);
+	ptx_ret(k);
+	return ptx_kernel_end(k);
+}

@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: MIT */
+/* codegen/rowkernel.h: what the multi-wave and warp-specialised generators share to emit row kernels. */
+#ifndef WSN_ROWKERNEL_H
+#define WSN_ROWKERNEL_H
+
+#include "codegen.h"
+#include "ptx.h"
+
+/*
+ * A row group is bdimx threads (tx) working on one row; thread tx holds vectors tx, tx + bdimx,
+ * tx + 2 bdimx, ... (slices j = 0 .. nv-1) of 16 bytes each. Everything below emits code for one
+ * thread of such a group: element access with partial vectors at the row's end, f32
+ * (un)packing, sums over the group (warp shuffles, then the warps through shared memory on the
+ * group's named barrier 1 + ty), the dweight/dbias epilogue and the deterministic finish kernel.
+ */
+
+#define RK_MAXV 64 /* vectors per thread the generator unrolls (planner.c MAX_NVEC) */
+#define RK_SMEM_SYM "wsn_smem"
+
+/* Which threads hold a full vector in slice j (vectors j*bdimx .. j*bdimx + bdimx - 1). */
+enum rk_jkind { RK_J_ALL, RK_J_PART };
+
+/* A row-sized tensor or a parameter: where it lives and how a thread reaches its vectors. */
+struct rk_tens {
+	const char *tag;
+	int store;               /* enum wsn__store */
+	enum ptx_cache cache;
+	const char *g;           /* .u64: global address of the thread's first element in the row */
+	const char *s;           /* .u32: shared address of the thread's first vector (SMEM) */
+	const char *r[RK_MAXV][4]; /* REG: the packed registers of vector j */
+};
+
+struct rk_gen {
+	const struct wsn__kernel_plan *kp;
+	struct ptx_kernel *k;
+	int bwd, ln, E, vec, nv, bdimx, bdimy, nw;
+	long long H, NV, nfull, tail;
+	int vecpath;             /* 1: 16-byte accesses; 0: element accesses (unaligned rows) */
+	enum rk_jkind jk[RK_MAXV];
+	int has_tail[RK_MAXV];
+	const char *pf[RK_MAXV], *pt[RK_MAXV], *plo[RK_MAXV]; /* RK_J_PART: full vector / tail vector /
+								* element e < tail */
+	const char *tx, *ty, *smem;
+	const char *red_w, *red_r, *red_par, *p_lane0, *bar_id;
+	unsigned sm_red, sm_w, sm_dw, sm_db, sm_xg;
+	/* Set by the warp-specialised generator, zero for multi-wave kernels: the %tid.x of the first
+	 * row-group thread, the bytes each warp writes per reduction buffer (0: 16, four floats), and
+	 * the named barrier (id, thread count) that joins every row group (0: bar.sync 0, the CTA). */
+	unsigned tid_base, red_slot;
+	int all_bar;
+	unsigned all_bar_count;
+	const char *invH;
+	const char *cnt, *rcnt; /* LayerNorm forward: elements this thread owns and 1 / that */
+	/* Opaque zero of the current pass (NULL: none). Registers held across a row reduction are
+	 * read through `xor reg, zero` so that ptxas can neither hoist their unpacking out of the row
+	 * loop nor reuse pass-1 unpacked values after the reduction: either would keep every element
+	 * as an f32 and double the registers a cached bf16/f16 row needs. */
+	const char *zp;
+	const char *zrow[3];
+};
+
+/* Accumulator (dweight or dbias) access for slice j: f32 registers, loaded when not in registers. */
+struct rk_acc {
+	const char *tag;
+	int store;
+	const char *s;   /* .u32 shared address of the thread's first column */
+	const char *g;   /* .u64 global (workspace) address of the thread's first column */
+	const char *r[RK_MAXV][8];
+};
+
+/* ---- element access ---- */
+/* Is element e of slice j valid for this thread: NULL (always) or a predicate. */
+const char *wsn__rk_elem_pred(struct rk_gen *g, int j, int e);
+/* Load vector j of global tensor t into r (partial vectors and the element path handled). */
+void wsn__rk_load_vec(struct rk_gen *g, struct rk_tens *t, int j, const char *const r[4]);
+/* Store vector j of r to t's global row. */
+void wsn__rk_store_vec(struct rk_gen *g, struct rk_tens *t, int j, const char *const r[4]);
+/* The packed registers of vector j of t, loading them if t is not held in registers. */
+void wsn__rk_get_vec(struct rk_gen *g, struct rk_tens *t, int j, const char *out[4]);
+/* Packed registers <-> vec f32 values (f32 data is used as is). */
+void wsn__rk_unpack(struct rk_gen *g, const char *const p[4], const char *f[8]);
+void wsn__rk_pack(struct rk_gen *g, const char *const f[8], const char *p[4]);
+
+/* ---- reductions over a row group ---- */
+/* Sum n f32 values over the bdimx threads of a row group; every thread gets the same totals.
+ * n <= red_slot / 4 (4 with the default slot). */
+void wsn__rk_reduce_row(struct rk_gen *g, const char *const v[], int n);
+/* Merge every thread's (count, mean, M2) over the row group for nsets independent rows in one
+ * pass (bit-identical on every thread); nsets <= red_slot / 16. */
+void wsn__rk_reduce_welford(struct rk_gen *g, int nsets, const char *const n[], const char *const m[],
+			    const char *const m2[]);
+
+/* ---- setup and addresses ---- */
+/* tx, ty, the shared window, 1/hidden, the partial-slice predicates and the reduction slots. */
+void wsn__rk_setup_common(struct rk_gen *g);
+/* LayerNorm forward: g->cnt (row elements this thread owns) and g->rcnt = 1 / cnt (0 when none). */
+void wsn__rk_own_count(struct rk_gen *g);
+/* Per-row opaque zeros (g->zrow) from the row index and two loop-invariant zeros. */
+void wsn__rk_opaque_zeros(struct rk_gen *g, const char *row, const char *const inv[2]);
+/* A loop-invariant opaque zero from a 64-bit parameter below 2^63. */
+const char *wsn__rk_param_zero(struct rk_gen *g, const char *param64);
+/* dst (u64) = base + row * ld_bytes + txoff. */
+void wsn__rk_row_addr(struct rk_gen *g, const char *dst, const char *base, const char *row, const char *ld_bytes,
+		      const char *txoff);
+/* Names of the REG storage of a tensor ("<tag><j>_<q>"). */
+void wsn__rk_reg_names(struct rk_gen *g, struct rk_tens *t);
+
+/* ---- backward accumulators, epilogue, finish kernel ---- */
+void wsn__rk_acc_get(struct rk_gen *g, struct rk_acc *a, int j, const char *f[8]);
+void wsn__rk_acc_put(struct rk_gen *g, struct rk_acc *a, int j, const char *const f[8]);
+/* After the row loop: fold the row groups' register accumulators into group 0 through shared memory at
+ * sm_xg (fixed order), then group 0 writes the CTA's partial rows: dweight at ws[ctaid][.], dbias at
+ * ws[nctaid + ctaid][.]. */
+void wsn__rk_bwd_epilogue(struct rk_gen *g, struct rk_acc *accs[2], const char *wsp);
+/* The finish kernel kp->finish_entry: dweight/dbias = the sum of the nparts partial rows in a fixed
+ * order, converted to the plan's dtype. Returns 0 or the module's error. */
+int wsn__rk_gen_finish(struct ptx_module *m, const struct wsn__kernel_plan *kp);
+
+#endif
