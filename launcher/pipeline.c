@@ -1135,7 +1135,7 @@ static int verify_batch(struct pl_dev *d, struct wsn_device *cpu, struct pl_slot
 	if (!pass) {
 		res->mismatched_batches++;
 		if (!res->first_mismatch[0])
-			snprintf(res->first_mismatch, sizeof(res->first_mismatch), "batch %llu (shard '%s' rows %lld..%lld): %s",
+			snprintf(res->first_mismatch, sizeof(res->first_mismatch), "batch %llu (shard '%.300s' rows %lld..%lld): %s",
 				 (unsigned long long)sl->b.seq, d->run->ds->shards[sl->b.shard].path,
 				 (long long)sl->b.row0, (long long)(sl->b.row0 + rows - 1), why);
 	}

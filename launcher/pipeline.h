@@ -156,7 +156,7 @@ struct pl_devres {
 	int64_t verified_batches, mismatched_batches, verified_rows;
 	struct pl_verdict v[8];
 	int nv;
-	char first_mismatch[256];
+	char first_mismatch[768];
 	char ring_mode[64];
 	struct wsn_read_stats rs;
 	struct wsn_reader_buffer_stats bs;
