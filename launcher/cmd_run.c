@@ -281,12 +281,17 @@ static void wait_run(struct pl_run *run, int *interrupted_by)
 		}
 		if (prog.active) {
 			long long rows = 0, bytes = 0;
+			double since = 0;
+
 			for (int i = 0; i < run->ndev; i++) {
 				rows += atomic_load(&run->res[i].live_rows);
 				bytes += atomic_load(&run->res[i].live_read_bytes);
 			}
-			cli_progress_update(&prog, "%.0f s: %lld rows, %.2f GB read", run->go ? cli_now() - run->t_start : 0.0,
-					    rows, (double)bytes / 1e9);
+			pthread_mutex_lock(&run->mu);
+			if (run->go)
+				since = cli_now() - run->t_start;
+			pthread_mutex_unlock(&run->mu);
+			cli_progress_update(&prog, "%.0f s: %lld rows, %.2f GB read", since, rows, (double)bytes / 1e9);
 		}
 	}
 	cli_progress_end(&prog);
