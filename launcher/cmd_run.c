@@ -122,6 +122,18 @@ static int output_setup(struct run_opts *o, struct pl_dataset *ds)
 	o->cfg.output_dir = ds->n > 1;
 	if (!o->cfg.output || !o->cfg.output_dir)
 		return 0;
+	for (int i = 0; i < ds->n; i++) { /* each output takes its input's name: two alike would clash */
+		const char *a = strrchr(ds->shards[i].path, '/');
+		a = a ? a + 1 : ds->shards[i].path;
+		for (int k = 0; k < i; k++) {
+			const char *b = strrchr(ds->shards[k].path, '/');
+			if (!strcmp(a, b ? b + 1 : ds->shards[k].path)) {
+				fprintf(stderr, "%s: run: inputs '%s' and '%s' would both write '%s/%s'\n", cli_prog,
+					ds->shards[k].path, ds->shards[i].path, o->cfg.output, a);
+				return EXIT_RUNTIME;
+			}
+		}
+	}
 	if (stat(o->cfg.output, &st) == 0) {
 		if (S_ISDIR(st.st_mode))
 			return 0;
