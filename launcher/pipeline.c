@@ -1436,6 +1436,13 @@ static int measure_alone(struct pl_dev *d, char *msg, size_t len)
 	return 0;
 }
 
+/* Whether WSNORM_RUN_COPIES asks a host-memory device to run the pipeline as a GPU would. */
+static int emulate_copies(void)
+{
+	const char *e = getenv("WSNORM_RUN_COPIES");
+	return e && *e && strcmp(e, "0");
+}
+
 /* The run starts: its clock and its deadline (under run->mu). */
 static void start_run(struct pl_run *run)
 {
@@ -1495,7 +1502,8 @@ static void *device_main(void *arg)
 	wsn_device_info(d->dev, &d->di);
 	snprintf(res->spec, sizeof(res->spec), "%s", d->di.spec);
 	snprintf(res->name, sizeof(res->name), "%s", d->di.name);
-	d->host = res->host_mem = d->di.exec_mem == WSN_MEM_HOST;
+	/* WSNORM_RUN_COPIES=1: a host-memory device runs the GPU path (own buffers, copies, events) */
+	d->host = res->host_mem = d->di.exec_mem == WSN_MEM_HOST && !emulate_copies();
 	d->fault_armed = cfg->inject_fault == res->index;
 	if (!cfg->read_only) {
 		struct wsn_plan_options po;

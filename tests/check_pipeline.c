@@ -737,7 +737,9 @@ END_TEST
 
 START_TEST(test_sigterm)
 {
+	setenv("WSNORM_RUN_COPIES", "1", 1); /* and through the GPU path */
 	interrupt_run(SIGTERM);
+	unsetenv("WSNORM_RUN_COPIES");
 }
 END_TEST
 
@@ -977,6 +979,76 @@ START_TEST(test_bench_h2d)
 }
 END_TEST
 
+static void same_output(const char *a, const char *b, const char *name, enum wsn_dtype dt, double tol);
+
+/*
+ * WSNORM_RUN_COPIES=1 runs the GPU path on the CPU: device buffers, copies in and out on their
+ * streams, poisoning through the device, copies back only for batches verified or written. The
+ * outputs are the host path's, bit for bit.
+ */
+START_TEST(test_gpu_path_on_cpu)
+{
+	char *dir = tu_tmpdir(), *ds = path_in(dir, "ds"), *oh = path_in(dir, "out-host"), *oc = path_in(dir, "out-copies");
+	struct tu_proc p;
+	json_t *j;
+
+	gen("layernorm-bwd", "f16", "450", "80", "3", ds);
+	RUN(&p, "run", "--input", ds, "--device", "cpu", "--batch-rows", "40", "--output", oh, "--copy-size", "64K");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	tu_proc_free(&p);
+	setenv("WSNORM_RUN_COPIES", "1", 1);
+	RUN(&p, "run", "--input", ds, "--device", "cpu", "--batch-rows", "40", "--output", oc, "--copy-size", "64K",
+	    "--kernel-loops", "2", "--json", "--standalone");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	j = parse(&p);
+	ck_assert_int_eq(jint(j, "batches"), 12);
+	ck_assert_int_eq(jint(j, "stages.h2d.batches"), 12);
+	ck_assert_int_eq(jint(j, "stages.d2h.batches"), 12);
+	ck_assert(json_is_true(json_object_get(json_object_get(json_object_get(j, "stages"), "h2d"), "active")));
+	ck_assert(jreal(j, "stages.h2d.alone_rows_per_s") > 0);
+	ck_assert(jreal(j, "stages.d2h.alone_rows_per_s") > 0);
+	json_decref(j);
+	tu_proc_free(&p);
+	for (int s = 0; s < 3; s++) {
+		char name[64], *a, *b;
+
+		snprintf(name, sizeof(name), "shard-%05d-of-00003.safetensors", s);
+		a = path_in(oh, name);
+		b = path_in(oc, name);
+		same_output(a, b, "dx", WSN_F16, 0);
+		same_output(a, b, "dweight", WSN_F16, 0);
+		same_output(a, b, "dbias", WSN_F16, 0);
+		free(a);
+		free(b);
+	}
+	/* no output: only the verified batches come back */
+	RUN(&p, "run", "--input", ds, "--device", "cpu", "--batch-rows", "40", "--verify-every", "5", "--json",
+	    "--copy-size", "64K");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	j = parse(&p);
+	ck_assert_int_eq(jint(j, "stages.h2d.batches"), 12);
+	ck_assert_int_eq(jint(j, "verify.batches"), 3);
+	ck_assert_int_eq(jint(j, "stages.d2h.batches"), 3);
+	json_decref(j);
+	tu_proc_free(&p);
+	/* a mismatch is caught on this path too, and a failing device among two */
+	RUN(&p, "run", "--input", ds, "--device", "cpu", "--inject-mismatch", "--copy-size", "64K");
+	ck_assert_int_eq(p.status, 1);
+	tu_proc_free(&p);
+	RUN(&p, "run", "--input", ds, "--devices", "cpu,cpu", "--inject-fault", "0", "--batch-rows", "10", "--copy-size",
+	    "64K", "--threads", "1");
+	ck_assert_int_eq(p.status, 3);
+	ck_assert_ptr_nonnull(strstr(p.out, "device 1: cpu"));
+	tu_proc_free(&p);
+	unsetenv("WSNORM_RUN_COPIES");
+	tu_rmtree(dir);
+	free(ds);
+	free(oh);
+	free(oc);
+	free(dir);
+}
+END_TEST
+
 /* ---- the pipeline on GPUs (run when `wsnorm devices` finds a CUDA device) ---- */
 
 /* CUDA devices `wsnorm devices --json` lists; 0 when none (or the command fails). */
@@ -1171,6 +1243,7 @@ Suite *suite_pipeline(void)
 	tcase_add_test(tc, test_lists_raw_modes);
 	tcase_add_test(tc, test_usage_golden);
 	tcase_add_test(tc, test_bench_h2d);
+	tcase_add_test(tc, test_gpu_path_on_cpu);
 	suite_add_tcase(s, tc);
 	if (cuda_devices() > 0) {
 		TCase *gpu = tcase_create("pipeline_gpu");
