@@ -81,7 +81,7 @@ static void usage(FILE *f)
 		"  --kernel-loops K  launches of the kernel on each device-resident batch (default %d)\n"
 		"  --standalone      first measure each stage alone, to compare the pipeline with its\n"
 		"                    slowest stage\n"
-		"  --copy-size SIZE  device copy buffer for the roofline (default 1G; 64M on the CPU)\n"
+		"  --copy-size SIZE  device copy buffer for the roofline (default %lluM; %lluM on the CPU)\n"
 		"Verification and pass/fail:\n"
 		"  --verify-rows N   rows sampled per verified batch (default %d; 0 disables verification)\n"
 		"  --no-verify       same as --verify-rows 0\n"
@@ -96,12 +96,13 @@ static void usage(FILE *f)
 		"                    ops on the best device present, report, and remove the files\n"
 		"  --json            machine-readable report on stdout\n"
 		"  -h, --help        show this help\n"
-		"\nSIGINT or SIGTERM stops the run with a partial report and no output files.\n"
+		"\nSIGINT or SIGTERM stops the run with a partial report; outputs appear only when complete.\n"
 		"Exit status: 0 pass, 1 verification mismatch or threshold missed, 2 usage error,\n"
 		"3 runtime error.\n",
 		cli_prog, cli_prog, (double)WSN_DEFAULT_EPS, PL_DEFAULT_RING, PL_MAX_RING,
 		(unsigned long long)(PL_DEFAULT_BATCH_BYTES >> 20), WSN_READER_DEFAULT_QD, WSN_READER_DEFAULT_BS,
-		PL_DEFAULT_KERNEL_LOOPS, CLI_DEFAULT_VERIFY_ROWS, PL_DEFAULT_VERIFY_EVERY);
+		PL_DEFAULT_KERNEL_LOOPS, (unsigned long long)(PL_DEFAULT_COPY_GPU >> 20),
+		(unsigned long long)(PL_DEFAULT_COPY_CPU >> 20), CLI_DEFAULT_VERIFY_ROWS, PL_DEFAULT_VERIFY_EVERY);
 }
 
 /* ---- setup ---- */

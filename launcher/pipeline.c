@@ -72,16 +72,22 @@ size_t pl_out_bytes(const struct pl_shape *sh, int i, int64_t rows)
 
 /* ---- latency histograms ---- */
 
-void pl_hist_add(struct pl_hist *h, double s)
+void pl_hist_add_n(struct pl_hist *h, double s, uint64_t n)
 {
-	int b = s > 0 ? (int)floor((log10(s) - PL_HIST_MIN_LOG10) * PL_HIST_PER_DECADE) : 0;
+	int b = !(s > 0) ? 0 : !(s < 1e4) ? PL_HIST_BUCKETS - 1 :
+		(int)floor((log10(s) - PL_HIST_MIN_LOG10) * PL_HIST_PER_DECADE);
 
 	if (b < 0)
 		b = 0;
 	if (b >= PL_HIST_BUCKETS)
 		b = PL_HIST_BUCKETS - 1;
-	h->b[b]++;
-	h->n++;
+	h->b[b] += n;
+	h->n += n;
+}
+
+void pl_hist_add(struct pl_hist *h, double s)
+{
+	pl_hist_add_n(h, s, 1);
 }
 
 void pl_hist_merge(struct pl_hist *into, const struct pl_hist *h)
@@ -944,8 +950,7 @@ static int complete(struct pl_dev *d, struct pl_slot *sl, char *msg, size_t len)
 		st->busy += s;
 		st->batches++;
 		st->rows += rows * loops;
-		for (int l = 0; l < loops; l++)
-			pl_hist_add(&st->lat, s / loops);
+		pl_hist_add_n(&st->lat, s / loops, (uint64_t)loops);
 	}
 	if (sl->copy_out) {
 		double b = 0;

@@ -118,9 +118,11 @@ struct pl_dataset {
 #define PL_HIST_BUCKETS (11 * PL_HIST_PER_DECADE)
 struct pl_hist {
 	uint64_t n;
-	uint32_t b[PL_HIST_BUCKETS];
+	uint64_t b[PL_HIST_BUCKETS];
 };
 void pl_hist_add(struct pl_hist *h, double seconds);
+/* n samples of the same value. */
+void pl_hist_add_n(struct pl_hist *h, double seconds, uint64_t n);
 void pl_hist_merge(struct pl_hist *into, const struct pl_hist *h);
 /* The q-quantile (0..1) in seconds; 0 when empty. */
 double pl_hist_quantile(const struct pl_hist *h, double q);
