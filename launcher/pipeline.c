@@ -695,36 +695,6 @@ static void slot_args(const struct pl_dev *d, const struct pl_slot *sl, struct w
 	make_args(sh, in, out, sl->b.rows, d->di.exec_mem, a);
 }
 
-/* ---- stage: read ---- */
-
-/* Read batch b's inputs into slot sl, each landing aligned like its file offset. */
-static int read_batch(struct pl_dev *d, struct wsn_reader *rd, struct pl_slot *sl, const struct pl_batch *b,
-		      double *bytes, char *msg, size_t len)
-{
-	struct pl_dataset *ds = d->run->ds;
-	const struct pl_shape *sh = &ds->shape;
-	const struct pl_shard *shard = &ds->shards[b->shard];
-	int err;
-
-	*bytes = 0;
-	for (int i = 0; i < PL_NIN; i++) {
-		uint64_t off, n = pl_in_bytes(sh, i, b->rows);
-		size_t es = i == PL_IN_MEAN || i == PL_IN_RSTD ? 4 : wsn_dtype_size(sh->dt);
-
-		if (!sh->in[i])
-			continue;
-		off = shard->off[i] + (sh->in_row[i] ? (uint64_t)b->row0 * sh->in_unit[i] : 0);
-		/* same offset modulo 4096 as the file: O_DIRECT blocks land aligned, straight in the slot */
-		sl->shift[i] = off % es == 0 ? (size_t)(off % SLACK) : 0;
-		if ((err = wsn_reader_read(rd, shard->path, off, n, host_in(d, sl, i))) < 0) {
-			errf(msg, len, err, "cannot read tensor '%s' of '%s'", pl_in_names[i], shard->path);
-			return err;
-		}
-		*bytes += (double)n;
-	}
-	return 0;
-}
-
 static void stage_add(struct pl_stage *st, double bytes, double seconds, int64_t rows)
 {
 	st->bytes += bytes;
@@ -734,35 +704,155 @@ static void stage_add(struct pl_stage *st, double bytes, double seconds, int64_t
 	pl_hist_add(&st->lat, seconds);
 }
 
-/* The stage read alone: the first ring batches into the slots, back to back. */
+/* ---- stage: read ---- */
+
+#define READ_AHEAD 2 /* batches whose reads are queued at once: the ring stays full between them */
+
+/* A batch being read into its slot: the reads queued for it. */
+struct pending {
+	int64_t k;
+	struct pl_slot *sl;
+	struct pl_batch b;
+	uint64_t ids[PL_NIN];
+	int tensor[PL_NIN];         /* which input each read is */
+	int nids;
+	double t0, bytes;
+	int err;
+	char msg[PL_ERRLEN];
+};
+
+/*
+ * Queue the reads of p's batch into its slot, each tensor landing aligned like its file offset
+ * (straight into the registered slot). On failure p->err and p->msg are set; the reads queued so
+ * far stay queued, to be waited for.
+ */
+static void batch_submit(struct pl_dev *d, struct wsn_reader *rd, struct pending *p)
+{
+	struct pl_dataset *ds = d->run->ds;
+	const struct pl_shape *sh = &ds->shape;
+	const struct pl_shard *shard = &ds->shards[p->b.shard];
+	int err;
+
+	for (int i = 0; i < PL_NIN; i++) {
+		uint64_t off, n = pl_in_bytes(sh, i, p->b.rows);
+		size_t es = i == PL_IN_MEAN || i == PL_IN_RSTD ? 4 : wsn_dtype_size(sh->dt);
+
+		if (!sh->in[i])
+			continue;
+		off = shard->off[i] + (sh->in_row[i] ? (uint64_t)p->b.row0 * sh->in_unit[i] : 0);
+		/* same offset modulo 4096 as the file: O_DIRECT blocks land aligned, straight in the slot */
+		p->sl->shift[i] = off % es == 0 ? (size_t)(off % SLACK) : 0;
+		if ((err = wsn_reader_submit(rd, shard->path, off, n, host_in(d, p->sl, i), &p->ids[p->nids])) < 0) {
+			errf(p->msg, sizeof(p->msg), err, "run: cannot read tensor '%s' of '%s'", pl_in_names[i], shard->path);
+			p->err = err;
+			return;
+		}
+		p->tensor[p->nids++] = i;
+		p->bytes += (double)n;
+	}
+}
+
+/* Wait for every read of p's batch; the first failure goes to p->err and p->msg. */
+static void batch_wait(struct pl_dev *d, struct wsn_reader *rd, struct pending *p)
+{
+	const char *path = d->run->ds->shards[p->b.shard].path;
+
+	for (int i = 0; i < p->nids; i++) {
+		int err = wsn_reader_wait(rd, p->ids[i]);
+
+		if (err < 0 && !p->err) {
+			errf(p->msg, sizeof(p->msg), err, "run: cannot read tensor '%s' of '%s'", pl_in_names[p->tensor[i]],
+			     path);
+			p->err = err;
+		}
+	}
+	p->nids = 0;
+}
+
+/* The stage read alone: the first ring batches into the slots, all queued at once. */
 static int read_alone(struct pl_dev *d, struct wsn_reader *rd)
 {
 	struct pl_batch b[PL_MAX_RING];
-	char msg[PL_ERRLEN];
-	double t0, bytes = 0, nb;
+	struct pending *p = calloc(PL_MAX_RING, sizeof(*p));
+	double t0, bytes = 0;
 	int64_t rows = 0;
-	int n = first_batches(d->run->ds, rd, b, d->ring), err;
+	int n = first_batches(d->run->ds, rd, b, d->ring), err = 0, queued = 0;
 
-	if (n < 0)
-		return n;
+	if (!p || n < 0) {
+		free(p);
+		return n < 0 ? n : WSN_ENOMEM;
+	}
 	t0 = cli_now();
-	for (int i = 0; i < n; i++) {
-		d->slots[i].b = b[i];
-		if ((err = read_batch(d, rd, &d->slots[i], &b[i], &nb, msg, sizeof(msg))) < 0) {
-			dataset_fail(d->run->ds, err, msg);
-			return err;
-		}
-		bytes += nb;
+	for (int i = 0; i < n && !err; i++, queued++) {
+		p[i].sl = &d->slots[i];
+		p[i].b = d->slots[i].b = b[i];
+		batch_submit(d, rd, &p[i]);
+		err = p[i].err;
+	}
+	for (int i = 0; i < queued; i++) {
+		batch_wait(d, rd, &p[i]);
+		if (p[i].err && !err)
+			err = p[i].err;
+		bytes += p[i].bytes;
 		rows += b[i].rows;
 	}
 	t0 = cli_now() - t0;
-	if (t0 > 0) {
+	for (int i = 0; i < queued; i++)
+		if (p[i].err) {
+			dataset_fail(d->run->ds, p[i].err, p[i].msg);
+			break;
+		}
+	if (!err && t0 > 0) {
 		d->res->st[ST_READ].alone_gbs = bytes / t0 / 1e9;
 		d->res->st[ST_READ].alone_rows_s = (double)rows / t0;
 	}
-	return 0;
+	free(p);
+	return err;
 }
 
+static bool slot_free_now(struct pl_dev *d, int64_t k)
+{
+	bool free_;
+
+	pthread_mutex_lock(&d->mu);
+	free_ = !d->abort && d->slots[k % d->ring].state == SLOT_FREE;
+	pthread_mutex_unlock(&d->mu);
+	return free_;
+}
+
+/* A batch's reads are in: hand the slot to the device stages. */
+static void batch_ready(struct pl_dev *d, struct pending *p)
+{
+	const struct pl_config *cfg = d->run->cfg;
+	struct pl_devres *res = d->res;
+	struct pl_slot *sl = p->sl;
+	struct pl_stage *st = &res->st[ST_READ];
+	double lat = cli_now() - p->t0;
+
+	sl->b = p->b;
+	sl->read_s = lat;
+	sl->verify = cfg->verify_rows > 0 && !cfg->read_only && p->b.seq % (uint64_t)cfg->verify_every == 0;
+	sl->write = cfg->output && !cfg->read_only && p->b.pass == 0;
+	sl->copy_out = !d->host && (sl->verify || sl->write);
+	st->bytes += p->bytes;
+	st->batches++;
+	st->rows += p->b.rows;
+	pl_hist_add(&st->lat, lat);
+	atomic_fetch_add(&res->live_read_bytes, (long long)p->bytes);
+	pthread_mutex_lock(&d->mu);
+	sl->k = p->k;
+	sl->state = SLOT_READ;
+	d->nread = p->k + 1;
+	pthread_cond_broadcast(&d->cv);
+	pthread_mutex_unlock(&d->mu);
+}
+
+/*
+ * The reader: takes the next batch for the next slot, queues its reads, and keeps the next
+ * batch's reads queued behind them when its slot is free too, so the io_uring queue stays full
+ * from one batch into the next. Its busy time is the time spent queueing and waiting for reads
+ * (not waiting for a free slot).
+ */
 static void *reader_main(void *arg)
 {
 	struct pl_dev *d = arg;
@@ -770,56 +860,83 @@ static void *reader_main(void *arg)
 	const struct pl_config *cfg = d->run->cfg;
 	struct pl_devres *res = d->res;
 	struct wsn_reader *rd = NULL;
+	struct pending pend[READ_AHEAD];
+	int ahead = d->ring < READ_AHEAD ? d->ring : READ_AHEAD, np = 0, more = 1, err;
 	char msg[PL_ERRLEN];
-	int err, ok = 1;
+	int64_t k_next = 0;
+	double busy = 0;
 
 	if ((err = wsn_reader_create(&cfg->rd, &rd)) < 0) {
 		errf(msg, sizeof(msg), err, "run: cannot set up the io_uring reader for %s", d->res->spec);
 		dev_fail(d, msg);
-		ok = 0;
+		more = 0;
 	}
-	for (int i = 0; ok && i < d->ring; i++)
+	for (int i = 0; more && i < d->ring; i++)
 		wsn_reader_register(rd, d->slots[i].hin, d->hin_len); /* refused: reads bounce, still correct */
-	if (ok && cfg->standalone && read_alone(d, rd) < 0)
-		ok = 0;
+	if (more && cfg->standalone && read_alone(d, rd) < 0)
+		more = 0;
 	pthread_mutex_lock(&d->mu);
 	d->reader_ready = 1;
 	pthread_cond_broadcast(&d->cv);
 	while (!d->reader_go && !d->abort)
 		pthread_cond_wait(&d->cv, &d->mu);
 	if (d->abort)
-		ok = 0;
+		more = 0;
 	pthread_mutex_unlock(&d->mu);
 
-	for (int64_t k = 0; ok; k++) {
-		struct pl_slot *sl = &d->slots[k % d->ring];
-		struct pl_batch b;
-		double t0, bytes;
-		int r;
+	for (;;) {
+		struct pending *p;
+		double t;
 
-		if (!wait_slot(d, k, SLOT_FREE))
+		/* queue the next batches while their slots are free (wait for one only when idle) */
+		while (more && np < ahead) {
+			struct pl_batch b;
+			int r;
+
+			if (np == 0 && !wait_slot(d, k_next, SLOT_FREE)) {
+				more = 0; /* aborted */
+				break;
+			}
+			if (np > 0 && !slot_free_now(d, k_next))
+				break; /* busy: try again after the oldest batch is in */
+			t = cli_now();
+			if ((r = next_batch(ds, rd, &b)) <= 0) {
+				more = 0;
+				break;
+			}
+			p = &pend[np++];
+			memset(p, 0, sizeof(*p));
+			p->k = k_next++;
+			p->sl = &d->slots[p->k % d->ring];
+			p->b = b;
+			p->t0 = t;
+			batch_submit(d, rd, p);
+			busy += cli_now() - t;
+			if (p->err)
+				more = 0;
+		}
+		if (np == 0)
 			break;
-		if ((r = next_batch(ds, rd, &b)) <= 0)
-			break;
-		t0 = cli_now();
-		if ((err = read_batch(d, rd, sl, &b, &bytes, msg, sizeof(msg))) < 0) {
-			dataset_fail(ds, err, msg);
+		p = &pend[0];
+		t = cli_now();
+		batch_wait(d, rd, p);
+		busy += cli_now() - t;
+		if (p->err) {
+			dataset_fail(ds, p->err, p->msg);
+			for (int i = 1; i < np; i++) /* nothing may still be reading into a slot */
+				batch_wait(d, rd, &pend[i]);
 			break;
 		}
-		sl->read_s = cli_now() - t0;
-		sl->b = b;
-		sl->k = k;
-		sl->verify = cfg->verify_rows > 0 && !cfg->read_only && b.seq % (uint64_t)cfg->verify_every == 0;
-		sl->write = cfg->output && !cfg->read_only && b.pass == 0;
-		sl->copy_out = !d->host && (sl->verify || sl->write);
-		stage_add(&res->st[ST_READ], bytes, sl->read_s, b.rows);
-		atomic_fetch_add(&res->live_read_bytes, (long long)bytes);
-		pthread_mutex_lock(&d->mu);
-		sl->state = SLOT_READ;
-		d->nread = k + 1;
-		pthread_cond_broadcast(&d->cv);
-		pthread_mutex_unlock(&d->mu);
+		batch_ready(d, p);
+		memmove(&pend[0], &pend[1], sizeof(pend[0]) * (size_t)(np - 1));
+		np--;
+		if (d->abort) {
+			for (int i = 0; i < np; i++)
+				batch_wait(d, rd, &pend[i]);
+			break;
+		}
 	}
+	res->st[ST_READ].busy += busy;
 	pthread_mutex_lock(&d->mu);
 	d->reader_done = 1;
 	pthread_cond_broadcast(&d->cv);

@@ -351,6 +351,60 @@ START_TEST(test_register_errors)
 }
 END_TEST
 
+/* Reads queued with submit and waited for in any order; errors at submit queue nothing. */
+START_TEST(test_submit_wait)
+{
+	char *dir = tu_tmpdir(), *path = path_in(dir, "q.bin"), *missing = path_in(dir, "missing.bin");
+	const size_t flen = 3 << 20;
+	unsigned char *ref, *buf = tu_xmalloc(flen);
+	struct wsn_reader_options o;
+	struct wsn_reader *r;
+	uint64_t ids[8], extra[64];
+	int n = 0;
+
+	fill_file(path, flen, tu_case_seed("submit_wait"), &ref);
+	for (int direct = 0; direct < 2; direct++) {
+		wsn_reader_options_init(&o);
+		o.queue_depth = 6;
+		o.block_size = 64 << 10;
+		o.direct = direct ? -1 : 0;
+		ck_assert_int_eq(wsn_reader_create(&o, &r), 0);
+		if (direct)
+			wsn__reader_inject_short_reads(r, true);
+		memset(buf, 0, flen);
+		/* eight ranges (some unaligned), queued at once, waited for backwards */
+		for (int i = 0; i < 8; i++) {
+			uint64_t off = (uint64_t)i * (flen / 8) + (i % 3) * 7, len = flen / 8 - (i % 3) * 7 - (i == 5 ? 1000 : 0);
+			ck_assert_msg(wsn_reader_submit(r, path, off, len, buf + off, &ids[i]) == 0, "%s", wsn_last_error());
+		}
+		for (int i = 7; i >= 0; i--)
+			ck_assert_msg(wsn_reader_wait(r, ids[i]) == 0, "%s", wsn_last_error());
+		for (int i = 0; i < 8; i++) {
+			uint64_t off = (uint64_t)i * (flen / 8) + (i % 3) * 7, len = flen / 8 - (i % 3) * 7 - (i == 5 ? 1000 : 0);
+			ck_assert_msg(!memcmp(buf + off, ref + off, len), "direct=%d range %d differs", direct, i);
+		}
+		ck_assert_int_eq(wsn_reader_wait(r, ids[3]), WSN_EINVAL); /* waited for already */
+		/* an error at submit queues nothing */
+		ck_assert_int_eq(wsn_reader_submit(r, missing, 0, 10, buf, &ids[0]), WSN_ENOENT);
+		ck_assert_ptr_nonnull(strstr(wsn_last_error(), missing));
+		ck_assert_int_eq(wsn_reader_submit(r, path, flen - 10, 11, buf, &ids[0]), WSN_ETRUNC);
+		/* at most 64 queued; the 65th is refused, and a reader destroyed with reads queued frees them */
+		for (n = 0; n < 64; n++)
+			ck_assert_int_eq(wsn_reader_submit(r, path, 0, 4096, buf + (size_t)n * 4096, &extra[n]), 0);
+		ck_assert_int_eq(wsn_reader_submit(r, path, 0, 4096, buf, &ids[0]), WSN_EBUSY);
+		ck_assert_int_eq(wsn_reader_wait(r, extra[10]), 0);
+		ck_assert(!memcmp(buf + 10 * 4096, ref, 4096));
+		wsn_reader_destroy(r);
+	}
+	free(ref);
+	free(buf);
+	tu_rmtree(dir);
+	free(path);
+	free(missing);
+	free(dir);
+}
+END_TEST
+
 /* ---- the pipeline on the CPU ---- */
 
 /*
@@ -1228,6 +1282,7 @@ Suite *suite_pipeline(void)
 	tcase_add_test(io, test_straight_reads_tmpfs);
 	tcase_add_test(io, test_straight_reads_disk);
 	tcase_add_test(io, test_register_errors);
+	tcase_add_test(io, test_submit_wait);
 	suite_add_tcase(s, io);
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_datasets);

@@ -52,6 +52,19 @@ WSN_API const char *wsn_reader_ring_mode(const struct wsn_reader *r);
  */
 WSN_API int wsn_reader_read(struct wsn_reader *r, const char *path, uint64_t offset, uint64_t len,
 			    void *dst);
+/*
+ * The same read in two halves, so that several are in flight at once: wsn_reader_submit() opens
+ * the file, checks the range and queues the read, starting its first chunks; wsn_reader_wait()
+ * waits for one queued read (in any order), handing out the chunks of every queued read, oldest
+ * first, so the ring stays full from one read into the next. At most 64 reads are queued.
+ * submit returns 0 and *id, or the errors of wsn_reader_read() that opening and checking give,
+ * WSN_EBUSY (64 queued) or WSN_EIO (unusable reader); the read is then not queued. wait returns
+ * the read's result (as wsn_reader_read()), or WSN_EINVAL for an id that is not queued.
+ * Until its wait returns, a queued read may write into dst at any time.
+ */
+WSN_API int wsn_reader_submit(struct wsn_reader *r, const char *path, uint64_t offset, uint64_t len,
+			      void *dst, uint64_t *id);
+WSN_API int wsn_reader_wait(struct wsn_reader *r, uint64_t id);
 WSN_API void wsn_reader_stats(const struct wsn_reader *r, struct wsn_read_stats *out);
 
 /*

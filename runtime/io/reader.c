@@ -34,6 +34,7 @@
 #define MAX_REGIONS 64   /* caller buffers registered at once */
 #define MAX_PIECES 256   /* fixed-buffer table entries for caller buffers */
 #define PIECE_MAX ((size_t)1 << 30) /* the kernel's limit on one registered buffer */
+#define MAX_JOBS 64      /* reads queued with wsn_reader_submit() and not yet waited for */
 
 enum slot_state { SLOT_FREE, SLOT_PENDING, SLOT_INFLIGHT };
 
@@ -47,6 +48,7 @@ struct slot {
 	unsigned retries;
 	unsigned char *target; /* caller memory the read goes straight into; NULL: the bounce buffer */
 	int index;        /* fixed-buffer table index of target's piece, -1 for a plain read */
+	struct job *job;  /* the read this chunk belongs to */
 };
 
 /* Caller memory registered with wsn_reader_register(). */
@@ -73,6 +75,10 @@ struct wsn_reader {
 	struct region regions[MAX_REGIONS];
 	unsigned nregions;
 	uint64_t straight_bytes, bounce_bytes;
+	struct job *jobs, *jobs_tail; /* queued reads, oldest first: chunks are handed out in order */
+	unsigned njobs;
+	unsigned inflight;   /* reads in flight, all jobs */
+	uint64_t next_id;
 };
 
 /* What a read needs to know about the open file. */
@@ -84,18 +90,22 @@ struct file_info {
 	uint32_t dio_off;    /* required file offset and length alignment */
 };
 
-/* One wsn_reader_read() call in progress. */
+/* One read queued by wsn_reader_submit(), in the reader's queue until wsn_reader_wait() takes it. */
 struct job {
-	const char *path;
+	uint64_t id;
+	char *path;          /* a copy */
 	int fd;
 	bool direct;
 	uint64_t align;      /* 1 for buffered reads */
 	uint64_t offset, end;/* wanted range */
 	uint64_t next, aend; /* next aligned offset to hand out, aligned end */
 	unsigned char *dst;
-	unsigned inflight;
-	const struct region *reg; /* dst lies in this caller buffer: reads may go straight there */
+	unsigned chunks;     /* chunks handed out and not finished (pending or in flight) */
+	struct region reg;   /* the caller buffer dst lies in (reg.base NULL: none): reads may go straight there */
 	uint64_t m0, m1;     /* the file range read straight into dst (m0 == m1: none) */
+	int err;             /* the first failure: no more chunks are handed out */
+	char msg[512];       /* its message, for the wait that reports it */
+	struct job *link;    /* the next queued read */
 };
 
 int wsn__errno_code(int e)
@@ -310,6 +320,15 @@ WSN_API void wsn_reader_destroy(struct wsn_reader *r)
 	 */
 	if (!r->broken || r->fixed)
 		munmap(r->bufs, r->bufs_len);
+	while (r->jobs) { /* submitted and never waited for */
+		struct job *j = r->jobs;
+
+		r->jobs = j->link;
+		if (j->fd >= 0)
+			close(j->fd);
+		free(j->path);
+		free(j);
+	}
 	free(r->table_used);
 	free(r->slots);
 	free(r);
@@ -652,10 +671,22 @@ int wsn__file_size(const char *path, uint64_t *size)
 	return err;
 }
 
-/* ---- the read loop ---- */
+/* ---- the read loop: queued reads, up to queue_depth chunks in flight over all of them ---- */
+
+static bool job_done(const struct job *j)
+{
+	return j->chunks == 0 && j->next >= j->aend;
+}
+
+/* Slot i's chunk is over (done, failed or dropped): the slot is free again. */
+static void slot_free(struct wsn_reader *r, unsigned i)
+{
+	r->slots[i].state = SLOT_FREE;
+	r->slots[i].job->chunks--;
+}
 
 /* Put a pending slot's read on the submission queue; false if the queue is full. */
-static bool queue_slot(struct wsn_reader *r, struct job *j, unsigned i)
+static bool queue_slot(struct wsn_reader *r, unsigned i)
 {
 	struct slot *s = &r->slots[i];
 	unsigned char *buf = (s->target ? s->target : r->bufs + (size_t)i * r->opt.block_size) + s->got;
@@ -666,25 +697,26 @@ static bool queue_slot(struct wsn_reader *r, struct job *j, unsigned i)
 	if (!sqe)
 		return false;
 	if (index >= 0)
-		io_uring_prep_read_fixed(sqe, j->fd, buf, n, s->pos + s->got, index);
+		io_uring_prep_read_fixed(sqe, s->job->fd, buf, n, s->pos + s->got, index);
 	else
-		io_uring_prep_read(sqe, j->fd, buf, n, s->pos + s->got);
+		io_uring_prep_read(sqe, s->job->fd, buf, n, s->pos + s->got);
 	sqe->user_data = (uint64_t)i + 1;
 	s->state = SLOT_INFLIGHT;
-	j->inflight++;
+	r->inflight++;
 	return true;
 }
 
 /*
- * The next chunk of the range for slot s: inside [m0, m1) it goes straight into the caller's
- * buffer (through the buffer's fixed-table piece when the chunk lies in one piece); before m0
- * (the unaligned head) and from m1 on (the tail) it goes through the slot's bounce buffer.
+ * The next chunk of job j for slot s: inside [m0, m1) it goes straight into the caller's buffer
+ * (through the buffer's fixed-table piece when the chunk lies in one piece); before m0 (the
+ * unaligned head) and from m1 on (the tail) it goes through the slot's bounce buffer.
  */
 static void next_chunk(const struct wsn_reader *r, struct job *j, struct slot *s)
 {
 	size_t bs = r->opt.block_size;
 	uint64_t lim;
 
+	s->job = j;
 	s->pos = j->next;
 	s->target = NULL;
 	s->index = -1;
@@ -695,29 +727,38 @@ static void next_chunk(const struct wsn_reader *r, struct job *j, struct slot *s
 		lim = j->next < j->m0 ? j->m0 : j->aend;
 	}
 	s->want = lim - j->next < bs ? (size_t)(lim - j->next) : bs;
-	if (s->target && j->reg->first >= 0) {
-		size_t lo = (size_t)(s->target - j->reg->base), hi = lo + s->want - 1;
+	if (s->target && j->reg.first >= 0) {
+		size_t lo = (size_t)(s->target - j->reg.base), hi = lo + s->want - 1;
 
 		if (lo / PIECE_MAX == hi / PIECE_MAX)
-			s->index = j->reg->first + (int)(lo / PIECE_MAX);
+			s->index = j->reg.first + (int)(lo / PIECE_MAX);
 	}
+	s->got = 0;
+	s->need = j->end - s->pos < s->want ? (size_t)(j->end - s->pos) : s->want;
+	s->retries = 0;
+	s->state = SLOT_PENDING;
+	j->next += s->want;
+	j->chunks++;
 }
 
-/* Give pending slots, then free slots with the next chunks of the range, to the ring. */
-static void fill(struct wsn_reader *r, struct job *j)
+/*
+ * Give pending slots, then free slots with the next chunks of the oldest queued reads, to the
+ * ring: one read's last chunks and the next read's first ones are in flight together.
+ */
+static void fill(struct wsn_reader *r)
 {
+	struct job *j = r->jobs;
+
 	for (unsigned i = 0; i < r->opt.queue_depth; i++) {
 		struct slot *s = &r->slots[i];
 
-		if (s->state == SLOT_FREE && j->next < j->aend) {
-			next_chunk(r, j, s);
-			s->got = 0;
-			s->need = j->end - s->pos < s->want ? (size_t)(j->end - s->pos) : s->want;
-			s->retries = 0;
-			s->state = SLOT_PENDING;
-			j->next += s->want;
+		if (s->state == SLOT_FREE) {
+			while (j && j->next >= j->aend)
+				j = j->link;
+			if (j)
+				next_chunk(r, j, s);
 		}
-		if (s->state == SLOT_PENDING && !queue_slot(r, j, i))
+		if (s->state == SLOT_PENDING && !queue_slot(r, i))
 			return;
 	}
 }
@@ -735,33 +776,56 @@ static void copy_out(struct wsn_reader *r, const struct job *j, unsigned i)
 	}
 }
 
-/* Account for one completion of slot i. Returns 0 or the read's error. */
-static int complete(struct wsn_reader *r, struct job *j, unsigned i, int res)
+/*
+ * Fail job j with err (the message is the thread's last error): hand out no more of its chunks
+ * and drop its pending ones; the ones in flight are reaped and dropped as they complete.
+ */
+static void job_fail(struct wsn_reader *r, struct job *j, int err)
+{
+	if (!j->err) {
+		j->err = err;
+		snprintf(j->msg, sizeof(j->msg), "%s", wsn_last_error());
+	}
+	j->next = j->aend;
+	for (unsigned i = 0; i < r->opt.queue_depth; i++)
+		if (r->slots[i].state == SLOT_PENDING && r->slots[i].job == j)
+			slot_free(r, i);
+}
+
+/* Account for one completion of slot i. */
+static void complete(struct wsn_reader *r, unsigned i, int res)
 {
 	struct slot *s = &r->slots[i];
+	struct job *j = s->job;
 	size_t before = s->got;
 
 	if (s->state != SLOT_INFLIGHT)
-		return 0;
-	j->inflight--;
+		return;
+	r->inflight--;
 	r->stats.reads++;
+	if (j->err) {
+		slot_free(r, i); /* the read already failed: its other chunks do not matter */
+		return;
+	}
 	if (res < 0) {
 		if ((res == -EAGAIN || res == -EINTR) && s->retries++ < MAX_RETRIES) {
 			s->state = SLOT_PENDING;
-			return 0;
+			return;
 		}
-		s->state = SLOT_FREE;
-		return wsn__error(wsn__errno_code(-res), "%s: read of %zu bytes at offset %llu failed%s: %s",
-				  j->path, s->want - s->got, (unsigned long long)(s->pos + s->got),
-				  j->direct ? " (O_DIRECT)" : "", strerror(-res));
+		slot_free(r, i);
+		job_fail(r, j, wsn__error(wsn__errno_code(-res), "%s: read of %zu bytes at offset %llu failed%s: %s",
+					  j->path, s->want - s->got, (unsigned long long)(s->pos + s->got),
+					  j->direct ? " (O_DIRECT)" : "", strerror(-res)));
+		return;
 	}
 	if (res == 0) {
-		s->state = SLOT_FREE;
-		return wsn__error(WSN_ETRUNC,
-				  "%s: end of file at offset %llu while reading %llu bytes at offset %llu "
-				  "(the file shrank while being read)",
-				  j->path, (unsigned long long)(s->pos + s->got),
-				  (unsigned long long)(j->end - j->offset), (unsigned long long)j->offset);
+		slot_free(r, i);
+		job_fail(r, j, wsn__error(WSN_ETRUNC,
+					  "%s: end of file at offset %llu while reading %llu bytes at offset %llu "
+					  "(the file shrank while being read)",
+					  j->path, (unsigned long long)(s->pos + s->got),
+					  (unsigned long long)(j->end - j->offset), (unsigned long long)j->offset));
+		return;
 	}
 	if (r->inject_short && s->got == 0 && !s->retries && res > 1)
 		res -= res / 3; /* as if the kernel stopped early: the rest is read again */
@@ -772,51 +836,50 @@ static int complete(struct wsn_reader *r, struct job *j, unsigned i, int res)
 			r->straight_bytes += s->need;
 		else
 			copy_out(r, j, i);
-		s->state = SLOT_FREE;
-		return 0;
+		slot_free(r, i);
+		return;
 	}
 	r->stats.short_reads++;
 	/* direct reads resume at an aligned offset; a short read that is not aligned is re-read */
 	s->got -= s->got % j->align;
 	if (s->got <= before && s->retries++ >= MAX_RETRIES) {
-		s->state = SLOT_FREE;
-		return wsn__error(WSN_EIO, "%s: reads at offset %llu make no progress", j->path,
-				  (unsigned long long)(s->pos + s->got));
+		slot_free(r, i);
+		job_fail(r, j, wsn__error(WSN_EIO, "%s: reads at offset %llu make no progress", j->path,
+					  (unsigned long long)(s->pos + s->got)));
+		return;
 	}
 	s->state = SLOT_PENDING;
-	return 0;
 }
 
-/* Take every completion that is ready. Returns 0 or the first error. */
-static int reap(struct wsn_reader *r, struct job *j)
+/* Take every completion that is ready. */
+static void reap(struct wsn_reader *r)
 {
 	struct io_uring_cqe *cqe;
-	int err = 0;
 
 	while (io_uring_peek_cqe(&r->ring, &cqe) == 0) {
 		uint64_t ud = cqe->user_data;
-		int res = cqe->res, e;
+		int res = cqe->res;
 
 		io_uring_cqe_seen(&r->ring, cqe);
 		if (ud == 0 || ud > r->opt.queue_depth)
 			continue; /* not one of ours (e.g. liburing's own timeout) */
-		e = complete(r, j, (unsigned)(ud - 1), res);
-		if (e && !err)
-			err = e;
+		complete(r, (unsigned)(ud - 1), res);
 	}
-	return err;
 }
 
 /*
- * After a failure: wait (bounded) for every read in flight so the buffers are ours again. If
- * they do not come back the reader is marked broken and refuses further reads.
+ * The ring itself failed (a stall, or a wrong thread): fail every queued read with err and wait
+ * (bounded) for every read in flight so the buffers are free again. If they do not come back the
+ * reader is marked broken and refuses further reads.
  */
-static void drain(struct wsn_reader *r, struct job *j)
+static void fail_all(struct wsn_reader *r, int err)
 {
 	struct __kernel_timespec ts = { .tv_sec = DRAIN_BOUND_S, .tv_nsec = 0 };
 	struct io_uring_cqe *cqe;
 
-	while (j->inflight > 0) {
+	for (struct job *j = r->jobs; j; j = j->link)
+		job_fail(r, j, err);
+	while (r->inflight > 0) {
 		int ret = io_uring_submit_and_wait_timeout(&r->ring, &cqe, 1, &ts, NULL);
 
 		if (ret == -EINTR)
@@ -825,58 +888,30 @@ static void drain(struct wsn_reader *r, struct job *j)
 			r->broken = true;
 			break;
 		}
-		while (io_uring_peek_cqe(&r->ring, &cqe) == 0) {
-			uint64_t ud = cqe->user_data;
-
-			io_uring_cqe_seen(&r->ring, cqe);
-			if (ud && ud <= r->opt.queue_depth && r->slots[ud - 1].state == SLOT_INFLIGHT) {
-				r->slots[ud - 1].state = SLOT_FREE;
-				j->inflight--;
-			}
-		}
+		reap(r);
 	}
-	if (!r->broken)
-		for (unsigned i = 0; i < r->opt.queue_depth; i++)
-			r->slots[i].state = SLOT_FREE;
 }
 
-static int read_range(struct wsn_reader *r, struct job *j)
+/* Wait until job j has no chunk left to hand out and none in flight (its result is in j->err). */
+static void run_until_done(struct wsn_reader *r, struct job *j)
 {
 	struct __kernel_timespec ts = { .tv_sec = WAIT_BOUND_S, .tv_nsec = 0 };
 	unsigned busy_retries = 0;
-	int err = 0;
 
-	j->next = j->offset - j->offset % j->align;
-	j->aend = j->end + (j->align - j->end % j->align) % j->align;
-	j->inflight = 0;
-	/*
-	 * Straight into a registered caller buffer: the aligned blocks inside the range, when the
-	 * buffer's address has the file offset's alignment (so each block lands aligned).
-	 */
-	j->m0 = j->m1 = j->aend;
-	if (j->reg && (uintptr_t)j->dst % j->align == j->offset % j->align) {
-		uint64_t lo = j->offset + (j->align - j->offset % j->align) % j->align;
-		uint64_t hi = j->end - j->end % j->align;
-
-		if (hi > lo) {
-			j->m0 = lo;
-			j->m1 = hi;
-		}
-	}
-	for (;;) {
+	while (!job_done(j)) {
 		struct io_uring_cqe *cqe;
 		int ret;
 
-		fill(r, j);
-		if (j->inflight == 0) {
-			/* nothing in flight: every chunk must have been handed out and completed */
-			for (unsigned i = 0; i < r->opt.queue_depth && !err; i++)
-				if (r->slots[i].state != SLOT_FREE)
-					err = wsn__error(WSN_EIO, "%s: no submission queue entry for a read "
-							 "with nothing in flight", j->path);
-			if (!err && j->next < j->aend)
-				err = wsn__error(WSN_EIO, "%s: reads stopped at offset %llu of %llu", j->path,
-						 (unsigned long long)j->next, (unsigned long long)j->aend);
+		fill(r);
+		if (r->inflight == 0) {
+			/* nothing in flight: every chunk of j must have been handed out and completed */
+			if (j->next < j->aend)
+				job_fail(r, j, wsn__error(WSN_EIO, "%s: reads stopped at offset %llu of %llu",
+							  j->path, (unsigned long long)j->next,
+							  (unsigned long long)j->aend));
+			else
+				job_fail(r, j, wsn__error(WSN_EIO, "%s: no submission queue entry for a read with "
+							  "nothing in flight", j->path));
 			break;
 		}
 		ret = io_uring_submit_and_wait_timeout(&r->ring, &cqe, 1, &ts, NULL);
@@ -885,64 +920,61 @@ static int read_range(struct wsn_reader *r, struct job *j)
 		if ((ret == -EAGAIN || ret == -EBUSY) && busy_retries++ < MAX_RETRIES)
 			continue;
 		if (ret == -ETIME) {
-			err = wsn__error(WSN_ETIMEDOUT, "%s: no read completed within %d s (%u in flight)",
-					 j->path, WAIT_BOUND_S, j->inflight);
+			fail_all(r, wsn__error(WSN_ETIMEDOUT, "%s: no read completed within %d s (%u in flight)",
+					       j->path, WAIT_BOUND_S, r->inflight));
 			break;
 		}
 		if (ret == -EEXIST) {
-			err = wsn__error(WSN_EINVAL, "%s: the reader was used from a thread other than the "
-					 "one that created it (ring mode %s)", j->path, r->mode);
+			fail_all(r, wsn__error(WSN_EINVAL, "%s: the reader was used from a thread other than the "
+					       "one that created it (ring mode %s)", j->path, r->mode));
 			break;
 		}
 		if (ret < 0) {
-			err = wsn__error(wsn__errno_code(-ret), "%s: io_uring_enter failed: %s", j->path,
-					 strerror(-ret));
+			fail_all(r, wsn__error(wsn__errno_code(-ret), "%s: io_uring_enter failed: %s", j->path,
+					       strerror(-ret)));
 			break;
 		}
-		err = reap(r, j);
-		if (err)
-			break;
+		reap(r);
 	}
-	if (err)
-		drain(r, j);
-	return err;
 }
 
 /*
- * Read [offset, offset + len) of path into dst with up to queue_depth reads in flight. Direct
- * reads cover the aligned superset of the range and copy the wanted bytes out. When dst lies in
- * a buffer registered with wsn_reader_register(), the blocks that can land there aligned are read
- * straight into it, and only the unaligned head and tail go through the bounce buffers; bytes
- * outside [dst, dst + len) are never written. Returns 0, or
- * WSN_EINVAL, WSN_ENOENT, WSN_EISDIR, WSN_ENOTSUP (direct I/O required but refused), WSN_ETRUNC
- * (the file ends before offset + len, or shrank while read), WSN_ETIMEDOUT (no completion within
- * 60 s), WSN_EIO, ...; the detail names the file, the offset and the sizes.
+ * Queue a read of [offset, offset + len) of path into dst and start it: its first chunks go on
+ * the ring with those of the reads queued before it. The file is opened (and its size and
+ * alignment checked) here. Returns 0 and *id for wsn_reader_wait(), or the error of the open or
+ * the size check (the read is then not queued): WSN_EINVAL, WSN_ENOENT, WSN_EISDIR, WSN_ENOTSUP,
+ * WSN_ETRUNC, WSN_EBUSY (64 reads queued already), WSN_EIO (the reader is unusable), ...
  */
-WSN_API int wsn_reader_read(struct wsn_reader *r, const char *path, uint64_t offset, uint64_t len,
-			    void *dst)
+WSN_API int wsn_reader_submit(struct wsn_reader *r, const char *path, uint64_t offset, uint64_t len,
+			      void *dst, uint64_t *id)
 {
 	double t0 = wsn__now();
 	struct file_info fi;
-	struct job j;
+	struct job *j;
+	const struct region *g;
 	int err;
 
-	if (!r || !path)
-		return wsn__error(WSN_EINVAL, "read: no reader or no path");
+	if (!r || !path || !id)
+		return wsn__error(WSN_EINVAL, "read: no reader, no path or no id");
 	if (len && !dst)
 		return wsn__error(WSN_EINVAL, "%s: read of %llu bytes into no buffer", path,
 				  (unsigned long long)len);
 	if (r->broken)
 		return wsn__error(WSN_EIO, "%s: the reader is unusable: an earlier read stalled with "
 				  "requests in flight", path);
-	memset(&j, 0, sizeof(j));
-	j.path = path;
-	j.fd = -1;
-	j.offset = offset;
-	j.dst = dst;
-	err = open_for_read(r, &j, &fi);
-	if (err)
-		goto out;
-	if (offset > fi.size || len > fi.size - offset) {
+	if (r->njobs >= MAX_JOBS)
+		return wsn__error(WSN_EBUSY, "%s: %u reads are queued already: wait for one first", path,
+				  MAX_JOBS);
+	if (!(j = calloc(1, sizeof(*j))) || !(j->path = strdup(path))) {
+		free(j);
+		return wsn__error(WSN_ENOMEM, "%s: out of memory", path);
+	}
+	j->fd = -1;
+	j->offset = offset;
+	j->dst = dst;
+	j->reg.first = -1;
+	err = open_for_read(r, j, &fi);
+	if (!err && (offset > fi.size || len > fi.size - offset)) {
 		if (fi.size == 0)
 			err = wsn__error(WSN_ETRUNC, "%s: empty file, %llu bytes wanted at offset %llu",
 					 path, (unsigned long long)len, (unsigned long long)offset);
@@ -951,17 +983,112 @@ WSN_API int wsn_reader_read(struct wsn_reader *r, const char *path, uint64_t off
 					 "%s: file of %llu bytes ends before offset %llu + %llu bytes",
 					 path, (unsigned long long)fi.size, (unsigned long long)offset,
 					 (unsigned long long)len);
-		goto out;
 	}
-	j.end = offset + len;
-	j.reg = len ? find_region(r, dst, len) : NULL;
-	if (len)
-		err = read_range(r, &j);
-	if (!err)
-		r->stats.bytes += len;
-out:
-	if (j.fd >= 0)
-		close(j.fd);
+	if (err) {
+		if (j->fd >= 0)
+			close(j->fd);
+		free(j->path);
+		free(j);
+		r->stats.seconds += wsn__now() - t0;
+		return err;
+	}
+	j->end = offset + len;
+	if (len) {
+		j->next = j->offset - j->offset % j->align;
+		j->aend = j->end + (j->align - j->end % j->align) % j->align;
+	}
+	/*
+	 * Straight into a registered caller buffer: the aligned blocks inside the range, when the
+	 * buffer's address has the file offset's alignment (so each block lands aligned).
+	 */
+	j->m0 = j->m1 = j->aend;
+	if (len && (g = find_region(r, dst, len)) != NULL) {
+		j->reg = *g;
+		if ((uintptr_t)j->dst % j->align == j->offset % j->align) {
+			uint64_t lo = j->offset + (j->align - j->offset % j->align) % j->align;
+			uint64_t hi = j->end - j->end % j->align;
+
+			if (hi > lo) {
+				j->m0 = lo;
+				j->m1 = hi;
+			}
+		}
+	}
+	j->id = ++r->next_id;
+	if (r->jobs_tail)
+		r->jobs_tail->link = j;
+	else
+		r->jobs = j;
+	r->jobs_tail = j;
+	r->njobs++;
+	*id = j->id;
+	fill(r);
+	io_uring_submit(&r->ring); /* a refusal shows in wsn_reader_wait(), which submits again */
+	r->stats.seconds += wsn__now() - t0;
+	return 0;
+}
+
+/*
+ * Wait for the read `id` queued by wsn_reader_submit(), keeping the ring full with the chunks of
+ * the reads queued after it. Reads may be waited for in any order. Returns the read's result: 0,
+ * WSN_ETRUNC (the file shrank), WSN_ETIMEDOUT (no read completed within 60 s), WSN_EIO, ..., or
+ * WSN_EINVAL (no such read); the detail names the file.
+ */
+WSN_API int wsn_reader_wait(struct wsn_reader *r, uint64_t id)
+{
+	double t0 = wsn__now();
+	struct job *j, **pp;
+	int err;
+
+	if (!r)
+		return wsn__error(WSN_EINVAL, "read: no reader");
+	for (pp = &r->jobs; *pp && (*pp)->id != id; pp = &(*pp)->link)
+		;
+	if (!(j = *pp))
+		return wsn__error(WSN_EINVAL, "read: no queued read %llu", (unsigned long long)id);
+	if (!r->broken)
+		run_until_done(r, j);
+	if (!job_done(j)) /* the reader broke with j's chunks in flight: keep j (and its fd) for destroy */
+		return wsn__error(j->err ? j->err : WSN_EIO, "%s",
+				  j->msg[0] ? j->msg : "the reader is unusable: an earlier read stalled");
+	*pp = j->link;
+	if (r->jobs_tail == j) {
+		r->jobs_tail = NULL;
+		for (struct job *k = r->jobs; k; k = k->link)
+			r->jobs_tail = k;
+	}
+	r->njobs--;
+	err = j->err;
+	if (err)
+		wsn__error(err, "%s", j->msg);
+	else
+		r->stats.bytes += j->end - j->offset;
+	close(j->fd);
+	free(j->path);
+	free(j);
 	r->stats.seconds += wsn__now() - t0;
 	return err;
+}
+
+/*
+ * Read [offset, offset + len) of path into dst with up to queue_depth reads in flight. Direct
+ * reads cover the aligned superset of the range and copy the wanted bytes out. When dst lies in
+ * a buffer registered with wsn_reader_register(), the blocks that can land there aligned are read
+ * straight into it, and only the unaligned head and tail go through the bounce buffers; bytes
+ * outside [dst, dst + len) are never written. Reads queued with wsn_reader_submit() before go
+ * first. Returns 0, or WSN_EINVAL, WSN_ENOENT, WSN_EISDIR, WSN_ENOTSUP (direct I/O required but
+ * refused), WSN_ETRUNC (the file ends before offset + len, or shrank while read), WSN_ETIMEDOUT (no
+ * completion within 60 s), WSN_EIO, ...; the detail names the file, the offset and the sizes.
+ */
+WSN_API int wsn_reader_read(struct wsn_reader *r, const char *path, uint64_t offset, uint64_t len,
+			    void *dst)
+{
+	uint64_t id;
+	int err;
+
+	if (!r || !path)
+		return wsn__error(WSN_EINVAL, "read: no reader or no path");
+	if ((err = wsn_reader_submit(r, path, offset, len, dst, &id)) < 0)
+		return err;
+	return wsn_reader_wait(r, id);
 }
