@@ -1735,11 +1735,6 @@ int pl_run_start(struct pl_run *run)
 		fprintf(stderr, "%s: run: out of memory\n", cli_prog);
 		return EXIT_RUNTIME;
 	}
-	run->donefd = eventfd(0, EFD_CLOEXEC);
-	if (run->donefd < 0) {
-		fprintf(stderr, "%s: run: eventfd: %s\n", cli_prog, strerror(errno));
-		return EXIT_RUNTIME;
-	}
 	pthread_mutex_init(&run->mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -1753,6 +1748,11 @@ int pl_run_start(struct pl_run *run)
 		d->ring = run->cfg->ring;
 		pthread_mutex_init(&d->mu, NULL);
 		pthread_cond_init(&d->cv, NULL);
+	}
+	run->donefd = eventfd(0, EFD_CLOEXEC);
+	if (run->donefd < 0) {
+		fprintf(stderr, "%s: run: eventfd: %s\n", cli_prog, strerror(errno));
+		return EXIT_RUNTIME;
 	}
 	for (int i = 0; i < run->ndev; i++) {
 		struct pl_dev *d = &run->devs[i];
