@@ -75,11 +75,46 @@ struct wsn__kernel_plan {
 	int row_store, param_store, dw_store, db_store;
 	unsigned nvec;          /* 16-byte vectors per thread per row (per_thread = nvec * vec) */
 
-	/* warp-specialised parameters (ws approach) */
+	/* warp-specialised parameters (ws approach); groups == bdimy, rows of a stage == unroll */
 	unsigned stages, unroll, groups;
+	unsigned producer_threads; /* the producer warpgroup ahead of the row groups (128; warp 0 copies) */
+	unsigned row_bytes;     /* shared bytes of one row of one tensor in a stage: H * E rounded up to 16,
+				 * plus 16 for a row that starts inside a 16-byte chunk */
+	unsigned stage_bytes;   /* unroll x tensors (dy and x, or x) x row_bytes */
+	int cache_rows;         /* row groups copy their stage into registers and release it before computing */
+	unsigned regs_entry;    /* .maxnreg: registers per thread at entry (65536 / block_threads) */
+	unsigned regs_producer, regs_compute; /* setmaxnreg.dec (producer) and .inc (row groups) */
+	int ws_forced;          /* ws was asked for: it runs even where the heuristic expects it to be slow */
+	int ws_good;            /* the heuristic's verdict (is_good_ws_heuristic) */
 
-	char why[768];          /* the planner's reasoning, one clause per decision */
+	char why[3072];         /* the planner's reasoning, one clause per decision */
 };
+
+/* Shared-memory layout of a warp-specialised kernel: byte offsets into the dynamic window. */
+struct wsn__ws_layout {
+	unsigned bars;          /* full[stages] then empty[stages] mbarriers, 8 bytes each */
+	unsigned red, red_slot; /* reduction buffers: groups x 2 x warps x red_slot bytes */
+	unsigned w, b;          /* weight / bias copies when param_store is shared memory */
+	unsigned dw, db;        /* dweight / dbias sums when they live in shared memory */
+	unsigned stages;        /* the circular buffer: stages x stage_bytes */
+	unsigned xg;            /* the row groups' dweight/dbias fold after the loop (aliases the stages) */
+	unsigned total;         /* dynamic shared memory of the kernel */
+};
+/* The layout of plan kp (approach ws; bdimx, bdimy, nvec, stages, unroll, row_bytes and stores set). */
+void wsn__ws_layout(const struct wsn__kernel_plan *kp, struct wsn__ws_layout *l);
+/*
+ * The warp-specialised plan (ws_plan.c): the heuristic search, or the forced parameters in p->opts.
+ * Fills *kp with approach ws. Returns 0 (kp->ws_good says whether the heuristic calls it good),
+ * WSN_ESHAPE (nothing fits: the message names the budget) or WSN_EINVAL (forced parameters that
+ * break a budget, named).
+ */
+int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *p, struct wsn__kernel_plan *kp);
+/* The rule that picks ws or multi-wave when the approach is auto: 1 for ws; why gets the rule's text. */
+int wsn__ws_auto_pick(const struct wsn__gpu_props *g, const struct wsn__kernel_plan *ws, char *why, size_t len);
+/* Generate the PTX module of a ws plan (ws.c). */
+int wsn__ws_generate(const struct wsn__kernel_plan *kp, char **ptx);
+/* Describe a ws plan, like snprintf (ws_plan.c). */
+int wsn__ws_describe(const struct wsn__kernel_plan *kp, char *buf, size_t len);
 
 /*
  * Choose a kernel plan for params on device g. Fills *kp. Returns 0, WSN_ESHAPE (hidden too large

@@ -623,6 +623,8 @@ int wsn__generate_ptx(const struct wsn__kernel_plan *kp, char **ptx)
 	int err;
 
 	*ptx = NULL;
+	if (kp->approach == WSN_APPROACH_WS)
+		return wsn__ws_generate(kp, ptx);
 	if (kp->approach != WSN_APPROACH_MULTIWAVE)
 		return wsn__error(WSN_ENOTSUP, "codegen: %s kernels are not available (approach %s)", kp->entry,
 				  wsn_approach_name(kp->approach));

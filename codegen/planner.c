@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* codegen/planner.c: modelled GPUs and the multi-wave kernel planner (block shape, storage, grid). */
+/* codegen/planner.c: modelled GPUs, the approach dispatch (auto, ws, multi-wave) and the multi-wave planner. */
 #include "codegen.h"
 
 #include <stdio.h>
@@ -251,8 +251,8 @@ static unsigned fwd_bdimy(unsigned bdimx)
 
 #define WHY(...) (n += snprintf(kp->why + n, n < sizeof(kp->why) ? sizeof(kp->why) - n : 0, __VA_ARGS__))
 
-int wsn__plan_kernel(const struct wsn__gpu_props *g, const struct wsn__plan_params *p,
-		     struct wsn__kernel_plan *kp)
+static int plan_multiwave(const struct wsn__gpu_props *g, const struct wsn__plan_params *p,
+			  struct wsn__kernel_plan *kp)
 {
 	const char *opname = wsn_op_name(p->op), *dtname = wsn_dtype_name(p->dtype);
 	int bwd = wsn_op_is_backward(p->op), ln = is_layernorm(p->op);
@@ -276,12 +276,6 @@ int wsn__plan_kernel(const struct wsn__gpu_props *g, const struct wsn__plan_para
 	if (arch != 90 && arch != 100)
 		return wsn__error(WSN_ENOTSUP, "plan: %s kernels target sm_90a and sm_100a, not arch %d",
 				  opname, arch);
-	if (p->opts.approach == WSN_APPROACH_WS)
-		return wsn__error(WSN_ENOTSUP,
-				  "plan: the warp-specialised (ws) approach for %s is not available yet; "
-				  "use --approach=multiwave or auto", opname);
-	if (p->opts.approach != WSN_APPROACH_AUTO && p->opts.approach != WSN_APPROACH_MULTIWAVE)
-		return wsn__error(WSN_EINVAL, "plan: unknown approach %d", (int)p->opts.approach);
 	if (p->opts.stages > 1 || p->opts.unroll > 1)
 		return wsn__error(WSN_EINVAL,
 				  "plan: stages=%d / unroll=%d apply to the ws approach; multi-wave %s kernels "
@@ -401,9 +395,64 @@ int wsn__plan_kernel(const struct wsn__gpu_props *g, const struct wsn__plan_para
 	return 0;
 }
 
+/* Put "rule; " in front of kp->why (what is past the end is cut). */
+static void why_prepend(struct wsn__kernel_plan *kp, const char *rule)
+{
+	size_t r = strlen(rule), w = strlen(kp->why), cap = sizeof(kp->why) - 1;
+
+	if (r + 2 >= cap)
+		r = cap - 2;
+	if (r + 2 + w > cap)
+		w = cap - r - 2;
+	memmove(kp->why + r + 2, kp->why, w);
+	memcpy(kp->why, rule, r);
+	kp->why[r] = ';';
+	kp->why[r + 1] = ' ';
+	kp->why[r + 2 + w] = '\0';
+}
+
+int wsn__plan_kernel(const struct wsn__gpu_props *g, const struct wsn__plan_params *p,
+		     struct wsn__kernel_plan *kp)
+{
+	struct wsn__kernel_plan ws;
+	char rule[320];
+	int err;
+
+	switch (p->opts.approach) {
+	case WSN_APPROACH_WS:
+		/* forced: never falls back; the plan says when the heuristic expects it to be slow */
+		return wsn__ws_plan(g, p, kp);
+	case WSN_APPROACH_MULTIWAVE:
+		return plan_multiwave(g, p, kp);
+	case WSN_APPROACH_AUTO:
+		break;
+	default:
+		return wsn__error(WSN_EINVAL, "plan: unknown approach %d", (int)p->opts.approach);
+	}
+	err = wsn__ws_plan(g, p, &ws);
+	if (!err && (p->opts.stages > 1 || p->opts.unroll > 1)) {
+		snprintf(rule, sizeof(rule), "auto: ws, stages/unroll were given and only ws kernels have them");
+	} else if (!err && wsn__ws_auto_pick(g, &ws, rule, sizeof(rule))) {
+		/* rule says why */
+	} else {
+		if (err)
+			snprintf(rule, sizeof(rule), "auto: multi-wave, no ws kernel fits (%.240s)", wsn_last_error());
+		if ((err = plan_multiwave(g, p, kp)))
+			return err;
+		why_prepend(kp, rule);
+		return 0;
+	}
+	*kp = ws;
+	why_prepend(kp, rule);
+	return 0;
+}
+
 int wsn__describe_kernel_plan(const struct wsn__kernel_plan *kp, char *buf, size_t len)
 {
 	int n;
+
+	if (kp->approach == WSN_APPROACH_WS)
+		return wsn__ws_describe(kp, buf, len);
 
 	n = snprintf(buf, len,
 		     "approach:      %s\n"
@@ -433,6 +482,9 @@ unsigned wsn__kernel_grid(const struct wsn__kernel_plan *kp, int64_t rows)
 
 	if (rows < 1 || !kp->bdimy)
 		return 1;
-	need = (rows + kp->bdimy - 1) / kp->bdimy;
+	if (kp->approach == WSN_APPROACH_WS) /* every CTA takes whole blocks of unroll rows */
+		need = (rows + kp->unroll - 1) / (kp->unroll ? kp->unroll : 1);
+	else
+		need = (rows + kp->bdimy - 1) / kp->bdimy;
 	return need < (int64_t)kp->max_grid ? (unsigned)need : kp->max_grid;
 }

@@ -204,6 +204,11 @@ void ptx_kernel_shared(struct ptx_kernel *k, const char *name, unsigned bytes, i
 	ptx_buf_printf(&k->shared, "\t.shared .align %d .b8 %s[%u];\n", align, name, bytes);
 }
 
+void ptx_kernel_maxnreg(struct ptx_kernel *k, unsigned n)
+{
+	ptx_buf_printf(&k->directives, ".maxnreg %u\n", n);
+}
+
 void ptx_kernel_launch_bounds(struct ptx_kernel *k, unsigned maxntid, unsigned minctas)
 {
 	if (maxntid)
@@ -511,6 +516,11 @@ void ptx_loop_end(struct ptx_kernel *k, struct ptx_loop *lp, const char *pred, i
 	ptx_label(k, lp->exit);
 }
 
+void ptx_exit(struct ptx_kernel *k)
+{
+	ptx_ins(k, "exit");
+}
+
 void ptx_ld_param(struct ptx_kernel *k, enum ptx_type t, const char *dst, const char *param)
 {
 	ptx_ins(k, "ld.param%s %s, [%s]", type_names[t], dst, param);
@@ -668,6 +678,11 @@ void ptx_bar_sync_reg(struct ptx_kernel *k, const char *id, unsigned count)
 	ptx_ins(k, "bar.sync %s, %u", id, count);
 }
 
+void ptx_bar_warp_sync(struct ptx_kernel *k)
+{
+	ptx_ins(k, "bar.warp.sync 0xffffffff");
+}
+
 void ptx_elect_sync(struct ptx_kernel *k, const char *pred, const char *lane)
 {
 	ptx_ins(k, "elect.sync %s|%s, 0xffffffff", lane ? lane : "_", pred);
@@ -793,6 +808,39 @@ void ptx_mbarrier_wait_parity(struct ptx_kernel *k, const char *bar, long long o
 		addr_str(a, sizeof(a), bar, off), parity);
 	ptx_guard(k, p, 1);
 	ptx_ins(k, "bra %s", retry);
+}
+
+void ptx_mbarrier_wait_parity_bounded(struct ptx_kernel *k, const char *bar, long long off, const char *parity,
+				      unsigned long long timeout_ns)
+{
+	const char *p = ptx_tmp(k, PTX_PRED), *more = ptx_tmp(k, PTX_PRED);
+	const char *t0 = ptx_tmp(k, PTX_U64), *t1 = ptx_tmp(k, PTX_U64);
+	const char *retry = ptx_label_new(k, "mbar_wait"), *done = ptx_label_new(k, "mbar_done");
+	char a[128];
+
+	addr_str(a, sizeof(a), bar, off);
+	ptx_ins(k, "mbarrier.try_wait.parity.shared::cta.b64 %s, %s, %s", p, a, parity);
+	ptx_guard(k, p, 0);
+	ptx_ins(k, "bra %s", done);
+	ptx_ins(k, "mov.u64 %s, %%globaltimer", t0);
+	ptx_label(k, retry);
+	ptx_ins(k, "mbarrier.try_wait.parity.shared::cta.b64 %s, %s, %s", p, a, parity);
+	ptx_guard(k, p, 0);
+	ptx_ins(k, "bra %s", done);
+	ptx_ins(k, "mov.u64 %s, %%globaltimer", t1);
+	ptx_ins(k, "sub.u64 %s, %s, %s", t1, t1, t0);
+	ptx_ins(k, "setp.lt.u64 %s, %s, %llu", more, t1, timeout_ns);
+	ptx_guard(k, more, 0);
+	ptx_ins(k, "bra %s", retry);
+	ptx_ins(k, "trap");
+	ptx_label(k, done);
+}
+
+void ptx_mbarrier_expect_tx(struct ptx_kernel *k, const char *bar, long long off, const char *bytes)
+{
+	char a[128];
+
+	ptx_ins(k, "mbarrier.expect_tx.relaxed.cta.shared::cta.b64 %s, %s", addr_str(a, sizeof(a), bar, off), bytes);
 }
 
 void ptx_fence_proxy_async(struct ptx_kernel *k)

@@ -58,6 +58,8 @@ void ptx_param(struct ptx_kernel *k, enum ptx_type t, const char *name);
 void ptx_param_tensormap(struct ptx_kernel *k, const char *name);
 /* Performance directives: .maxntid n,1,1 and .minnctapersm c (0 = leave out). */
 void ptx_kernel_launch_bounds(struct ptx_kernel *k, unsigned maxntid, unsigned minctas);
+/* .maxnreg n: the per-thread register count at entry (what setmaxnreg adjusts from). */
+void ptx_kernel_maxnreg(struct ptx_kernel *k, unsigned n);
 /* A kernel-scope static shared array `.shared .align A .b8 name[bytes]`. */
 void ptx_kernel_shared(struct ptx_kernel *k, const char *name, unsigned bytes, int align);
 /* Finish the kernel: write header, declarations and body into the module; frees k. Returns 0 or error. */
@@ -81,6 +83,8 @@ void ptx_guard(struct ptx_kernel *k, const char *pred, int neg);
 /* ---- control flow ---- */
 void ptx_bra(struct ptx_kernel *k, const char *label); /* honours a pending guard */
 void ptx_ret(struct ptx_kernel *k);
+/* exit: this thread is done (other warps of the CTA go on). */
+void ptx_exit(struct ptx_kernel *k);
 /* A counted or open loop: head label at begin, exit label after end. */
 struct ptx_loop {
 	const char *head, *exit;
@@ -138,6 +142,8 @@ void ptx_shfl_bfly(struct ptx_kernel *k, const char *dst, const char *src, int l
 void ptx_bar_sync(struct ptx_kernel *k, int id, unsigned count);
 /* bar.sync with the barrier id in a .u32 register (count threads, a multiple of 32). */
 void ptx_bar_sync_reg(struct ptx_kernel *k, const char *id, unsigned count);
+/* bar.warp.sync over the full warp (orders the lanes' memory accesses before what follows). */
+void ptx_bar_warp_sync(struct ptx_kernel *k);
 /* elect.sync: pred true in one lane of the warp; lane (.u32) may be NULL. */
 void ptx_elect_sync(struct ptx_kernel *k, const char *pred, const char *lane);
 
@@ -169,6 +175,12 @@ void ptx_mbarrier_arrive(struct ptx_kernel *k, const char *bar, long long off);
 void ptx_mbarrier_arrive_expect_tx(struct ptx_kernel *k, const char *bar, long long off, unsigned bytes);
 /* Wait until the phase with the given parity (.u32 register or literal) completed: a retry loop. */
 void ptx_mbarrier_wait_parity(struct ptx_kernel *k, const char *bar, long long off, const char *parity);
+/* As ptx_mbarrier_wait_parity, but `trap` once the wait has lasted timeout_ns (by %globaltimer): a
+ * pipeline that can never complete becomes a launch error instead of a hang. */
+void ptx_mbarrier_wait_parity_bounded(struct ptx_kernel *k, const char *bar, long long off, const char *parity,
+				      unsigned long long timeout_ns);
+/* mbarrier.expect_tx (no arrival): the phase also waits for bytes (.u32 register) more of transfers. */
+void ptx_mbarrier_expect_tx(struct ptx_kernel *k, const char *bar, long long off, const char *bytes);
 /* Make generic-proxy writes to shared memory visible to the async proxy (and mbarrier inits). */
 void ptx_fence_proxy_async(struct ptx_kernel *k);
 void ptx_fence_mbarrier_init(struct ptx_kernel *k);

@@ -39,6 +39,7 @@ static void params_init(struct wsn__plan_params *p, enum wsn_op op, enum wsn_dty
 	p->hidden = hidden;
 	p->rows = 16384;
 	wsn_plan_options_init(&p->opts, op);
+	p->opts.approach = WSN_APPROACH_MULTIWAVE; /* the warp-specialised plans are check_ws.c's */
 }
 
 /* ---- ptxas runs: spawn with output to a file, wait later ---- */
@@ -415,8 +416,8 @@ START_TEST(test_planner_forced_options)
 	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "ws approach"));
 	params_init(&p, WSN_RMSNORM_FWD, WSN_F32, 1024);
 	p.opts.approach = WSN_APPROACH_WS;
-	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), WSN_ENOTSUP);
-	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "ws"));
+	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
+	ck_assert_int_eq(kp.approach, WSN_APPROACH_WS);
 	params_init(&p, WSN_RMSNORM_FWD, WSN_F32, 1024);
 	p.opts.arch = 80;
 	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), WSN_ENOTSUP);
@@ -432,7 +433,9 @@ START_TEST(test_emit_public)
 	struct wsn_plan_options o;
 	char *ptx = NULL, *plan = NULL;
 
-	ck_assert_int_eq(wsn_emit_ptx(WSN_RMSNORM_BWD, WSN_BF16, 4096, 16384, NULL, &ptx, &plan), 0);
+	wsn_plan_options_init(&o, WSN_RMSNORM_BWD);
+	o.approach = WSN_APPROACH_MULTIWAVE;
+	ck_assert_int_eq(wsn_emit_ptx(WSN_RMSNORM_BWD, WSN_BF16, 4096, 16384, &o, &ptx, &plan), 0);
 	ck_assert_ptr_nonnull(strstr(ptx, ".target sm_90a"));
 	ck_assert_ptr_nonnull(strstr(ptx, "// op=rmsnorm-bwd dtype=bf16 hidden=4096"));
 	ck_assert_ptr_nonnull(strstr(ptx, "bdimx="));
@@ -453,7 +456,9 @@ START_TEST(test_emit_public)
 	ck_assert_int_eq(wsn_emit_ptx(WSN_LAYERNORM_FWD, WSN_F16, 0, 1, NULL, &ptx, NULL), WSN_ESHAPE);
 	o.arch = 0;
 	o.approach = WSN_APPROACH_WS;
-	ck_assert_int_eq(wsn_emit_ptx(WSN_LAYERNORM_FWD, WSN_F16, 3, 1, &o, &ptx, NULL), WSN_ENOTSUP);
+	ck_assert_int_eq(wsn_emit_ptx(WSN_LAYERNORM_FWD, WSN_F16, 3, 1, &o, &ptx, NULL), 0);
+	ck_assert_ptr_nonnull(strstr(ptx, "warp-specialised"));
+	free(ptx);
 }
 END_TEST
 
@@ -598,8 +603,11 @@ END_TEST
 START_TEST(test_kernel_text)
 {
 	char *ptx, *loop, *first_math;
+	struct wsn_plan_options o;
 
-	ck_assert_int_eq(wsn_emit_ptx(WSN_LAYERNORM_FWD, WSN_BF16, 8192, 16384, NULL, &ptx, NULL), 0);
+	wsn_plan_options_init(&o, WSN_LAYERNORM_FWD);
+	o.approach = WSN_APPROACH_MULTIWAVE;
+	ck_assert_int_eq(wsn_emit_ptx(WSN_LAYERNORM_FWD, WSN_BF16, 8192, 16384, &o, &ptx, NULL), 0);
 	loop = strstr(ptx, "\n$Lvec_row"); /* the loop head's label */
 	ck_assert_ptr_nonnull(loop);
 	first_math = strstr(loop, "add.rn.f32");

@@ -112,7 +112,7 @@ struct setup {
 	enum wsn_dtype dt;
 	int64_t hidden, rows; /* rows: the most any run uses */
 	int64_t ld, off;      /* x and dy: row stride and offset in elements (ld > hidden, off > 0: unaligned) */
-	int stats2d;          /* mean/rstd as [rows, 1] */
+	int stats2d;          /* mean/rstd as [rows, 1]; 2: backward mean [rows] with rstd [rows, 1] */
 	size_t es, in_elems;
 	void *hx, *hdy, *hw, *hb;           /* host inputs */
 	void *x, *dy, *w, *b;               /* device inputs */
@@ -254,9 +254,9 @@ static struct wsn_args args_of(const struct setup *s, enum wsn_op op, int64_t r,
 	a.dy = mat(on_gpu ? s->dy : s->hdy, s->dt, m, r, h, s->ld, s->off);
 	a.dx = mat(on_gpu ? s->ddx : s->cdx, s->dt, m, r, h, h, 0);
 	if (ln)
-		a.mean = stats(on_gpu ? s->mean_in : (void *)s->hmean, m, r, s->stats2d);
+		a.mean = stats(on_gpu ? s->mean_in : (void *)s->hmean, m, r, s->stats2d == 1);
 	a.rstd = stats(on_gpu ? (ln ? s->rstd_ln_in : s->rstd_rms_in) : (void *)(ln ? s->hrstd_ln : s->hrstd_rms), m,
-		       r, s->stats2d);
+		       r, s->stats2d != 0);
 	a.dweight = vec(on_gpu ? s->ddw : s->cdw, s->dt, m, h);
 	if (ln)
 		a.dbias = vec(on_gpu ? s->ddb : s->cdb, s->dt, m, h);
@@ -374,6 +374,47 @@ static int run_rows(struct setup *s, enum wsn_op op, struct wsn_plan *gp, struct
 	return fails;
 }
 
+/* One op over every row count in rows[] with GPU plan options po (NULL: defaults); returns the
+ * failures. A forced plan that does not fit (WSN_EINVAL/WSN_ESHAPE) is skipped when may_skip. */
+static int run_op(struct setup *s, enum wsn_op op, const struct wsn_plan_options *po, const char *label,
+		  const int64_t *rows, int nrows, int may_skip)
+{
+	struct wsn_plan *gp = NULL, *cp = NULL;
+	struct wsn_plan_options o;
+	double worst = 0, t0 = wsn__now();
+	int e, f = 0;
+
+	if (po) {
+		wsn_plan_options_init(&o, op);
+		o.approach = po->approach;
+		o.groups = po->groups;
+		o.unroll = po->unroll;
+		o.stages = po->stages;
+		o.block_threads = po->block_threads;
+	}
+	if ((e = wsn_plan_create(gpu, op, s->rows, s->hidden, s->dt, po ? &o : NULL, &gp)) < 0) {
+		if (may_skip && (e == WSN_EINVAL || e == WSN_ESHAPE)) {
+			printf("skip %s %s hidden=%lld %s: %s\n", wsn_op_name(op), wsn_dtype_name(s->dt),
+			       (long long)s->hidden, label, wsn_last_error());
+			return 0;
+		}
+		printf("FAIL %s %s hidden=%lld %s: GPU plan: %s: %s\n", wsn_op_name(op), wsn_dtype_name(s->dt),
+		       (long long)s->hidden, label, wsn_err_name(e), wsn_last_error());
+		return 1;
+	}
+	OK(wsn_plan_create(cpu, op, s->rows, s->hidden, s->dt, NULL, &cp));
+	for (int i = 0; i < nrows; i++)
+		if (rows[i] <= s->rows)
+			f += run_rows(s, op, gp, cp, rows[i], &worst);
+	printf("%s %s %s hidden=%lld%s %s: worst rel_l2 %.2e, %.2f s\n", f ? "FAIL" : "ok", wsn_op_name(op),
+	       wsn_dtype_name(s->dt), (long long)s->hidden, s->ld != s->hidden || s->off ? " strided" : "", label, worst,
+	       wsn__now() - t0);
+	fflush(stdout);
+	wsn_plan_destroy(gp);
+	wsn_plan_destroy(cp);
+	return f;
+}
+
 /* Every op over every row count in rows[] for one setup; returns the failures. */
 static int run_setup(struct setup *s, const int64_t *rows, int nrows)
 {
@@ -478,6 +519,129 @@ START_TEST(test_strided_stats)
 		free(b32);
 	}
 	ck_assert_msg(fails == 0, "%d mismatches (see FAIL lines above)", fails);
+}
+END_TEST
+
+/* ---- warp-specialised kernels, forced ---- */
+
+/* Inputs for hidden h and rows r (row stride ld >= h, offset off elements), all dtypes share them. */
+struct inputs {
+	float *x, *dy, *w, *b;
+};
+
+static void inputs_make(struct inputs *in, const char *tag, int64_t h, int64_t r, int64_t ld, int64_t off)
+{
+	size_t n = (size_t)((r - 1) * ld + h + off);
+	char t[64];
+
+	snprintf(t, sizeof(t), "%s-x", tag);
+	in->x = random_f32(n, t, 0.5f, 1.0f);
+	snprintf(t, sizeof(t), "%s-dy", tag);
+	in->dy = random_f32(n, t, 0.0f, 1.0f);
+	snprintf(t, sizeof(t), "%s-w", tag);
+	in->w = random_f32((size_t)h, t, 1.0f, 0.25f);
+	snprintf(t, sizeof(t), "%s-b", tag);
+	in->b = random_f32((size_t)h, t, 0.0f, 0.25f);
+}
+
+static void inputs_free(struct inputs *in)
+{
+	free(in->x);
+	free(in->dy);
+	free(in->w);
+	free(in->b);
+}
+
+/*
+ * Every op x dtype with each forced (bdimy, unroll, stages) in {1, 2} x {1, 2, 4} x {2, 4, 8} that
+ * fits (the planner says which do not), over 7 rows (fewer blocks than CTAs) and 2999 rows (a last
+ * block that is partial for unroll > 1, and rings that wrap).
+ */
+START_TEST(test_ws_forced)
+{
+	static const unsigned groups[] = { 1, 2 }, unrolls[] = { 1, 2, 4 }, stages[] = { 2, 4, 8 };
+	static const int64_t rows[] = { 7, 2999 };
+	enum wsn_dtype dt = dtypes[_i];
+	int64_t h = dt == WSN_F32 ? 500 : 1000, r = 2999;
+	int fails = 0, plans = 0;
+	struct inputs in;
+	struct setup s;
+
+	inputs_make(&in, "ws-forced", h, r, h, 0);
+	setup_init(&s, dt, h, r, h, 0, 0, in.x, in.dy, in.w, in.b);
+	for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++)
+		for (size_t a = 0; a < 2; a++)
+			for (size_t u = 0; u < 3; u++)
+				for (size_t st = 0; st < 3; st++) {
+					struct wsn_plan_options po;
+					char label[64];
+					memset(&po, 0, sizeof(po));
+					po.approach = WSN_APPROACH_WS;
+					po.groups = (int)groups[a];
+					po.unroll = (int)unrolls[u];
+					po.stages = (int)stages[st];
+					snprintf(label, sizeof(label), "ws bdimy=%u unroll=%u stages=%u", groups[a], unrolls[u],
+						 stages[st]);
+					fails += run_op(&s, ops[o], &po, label, rows, 2, 1);
+					plans++;
+				}
+	setup_free(&s);
+	inputs_free(&in);
+	ck_assert_msg(fails == 0, "%d mismatches over %d forced ws plans (see FAIL lines above)", fails, plans);
+}
+END_TEST
+
+/*
+ * The heuristic's ws plan on hidden sizes that are not multiples of the vector width (16-byte rows
+ * cannot be copied exactly: element path), a larger one, and strided rows starting off 16 bytes.
+ */
+START_TEST(test_ws_shapes)
+{
+	static const int64_t hs[] = { 3, 1001, 4097 };
+	static const int64_t rows[] = { 1, 7, 1000 };
+	struct wsn_plan_options po;
+	int fails = 0;
+
+	memset(&po, 0, sizeof(po));
+	po.approach = WSN_APPROACH_WS;
+	for (size_t i = 0; i <= sizeof(hs) / sizeof(hs[0]); i++) {
+		int strided = i == sizeof(hs) / sizeof(hs[0]);
+		int64_t h = strided ? 1000 : hs[i], ld = strided ? h + 3 : h, off = strided ? 1 : 0, r = 1000;
+		struct inputs in;
+
+		inputs_make(&in, "ws-shapes", h, r, ld, off);
+		for (size_t d = 0; d < sizeof(dtypes) / sizeof(dtypes[0]); d++) {
+			struct setup s;
+			setup_init(&s, dtypes[d], h, r, ld, off, strided, in.x, in.dy, in.w, in.b);
+			for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++)
+				fails += run_op(&s, ops[o], &po, "ws", rows, 3, 0);
+			setup_free(&s);
+		}
+		inputs_free(&in);
+	}
+	ck_assert_msg(fails == 0, "%d mismatches (see FAIL lines above)", fails);
+}
+END_TEST
+
+/* LayerNorm backward of 16384 x 2048 bf16 with f32 mean [rows] and rstd [rows, 1], ws forced. */
+START_TEST(test_ws_ln_bwd_mixed_stats)
+{
+	static const int64_t rows[] = { 16384 };
+	int64_t h = 2048, r = 16384;
+	struct wsn_plan_options po;
+	struct inputs in;
+	struct setup s;
+	int fails;
+
+	memset(&po, 0, sizeof(po));
+	po.approach = WSN_APPROACH_WS;
+	inputs_make(&in, "ws-mixed", h, r, h, 0);
+	setup_init(&s, WSN_BF16, h, r, h, 0, 0, in.x, in.dy, in.w, in.b);
+	s.stats2d = 2; /* args_of: mean [rows], rstd [rows, 1] */
+	fails = run_op(&s, WSN_LAYERNORM_BWD, &po, "ws, mean [rows], rstd [rows, 1]", rows, 1, 0);
+	setup_free(&s);
+	inputs_free(&in);
+	ck_assert_msg(fails == 0, "mismatches (see FAIL lines above)");
 }
 END_TEST
 
@@ -757,6 +921,19 @@ static Suite *suite_gpu(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, test_ops, 0, (int)(sizeof(hiddens) / sizeof(hiddens[0])));
 	tcase_add_test(tc, test_strided_stats);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("ws");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_ws_shapes);
+	tcase_add_test(tc, test_ws_ln_bwd_mixed_stats);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("ws-forced");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 300);
+	tcase_add_loop_test(tc, test_ws_forced, 0, (int)(sizeof(dtypes) / sizeof(dtypes[0])));
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("fault"); /* last: it poisons the context */

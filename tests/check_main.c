@@ -12,6 +12,7 @@ Suite *suite_cpu(void);
 Suite *suite_io(void);
 Suite *suite_cli(void);
 Suite *suite_codegen(void);
+Suite *suite_ws(void);
 Suite *suite_async(void);
 Suite *suite_pipeline(void);
 #ifdef WSN_HAVE_CUDA
@@ -28,6 +29,7 @@ int main(void)
 	srunner_add_suite(sr, suite_io());
 	srunner_add_suite(sr, suite_cli());
 	srunner_add_suite(sr, suite_codegen());
+	srunner_add_suite(sr, suite_ws());
 	srunner_add_suite(sr, suite_async());
 	srunner_add_suite(sr, suite_pipeline());
 #ifdef WSN_HAVE_CUDA

@@ -1,0 +1,566 @@
+/* SPDX-License-Identifier: MIT */
+/* codegen/ws_plan.c: warp-specialised plans: register and shared-memory budgets, the heuristic search, its verdict, and the auto rule. */
+#include "codegen.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define WS_PRODUCER_THREADS 128 /* one warpgroup: setmaxnreg acts on whole warpgroups */
+#define WS_PRODUCER_REGS 24     /* the producer's setmaxnreg.dec, the least allowed (ptxas: no spills) */
+#define WS_MAX_THREADS 1024
+#define WS_MAX_REGS 248         /* per thread, a multiple of 8 a thread can address */
+#define WS_MAX_UNROLL 8         /* ws.c MAXU */
+#define WS_MAX_NVEC 16          /* vectors per thread per row the search considers */
+#define WS_MAX_STAGES 32
+#define WS_MAX_GROUPS 14        /* row groups of several warps: named barriers 1..14 (15 joins them all) */
+#define WS_GOOD_FREE_REGS 8     /* is_good: bdimy 1 with direct loads needs this many registers spare
+				 * over the estimate (which has its own margin); nvFuser asks for 64, but
+				 * here LayerNorm backward 8K with 58 spare ran 12 % ahead of multi-wave,
+				 * 16K with 17 spare 2 % ahead, RMSNorm backward 16K with 12 even */
+#define WS_TAIL_MAX 0.02        /* unroll doubles only while the busiest CTA does <= 2 % above the mean */
+#define FINISH_COLS 32          /* the finish kernel (rowkernel.c): 32 columns x 8 partial slices */
+#define FINISH_SLICES 8
+
+/*
+ * Auto-selection: ws where the heuristic calls it good, a rule below covers the op and hidden
+ * size, and each SM gets more than min_rows_per_sm rows (fewer leave the ring's fill and drain
+ * uncovered); else multi-wave. The thresholds start from nvFuser's (> 4 rows per SM for RMSNorm
+ * backward, > 16 for LayerNorm backward); the hidden ranges are where ws measured faster than
+ * multi-wave on the H100 (bf16, 16384 rows, TB/s ws / multi-wave, copy 3.0 TB/s; bench/NOTES.md).
+ */
+static const struct ws_rule {
+	enum wsn_op op;
+	int64_t min_hidden, max_hidden; /* inclusive */
+	int64_t min_rows_per_sm;
+	const char *basis;
+} ws_rules[] = {
+	{ WSN_LAYERNORM_BWD, 1, 16384, 16, "ws 2.38-2.69 vs 2.33-2.63 TB/s for 2K-16K, 8K 2.62 vs 2.33" },
+	{ WSN_RMSNORM_BWD, 1, 16384, 4, "ws 2.26-2.76 vs 2.26-2.76 TB/s, ahead by up to 2 % at 2K-8K" },
+	{ WSN_RMSNORM_FWD, 16384, 32768, 16, "ws 2.83/2.86 vs 2.80/2.75 TB/s at 16K/32K" },
+};
+
+/* One point of the search. */
+struct cfg {
+	unsigned bdimx, bdimy, unroll, stages;
+	int cache;   /* the circular buffer copied into registers (stage released early) */
+	int direct;  /* non-circular tensors (weight, bias) loaded straight from global into registers */
+	int dw_smem, db_smem; /* dweight / dbias sums in shared memory (bdimy 1 only) */
+	/* derived by eval() */
+	unsigned nvec, threads, r_entry, r_compute, est, smem;
+};
+
+/* What a search step or fallback recorded, for the plan's explanation. */
+struct trace {
+	char *buf;
+	size_t len, n;
+};
+
+static void tr(struct trace *t, const char *fmt, ...) WSN_PRINTF(2, 3);
+static void tr(struct trace *t, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	va_start(ap, fmt);
+	k = vsnprintf(t->n < t->len ? t->buf + t->n : NULL, t->n < t->len ? t->len - t->n : 0, fmt, ap);
+	va_end(ap);
+	if (k > 0)
+		t->n += (size_t)k;
+}
+
+static int is_ln(enum wsn_op op)
+{
+	return op == WSN_LAYERNORM_FWD || op == WSN_LAYERNORM_BWD;
+}
+
+static unsigned round_down8(unsigned v)
+{
+	return v / 8 * 8;
+}
+
+/* The plan fields wsn__ws_layout reads, from c. */
+static void apply(struct wsn__kernel_plan *kp, const struct cfg *c)
+{
+	int bwd = wsn_op_is_backward(kp->op);
+	unsigned E = (unsigned)wsn_dtype_size(kp->dtype), nt = bwd ? 2 : 1;
+	unsigned nvtot = (unsigned)((kp->hidden + kp->vec - 1) / kp->vec);
+
+	kp->bdimx = c->bdimx;
+	kp->bdimy = kp->groups = c->bdimy;
+	kp->nvec = (nvtot + c->bdimx - 1) / c->bdimx;
+	kp->per_thread = kp->nvec * kp->vec;
+	kp->unroll = c->unroll;
+	kp->stages = c->stages;
+	kp->producer_threads = WS_PRODUCER_THREADS;
+	kp->block_threads = WS_PRODUCER_THREADS + c->bdimx * c->bdimy;
+	kp->row_bytes = (unsigned)((kp->hidden * E + 15) / 16 * 16) + 16;
+	kp->stage_bytes = c->unroll * nt * kp->row_bytes;
+	kp->cache_rows = c->cache;
+	kp->param_store = c->direct ? WSN_STORE_REG : WSN_STORE_SMEM;
+	kp->row_store = WSN_STORE_SMEM;
+	kp->dw_store = c->dw_smem ? WSN_STORE_SMEM : WSN_STORE_REG;
+	kp->db_store = c->db_smem ? WSN_STORE_SMEM : WSN_STORE_REG;
+}
+
+/*
+ * Registers a row-group thread needs: a least-squares fit (coefficients in hundredths) to the
+ * smallest setmaxnreg.inc at which ptxas 13.0 (sm_90a) compiles the generated row-group code
+ * without spills, over 51 kernels (bf16/f32, hidden 1K-32K, bdimx 128-896, unroll 1-4, each
+ * storage switch), plus WS_REG_MARGIN + 4 per row of a stage for the fit's under-estimates
+ * (at most 27 registers, most within 12), and the dtypes' own costs (below). Terms: the dweight/dbias sums, the weight (shared-memory copies cost more than
+ * registers: ptxas hoists their loads), the rows of the stage (cached or re-read; both stay
+ * live), LayerNorm forward's unpacked row, and the reduction's loads (warps x values).
+ */
+#define WS_REG_MARGIN 12
+static unsigned ws_reg_margin(unsigned unroll)
+{
+	return WS_REG_MARGIN + 4 * unroll;
+}
+
+static unsigned estimate_regs(const struct wsn__kernel_plan *kp, const struct cfg *c)
+{
+	int bwd = wsn_op_is_backward(kp->op), ln = is_ln(kp->op);
+	unsigned nv = c->nvec, vec = kp->vec, U = c->unroll, nw = c->bdimx / 32, r;
+
+	if (bwd) {
+		unsigned acc = vec * ((kp->has_weight && !c->dw_smem) + (ln && kp->has_bias && !c->db_smem));
+		unsigned wregs = kp->has_weight ? (c->direct ? 4 : 12) : 0, nred = U * (ln ? 2 : 1);
+		r = 3347 + 93 * nv * acc + 78 * nv * wregs + (c->cache ? 132 : 111) * nv * 8 * U + 111 * nw * nred;
+	} else {
+		unsigned np = (unsigned)(kp->has_weight + (ln && kp->has_bias)), nred = U * (ln ? 4 : 1);
+		r = 3561 + 27 * nv * (c->direct ? 4 * np : 0) + (c->cache ? 203 : 143) * nv * 4 * U +
+		    (ln ? 66 * nv * vec : 0) + 27 * nw * nred;
+	}
+	/* the fit under-estimates more with more rows; f16 unpacks through cvt with 16-bit temporaries
+	 * that ptxas keeps live across a vector (backward: up to 10 registers per vector and row) */
+	r = (r + 99) / 100 + ws_reg_margin(U);
+	if (kp->dtype == WSN_F16)
+		r += bwd ? 10 * nv * U : 8;
+	else if (kp->dtype == WSN_F32 && bwd)
+		r += 8;
+	return r;
+}
+
+/* Registers, threads and shared memory of c; returns 1 when c fits the device. */
+static int eval(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp, struct cfg *c)
+{
+	unsigned C = c->bdimx * c->bdimy, pool;
+	struct wsn__ws_layout l;
+
+	apply(kp, c);
+	c->nvec = kp->nvec;
+	c->threads = WS_PRODUCER_THREADS + C;
+	c->r_entry = round_down8((unsigned)g->regs_per_block / c->threads);
+	if (c->r_entry > WS_MAX_REGS)
+		c->r_entry = WS_MAX_REGS;
+	pool = c->r_entry * c->threads;
+	c->r_compute = pool > WS_PRODUCER_THREADS * WS_PRODUCER_REGS
+		       ? round_down8((pool - WS_PRODUCER_THREADS * WS_PRODUCER_REGS) / C) : 0;
+	if (c->r_compute > WS_MAX_REGS)
+		c->r_compute = WS_MAX_REGS;
+	c->est = estimate_regs(kp, c);
+	wsn__ws_layout(kp, &l);
+	c->smem = l.total;
+	return c->threads <= WS_MAX_THREADS && C % 128 == 0 && (c->bdimx == 32 || c->bdimy <= WS_MAX_GROUPS) &&
+	       c->r_entry >= 24 && c->est <= c->r_compute &&
+	       c->smem <= (unsigned)g->smem_per_block_optin && c->nvec <= WS_MAX_NVEC;
+}
+
+/* Shared memory alone fits (registers may not): what stages and unroll are bounded by. */
+static int smem_fits(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp, struct cfg *c)
+{
+	eval(g, kp, c);
+	return c->smem <= (unsigned)g->smem_per_block_optin;
+}
+
+/* Busiest CTA's rows over the mean: the last wave's imbalance with blocks of unroll rows. */
+static double tail_excess(const struct wsn__gpu_props *g, int64_t rows, unsigned unroll)
+{
+	int64_t blocks = (rows + unroll - 1) / unroll, ctas = blocks < g->sms ? blocks : g->sms;
+	double mean = (double)rows / (double)ctas;
+
+	return (double)((blocks + ctas - 1) / ctas * unroll) / mean - 1.0;
+}
+
+/* Forced parameters (0: free). */
+struct forced {
+	unsigned bdimx, bdimy, unroll, stages;
+};
+
+/*
+ * The search from bdimx 128, bdimy 1, unroll 1, stages 1 with the given fallback switches, until
+ * nothing changes: stages double up to 2 if shared memory fits; bdimy doubles if registers and
+ * shared memory fit; unroll doubles if they fit, the rows divide and the tail stays within
+ * WS_TAIL_MAX; with bdimy 1, bdimx grows by 128 when that avoids spills, frees registers (the
+ * estimate falls by more than the budget) or splits hidden more evenly. Returns whether the
+ * result fits.
+ */
+static int search(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp, const struct forced *f, int64_t rows,
+		  struct cfg *c, struct trace *t)
+{
+	unsigned nvtot = (unsigned)((kp->hidden + kp->vec - 1) / kp->vec);
+	int changed, steps = 0;
+
+	/* ours: a short row starts narrower, a warp or two per row (row sums without a barrier), so
+	 * that each thread holds at most 2 (backward) or 4 (forward) vectors; the row groups of a
+	 * warpgroup then start at 128 threads together */
+	c->bdimx = 128;
+	if (!f->bdimx)
+		for (unsigned bx = 32; bx < 128; bx *= 2)
+			if ((nvtot + bx - 1) / bx <= (wsn_op_is_backward(kp->op) ? 2u : 4u) &&
+			    (!f->bdimy || (bx * f->bdimy) % 128 == 0)) {
+				c->bdimx = bx;
+				break;
+			}
+	if (f->bdimx)
+		c->bdimx = f->bdimx;
+	c->bdimy = f->bdimy ? f->bdimy : 128 / c->bdimx;
+	c->unroll = f->unroll ? f->unroll : 1;
+	c->stages = f->stages ? f->stages : 1;
+	do {
+		struct cfg n;
+		changed = 0;
+		if (!f->stages && c->stages < 2) {
+			n = *c;
+			n.stages *= 2;
+			if (smem_fits(g, kp, &n)) {
+				*c = n;
+				changed = 1;
+				tr(t, "stages %u, ", c->stages);
+			}
+		}
+		if (!f->bdimy && 2 * c->bdimy * c->bdimx <= WS_MAX_THREADS - WS_PRODUCER_THREADS &&
+		    (c->bdimx == 32 || 2 * c->bdimy <= WS_MAX_GROUPS)) {
+			n = *c;
+			n.bdimy *= 2;
+			if (!c->dw_smem && !c->db_smem && eval(g, kp, &n) &&
+			    (rows + c->unroll - 1) / c->unroll >= (int64_t)g->sms * n.bdimy) {
+				*c = n;
+				changed = 1;
+				tr(t, "bdimy %u, ", c->bdimy);
+			}
+		}
+		if (!f->unroll && c->unroll < WS_MAX_UNROLL && rows % (2 * c->unroll) == 0 &&
+		    tail_excess(g, rows, 2 * c->unroll) <= WS_TAIL_MAX) {
+			n = *c;
+			n.unroll *= 2;
+			if (eval(g, kp, &n)) {
+				*c = n;
+				changed = 1;
+				tr(t, "unroll %u, ", c->unroll);
+			}
+		}
+		if (!f->bdimx && c->bdimy == 1 && c->bdimx + 128 <= WS_MAX_THREADS - WS_PRODUCER_THREADS &&
+		    c->bdimx < nvtot) {
+			struct cfg o = *c;
+			int fit_o = eval(g, kp, &o), fit_n;
+			n = *c;
+			n.bdimx += 128;
+			fit_n = eval(g, kp, &n);
+			/* spilling: keep growing until a width fits; fitting: grow while the wider group
+			 * still fits and holds fewer vectors per thread without padding more of the row */
+			if (!fit_o || (fit_n && n.nvec < o.nvec && n.nvec * n.bdimx <= o.nvec * o.bdimx + n.bdimx / 2)) {
+				*c = n;
+				changed = 1;
+				if (fit_n) /* widths that still spill are passed over silently */
+					tr(t, "bdimx %u (%s), ", c->bdimx, !fit_o ? "avoids spills" :
+					   n.nvec * n.bdimx < o.nvec * o.bdimx ? "splits hidden more evenly" :
+					   "uses registers better");
+			}
+		}
+	} while (changed && ++steps < 64);
+	return eval(g, kp, c);
+}
+
+/* Leftover shared memory: one more stage at a time while it fits. */
+static void more_stages(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp, struct cfg *c)
+{
+	while (c->stages < WS_MAX_STAGES) {
+		struct cfg n = *c;
+		n.stages++;
+		if (!smem_fits(g, kp, &n))
+			break;
+		*c = n;
+	}
+	eval(g, kp, c);
+}
+
+/* is_good_ws_heuristic: a ring of one stage cannot overlap copies with compute; one row group
+ * that loads its parameters into registers needs spare registers to hide the copies' latency. */
+static int is_good(const struct cfg *c, const char **why)
+{
+	if (c->stages < 2) {
+		*why = "one stage: copies cannot overlap the compute";
+		return 0;
+	}
+	if (c->est > c->r_compute) {
+		*why = "the row groups' registers are over budget: the kernel spills";
+		return 0;
+	}
+	if (c->bdimy == 1 && c->direct && c->est + WS_GOOD_FREE_REGS > c->r_compute) {
+		*why = "one row group with direct loads and fewer than 8 registers spare";
+		return 0;
+	}
+	*why = "ring of 2+ stages with room to overlap";
+	return 1;
+}
+
+/* One search with the fallback switches; the trace gets its label and steps. */
+static int try_search(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp, const struct forced *f, int64_t rows,
+		      struct cfg *c, int cache, int direct, int dw_smem, int db_smem, struct trace *t, const char *label)
+{
+	int fit;
+
+	memset(c, 0, sizeof(*c));
+	c->cache = cache;
+	c->direct = direct;
+	c->dw_smem = dw_smem;
+	c->db_smem = db_smem;
+	tr(t, "%s", label);
+	fit = search(g, kp, f, rows, c, t);
+	tr(t, "%s; ", fit ? (c->stages < 2 ? "fits, one stage" : "fits") : "does not fit");
+	return fit;
+}
+
+#define WHY(...) tr(&why, __VA_ARGS__)
+
+int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *p, struct wsn__kernel_plan *kp)
+{
+	const char *opname = wsn_op_name(p->op), *dtname = wsn_dtype_name(p->dtype), *verdict;
+	int bwd = wsn_op_is_backward(p->op), ln = is_ln(p->op), arch, fit;
+	struct forced f = { 0 };
+	struct cfg c, alt;
+	int spill_ok = 0; /* fallback 3 keeps a ring of 2+ stages over the register budget */
+	char steps[2048];
+	struct trace t = { steps, sizeof(steps), 0 }, why;
+
+	memset(kp, 0, sizeof(*kp));
+	if (!opname || !dtname || !wsn_dtype_size(p->dtype))
+		return wsn__error(WSN_EINVAL, "plan: invalid op %d or dtype %d", (int)p->op, (int)p->dtype);
+	if (p->hidden < 1 || p->rows < 1)
+		return wsn__error(WSN_ESHAPE, "plan: %s needs rows and hidden >= 1 (got %lld x %lld)", opname,
+				  (long long)p->rows, (long long)p->hidden);
+	arch = p->opts.arch ? p->opts.arch : g->arch;
+	if (arch != 90 && arch != 100)
+		return wsn__error(WSN_ENOTSUP, "plan: %s kernels target sm_90a and sm_100a, not arch %d", opname, arch);
+	kp->approach = WSN_APPROACH_WS;
+	kp->op = p->op;
+	kp->dtype = p->dtype;
+	kp->hidden = p->hidden;
+	kp->rows = p->rows;
+	kp->has_weight = p->opts.has_weight ? 1 : 0;
+	kp->has_bias = ln && p->opts.has_bias ? 1 : 0;
+	kp->arch = arch;
+	kp->vec = 16 / (unsigned)wsn_dtype_size(p->dtype);
+
+	/* forced parameters: checked here, honoured by the search, budgets checked at the end */
+	if (p->opts.block_threads > 0) {
+		f.bdimx = (unsigned)p->opts.block_threads;
+		if ((f.bdimx % 128 && f.bdimx != 32 && f.bdimx != 64) || f.bdimx > WS_MAX_THREADS - WS_PRODUCER_THREADS)
+			return wsn__error(WSN_EINVAL, "plan: ws block_threads (bdimx) %u must be 32, 64 or a multiple of 128 "
+					  "up to %d", f.bdimx, WS_MAX_THREADS - WS_PRODUCER_THREADS);
+	}
+	if (p->opts.groups > 0)
+		f.bdimy = (unsigned)p->opts.groups;
+	if (f.bdimx && f.bdimy && (f.bdimx * f.bdimy) % 128)
+		return wsn__error(WSN_EINVAL, "plan: ws groups %u x bdimx %u: the row groups must fill whole warpgroups "
+				  "(a multiple of 128 threads: setmaxnreg)", f.bdimy, f.bdimx);
+	if (p->opts.unroll > 0) {
+		f.unroll = (unsigned)p->opts.unroll;
+		if (f.unroll > WS_MAX_UNROLL)
+			return wsn__error(WSN_EINVAL, "plan: ws unroll %u: at most %d rows per stage", f.unroll,
+					  WS_MAX_UNROLL);
+	}
+	if (p->opts.stages > 0) {
+		f.stages = (unsigned)p->opts.stages;
+		if (f.stages > WS_MAX_STAGES)
+			return wsn__error(WSN_EINVAL, "plan: ws stages %u: at most %d", f.stages, WS_MAX_STAGES);
+	}
+	if (f.bdimy && (f.bdimx ? f.bdimx : 128) * f.bdimy + WS_PRODUCER_THREADS > WS_MAX_THREADS)
+		return wsn__error(WSN_EINVAL, "plan: ws groups %u x bdimx %u + %d producer threads exceeds %d threads per "
+				  "CTA (threads budget)", f.bdimy, f.bdimx ? f.bdimx : 128, WS_PRODUCER_THREADS,
+				  WS_MAX_THREADS);
+
+	/* the search, then the fallbacks in order while the result spills or has one stage */
+	fit = try_search(g, kp, &f, p->rows, &c, 1, 1, 0, 0, &t, "search: ");
+	if (!fit || c.stages < 2) {
+		int fa = try_search(g, kp, &f, p->rows, &alt, 0, 1, 0, 0, &t,
+				    "fallback 1, stage not cached in registers: ");
+		if (fa || !fit) {
+			c = alt;
+			fit = fa;
+		}
+	}
+	if ((!fit || c.stages < 2) && (kp->has_weight || (!bwd && kp->has_bias))) {
+		int fb = try_search(g, kp, &f, p->rows, &alt, 0, 0, 0, 0, &t,
+				    "fallback 2, weight/bias through shared memory: ");
+		if (fb && (alt.stages >= 2 || !fit)) {
+			c = alt;
+			fit = 1;
+			if (c.stages < 2 && !f.stages) {
+				/* the copies of weight/bias took the ring's room: direct loads back on, for
+				 * a ring of 2+ stages even if the registers then spill a little */
+				alt = c;
+				alt.direct = 1;
+				more_stages(g, kp, &alt);
+				if (alt.stages >= 2 || eval(g, kp, &alt)) {
+					tr(&t, "fallback 3, still one stage: direct loads back on (%u stages%s); ",
+					   alt.stages, eval(g, kp, &alt) ? "" : ", registers over budget");
+					c = alt;
+					spill_ok = 1;
+				}
+			}
+		}
+	}
+	if (!fit && bwd && (kp->has_weight || kp->has_bias) && f.bdimy <= 1) {
+		/* ours: with one row group, the sums that registers cannot hold go to shared memory */
+		struct forced ff = f;
+		ff.bdimy = 1;
+		for (int step = 0; step < 2 && !fit; step++) {
+			int dbs = kp->has_bias, dws = step || !kp->has_bias ? kp->has_weight : 0;
+			char what[128];
+			for (int direct = 1; direct >= 0 && !fit; direct--) {
+				snprintf(what, sizeof(what), "fallback %d, %s sums in shared memory%s: ", 4 + step,
+					 dws && dbs ? "dweight and dbias" : dbs ? "dbias" : "dweight",
+					 direct ? "" : ", weight too");
+				if (try_search(g, kp, &ff, p->rows, &alt, 0, direct, dws, dbs, &t, what)) {
+					c = alt;
+					fit = 1;
+				}
+			}
+		}
+	}
+	if (!fit && !spill_ok) {
+		eval(g, kp, &c);
+		if (c.smem > (unsigned)g->smem_per_block_optin)
+			return wsn__error(f.stages || f.unroll || f.bdimy ? WSN_EINVAL : WSN_ESHAPE,
+					  "plan: ws %s %s hidden %lld: %s%u stage%s of %u row%s need %u bytes of shared memory, "
+					  "the device allows %d per CTA (shared-memory budget: stages x unroll x %u-byte rows "
+					  "+ barriers + reduction + parameters)", opname, dtname, (long long)p->hidden,
+					  f.stages || f.unroll ? "forced: " : "", c.stages, c.stages > 1 ? "s" : "", c.unroll,
+					  c.unroll > 1 ? "s" : "", c.smem, g->smem_per_block_optin,
+					  kp->row_bytes * (bwd ? 2 : 1));
+		if (c.threads > WS_MAX_THREADS)
+			return wsn__error(WSN_EINVAL, "plan: ws %s %s: %u threads per CTA exceed %d (threads budget)", opname,
+					  dtname, c.threads, WS_MAX_THREADS);
+		return wsn__error(f.bdimx || f.bdimy || f.unroll ? WSN_EINVAL : WSN_ESHAPE,
+				  "plan: ws %s %s hidden %lld: %s%u x %u row-group threads need ~%u registers each, the "
+				  "register budget leaves %u (65536 per CTA less %d producer threads at %d)", opname, dtname,
+				  (long long)p->hidden, f.bdimx || f.bdimy || f.unroll ? "forced parameters: " : "",
+				  c.bdimy, c.bdimx, c.est, c.r_compute, WS_PRODUCER_THREADS, WS_PRODUCER_REGS);
+	}
+	if (!f.stages) {
+		unsigned s0 = c.stages;
+		more_stages(g, kp, &c);
+		if (c.stages > s0)
+			tr(&t, "leftover shared memory: stages %u", c.stages);
+	}
+	eval(g, kp, &c);
+	apply(kp, &c);
+	kp->est_regs = c.est;
+	kp->regs_entry = c.r_entry;
+	kp->regs_producer = WS_PRODUCER_REGS;
+	kp->regs_compute = c.r_compute;
+	kp->smem_bytes = c.smem;
+	kp->ctas_per_sm = 1;
+	kp->max_grid = (unsigned)g->sms;
+	kp->ws_forced = p->opts.approach == WSN_APPROACH_WS;
+	kp->ws_good = is_good(&c, &verdict);
+	snprintf(kp->entry, sizeof(kp->entry), "wsn_ws_%s_%s_h%lld", bwd ? (ln ? "layernorm_bwd" : "rmsnorm_bwd")
+		 : (ln ? "layernorm_fwd" : "rmsnorm_fwd"), dtname, (long long)p->hidden);
+	if (bwd && (kp->has_weight || kp->has_bias)) {
+		snprintf(kp->finish_entry, sizeof(kp->finish_entry), "%.48s_finish", kp->entry);
+		kp->finish_threads = FINISH_COLS * FINISH_SLICES;
+		kp->finish_grid = (unsigned)((p->hidden + FINISH_COLS - 1) / FINISH_COLS);
+		kp->ws_bytes = (size_t)(kp->has_bias ? 2 : 1) * kp->max_grid * (size_t)p->hidden * 4;
+	}
+
+	why.buf = kp->why;
+	why.len = sizeof(kp->why);
+	why.n = 0;
+	{
+		struct wsn__ws_layout l;
+		wsn__ws_layout(kp, &l);
+		WHY("warp-specialised: one CTA per SM, a %u-thread producer warpgroup (one lane issues cp.async.bulk per row "
+		    "into a ring of %u stage%s, full/empty mbarriers) and %u row group%s of %u threads; ", WS_PRODUCER_THREADS,
+		    kp->stages, kp->stages > 1 ? "s" : "", kp->bdimy, kp->bdimy > 1 ? "s" : "", kp->bdimx);
+		WHY("%s%.*s; ", f.bdimx || f.bdimy || f.unroll || f.stages ? "forced parameters kept; " : "", (int)t.n, steps);
+		WHY("bdimx=%u: %u vectors of 16 bytes per thread per row; bdimy=%u; unroll=%u rows per stage (one grouped "
+		    "reduction per pass); stages=%u; ", kp->bdimx, kp->nvec, kp->bdimy, kp->unroll, kp->stages);
+		WHY("stage in %s; %s in %s", kp->cache_rows ? "registers (copied out, released before the compute)" :
+		    "shared memory (read in each pass, released after the last)", bwd ? "weight" : "weight/bias",
+		    kp->param_store == WSN_STORE_REG ? "registers" : "shared memory");
+		if (bwd && kp->has_weight)
+			WHY("; dweight sums in %s", kp->dw_store == WSN_STORE_REG ? "registers" : "shared memory");
+		if (bwd && kp->has_bias)
+			WHY("; dbias sums in %s", kp->db_store == WSN_STORE_REG ? "registers" : "shared memory");
+		WHY("; shared memory %u of %d bytes: ring %u x %u (unroll %u x %s x %u-byte rows), barriers %u, reduction "
+		    "%u, parameters %u, sums %u; ", l.total, g->smem_per_block_optin, kp->stages, kp->stage_bytes,
+		    kp->unroll, bwd ? "dy,x" : "x", kp->row_bytes, l.red - l.bars, l.w - l.red, l.dw - l.w, l.stages - l.dw);
+		WHY("registers: %u threads x %u at entry = %u; producer down to %u, row groups up to %u (estimate %u, %d "
+		    "spare); ", kp->block_threads, kp->regs_entry, kp->block_threads * kp->regs_entry, kp->regs_producer,
+		    kp->regs_compute, kp->est_regs, (int)kp->regs_compute - (int)kp->est_regs);
+		WHY("heuristic: %s (%s)", kp->ws_good ? "good" : "not good", verdict);
+		if (kp->ws_forced && !kp->ws_good)
+			WHY("; ws forced: runs anyway, expect it to be slower than multi-wave");
+	}
+	return 0;
+}
+
+int wsn__ws_auto_pick(const struct wsn__gpu_props *g, const struct wsn__kernel_plan *ws, char *buf, size_t len)
+{
+	int64_t per_sm = ws->rows / (g->sms > 0 ? g->sms : 1);
+
+	for (size_t i = 0; i < WSN_ARRAY_SIZE(ws_rules); i++) {
+		const struct ws_rule *r = &ws_rules[i];
+		if (r->op != ws->op || ws->hidden < r->min_hidden || ws->hidden > r->max_hidden)
+			continue;
+		if (!ws->ws_good) {
+			snprintf(buf, len, "auto: multi-wave, the ws heuristic is not good here");
+			return 0;
+		}
+		if (per_sm <= r->min_rows_per_sm) {
+			snprintf(buf, len, "auto: multi-wave, %lld rows per SM <= %lld (rule for %s hidden %lld-%lld)",
+				 (long long)per_sm, (long long)r->min_rows_per_sm, wsn_op_name(r->op),
+				 (long long)r->min_hidden, (long long)r->max_hidden);
+			return 0;
+		}
+		snprintf(buf, len, "auto: ws, heuristic good and %lld rows per SM > %lld (rule for %s hidden %lld-%lld: %s)",
+			 (long long)per_sm, (long long)r->min_rows_per_sm, wsn_op_name(r->op), (long long)r->min_hidden,
+			 (long long)r->max_hidden, r->basis);
+		return 1;
+	}
+	snprintf(buf, len, "auto: multi-wave, no ws rule for %s at hidden %lld (multi-wave measured faster)",
+		 wsn_op_name(ws->op), (long long)ws->hidden);
+	return 0;
+}
+
+int wsn__ws_describe(const struct wsn__kernel_plan *kp, char *buf, size_t len)
+{
+	int bwd = wsn_op_is_backward(kp->op);
+
+	return snprintf(buf, len,
+			"approach:      ws%s\n"
+			"kernel:        %s (sm_%da)\n"
+			"finish kernel: %s\n"
+			"op/dtype:      %s %s, hidden %lld, rows %lld, weight %s, bias %s\n"
+			"block:         %u threads = producer %u + bdimy %u row groups x bdimx %u; %u vectors (%u elements) "
+			"per thread per row, vec %u\n"
+			"pipeline:      %u stages x %u rows (unroll) of %u bytes per tensor; stage %s\n"
+			"storage:       params %s, dweight %s, dbias %s\n"
+			"budget:        registers %u at entry, producer %u, row groups %u (~%u needed); %u B dynamic shared "
+			"memory; 1 CTA/SM\n"
+			"grid:          persistent, up to %u CTAs; finish %u x %u threads; workspace %zu B\n"
+			"why:           %s\n",
+			kp->ws_forced ? (kp->ws_good ? " (forced)" : " (forced; the heuristic expects it to be slow)") : "",
+			kp->entry, kp->arch, kp->finish_entry[0] ? kp->finish_entry : "(none)", wsn_op_name(kp->op),
+			wsn_dtype_name(kp->dtype), (long long)kp->hidden, (long long)kp->rows, kp->has_weight ? "yes" : "no",
+			kp->has_bias ? "yes" : "no", kp->block_threads, kp->producer_threads, kp->bdimy, kp->bdimx, kp->nvec,
+			kp->per_thread, kp->vec, kp->stages, kp->unroll, kp->row_bytes,
+			kp->cache_rows ? "copied into registers" : "read from shared memory",
+			kp->param_store == WSN_STORE_REG ? "registers" : "shared memory",
+			bwd && kp->has_weight ? (kp->dw_store == WSN_STORE_REG ? "registers" : "shared memory") : "-",
+			bwd && kp->has_bias ? (kp->db_store == WSN_STORE_REG ? "registers" : "shared memory") : "-",
+			kp->regs_entry, kp->regs_producer, kp->regs_compute, kp->est_regs, kp->smem_bytes, kp->max_grid,
+			kp->finish_grid, kp->finish_threads, kp->ws_bytes, kp->why);
+}

@@ -1,0 +1,517 @@
+/* SPDX-License-Identifier: MIT */
+/* tests/check_ws.c: the warp-specialised planner on modelled devices (choices, fallbacks, forced options, auto) and its kernels through ptxas. */
+#define _GNU_SOURCE
+#include "testutil.h"
+
+#include "codegen.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const enum wsn_op all_ops[] = { WSN_LAYERNORM_FWD, WSN_LAYERNORM_BWD, WSN_RMSNORM_FWD, WSN_RMSNORM_BWD };
+static const enum wsn_dtype all_dtypes[] = { WSN_F32, WSN_F16, WSN_BF16 };
+static const int64_t hidden_sizes[] = { 1, 3, 64, 1000, 1024, 2048, 4096, 4097, 8192, 12288, 16384 };
+
+static void params(struct wsn__plan_params *p, enum wsn_op op, enum wsn_dtype dt, int64_t hidden, int64_t rows)
+{
+	memset(p, 0, sizeof(*p));
+	p->op = op;
+	p->dtype = dt;
+	p->hidden = hidden;
+	p->rows = rows;
+	wsn_plan_options_init(&p->opts, op);
+	p->opts.approach = WSN_APPROACH_WS;
+}
+
+/* What every ws plan must satisfy on device g. */
+static void check_ws_plan(const struct wsn__gpu_props *g, const struct wsn__kernel_plan *kp)
+{
+	const char *e = kp->entry;
+	unsigned E = (unsigned)wsn_dtype_size(kp->dtype), C = kp->bdimx * kp->bdimy;
+	struct wsn__ws_layout l;
+	char text[4096];
+
+	ck_assert_int_eq(kp->approach, WSN_APPROACH_WS);
+	ck_assert_msg(kp->bdimx == 32 || kp->bdimx == 64 || kp->bdimx % 128 == 0, "%s: bdimx %u", e, kp->bdimx);
+	ck_assert_msg(C % 128 == 0, "%s: row groups of %u threads do not fill warpgroups", e, C);
+	ck_assert_msg(kp->producer_threads == 128 && kp->block_threads == 128 + C && kp->block_threads <= 1024,
+		      "%s: threads %u", e, kp->block_threads);
+	ck_assert_msg(kp->groups == kp->bdimy && kp->bdimy >= 1 && (kp->bdimx == 32 || kp->bdimy <= 14),
+		      "%s: groups (named barriers 1..14)", e);
+	ck_assert_msg((int64_t)kp->nvec * kp->bdimx * kp->vec >= kp->hidden, "%s: columns not covered", e);
+	ck_assert_msg((int64_t)(kp->nvec - 1) * kp->bdimx * kp->vec < kp->hidden, "%s: an empty slice", e);
+	ck_assert_msg(kp->row_bytes % 16 == 0 && kp->row_bytes >= kp->hidden * E + 16, "%s: row bytes", e);
+	ck_assert_uint_eq(kp->stage_bytes, kp->unroll * (wsn_op_is_backward(kp->op) ? 2 : 1) * kp->row_bytes);
+	ck_assert_msg(kp->unroll >= 1 && kp->unroll <= 8 && kp->stages >= 1, "%s: unroll/stages", e);
+	/* registers: the entry allocation is the pool the producer gives to and the row groups take from */
+	ck_assert_msg(kp->regs_entry % 8 == 0 && kp->regs_entry * kp->block_threads <= (unsigned)g->regs_per_block,
+		      "%s: %u x %u registers at entry", e, kp->block_threads, kp->regs_entry);
+	ck_assert_msg(kp->regs_compute % 8 == 0 && kp->regs_compute <= 248 && kp->regs_producer >= 24 &&
+		      kp->regs_compute * C + kp->regs_producer * 128 <= kp->regs_entry * kp->block_threads,
+		      "%s: setmaxnreg %u/%u from %u", e, kp->regs_producer, kp->regs_compute, kp->regs_entry);
+	/* shared memory: the layout, inside the opt-in limit */
+	wsn__ws_layout(kp, &l);
+	ck_assert_uint_eq(l.total, kp->smem_bytes);
+	ck_assert_msg(kp->smem_bytes <= (unsigned)g->smem_per_block_optin, "%s: shared memory %u", e, kp->smem_bytes);
+	ck_assert_msg(l.stages % 128 == 0 && l.stages + kp->stages * kp->stage_bytes <= l.total, "%s: ring", e);
+	ck_assert_msg(l.red >= 16 * kp->stages && l.red_slot % 16 == 0, "%s: barriers/reduction", e);
+	ck_assert_uint_eq(kp->ctas_per_sm, 1);
+	ck_assert_uint_eq(kp->max_grid, (unsigned)g->sms);
+	if (wsn_op_is_backward(kp->op) && (kp->has_weight || kp->has_bias)) {
+		ck_assert_str_ne(kp->finish_entry, "");
+		ck_assert_uint_eq(kp->ws_bytes, (size_t)(kp->has_bias ? 2 : 1) * kp->max_grid * (size_t)kp->hidden * 4);
+	} else {
+		ck_assert_str_eq(kp->finish_entry, "");
+	}
+	if (kp->bdimy > 1) /* sums in shared memory are per CTA, not per row group */
+		ck_assert(kp->dw_store == WSN_STORE_REG && kp->db_store == WSN_STORE_REG);
+	ck_assert_uint_eq(wsn__kernel_grid(kp, 1), 1);
+	ck_assert_uint_eq(wsn__kernel_grid(kp, 1000000), kp->max_grid);
+	ck_assert_uint_eq(wsn__kernel_grid(kp, kp->unroll * 3), 3 <= kp->max_grid ? 3 : kp->max_grid);
+	ck_assert_int_gt(wsn__describe_kernel_plan(kp, text, sizeof(text)), 0);
+	ck_assert_ptr_nonnull(strstr(text, "approach:      ws"));
+	ck_assert_ptr_nonnull(strstr(text, kp->entry));
+	ck_assert_ptr_nonnull(strstr(kp->why, "shared memory"));
+	ck_assert_ptr_nonnull(strstr(kp->why, "registers:"));
+	ck_assert_ptr_nonnull(strstr(kp->why, "heuristic:"));
+}
+
+static struct wsn__kernel_plan plan_ok(const struct wsn__gpu_props *g, enum wsn_op op, enum wsn_dtype dt, int64_t h)
+{
+	struct wsn__plan_params p;
+	struct wsn__kernel_plan kp;
+
+	params(&p, op, dt, h, 16384);
+	ck_assert_msg(wsn__ws_plan(g, &p, &kp) == 0, "%s %s %lld: %s", wsn_op_name(op), wsn_dtype_name(dt),
+		      (long long)h, wsn_last_error());
+	check_ws_plan(g, &kp);
+	return kp;
+}
+
+/* Every op x dtype x hidden on both modelled devices plans, within every budget. */
+START_TEST(test_ws_plan_budgets)
+{
+	struct wsn__gpu_props dev[2];
+
+	wsn__gpu_props_h100(&dev[0]);
+	wsn__gpu_props_b200(&dev[1]);
+	for (int d = 0; d < 2; d++)
+		for (size_t o = 0; o < WSN_ARRAY_SIZE(all_ops); o++)
+			for (size_t t = 0; t < WSN_ARRAY_SIZE(all_dtypes); t++)
+				for (size_t i = 0; i < WSN_ARRAY_SIZE(hidden_sizes); i++) {
+					struct wsn__plan_params p;
+					struct wsn__kernel_plan kp;
+					int e;
+					params(&p, all_ops[o], all_dtypes[t], hidden_sizes[i], 16384);
+					e = wsn__ws_plan(&dev[d], &p, &kp);
+					if (e && hidden_sizes[i] >= 12288 &&
+					    (all_dtypes[t] != WSN_BF16 || wsn_op_is_backward(all_ops[o]))) {
+						/* long rows of 4-byte elements, or f16 backward's registers: the
+						 * error names the budget */
+						ck_assert_int_eq(e, WSN_ESHAPE);
+						ck_assert_ptr_nonnull(strstr(wsn_last_error(), "budget"));
+						continue;
+					}
+					ck_assert_msg(!e, "%s", wsn_last_error());
+					check_ws_plan(&dev[d], &kp);
+					ck_assert_int_eq(kp.arch, dev[d].arch);
+				}
+}
+END_TEST
+
+/* The heuristic's concrete choices on the modelled H100 (132 SMs, 227 KB) and B200 (148 SMs, 228 KB). */
+START_TEST(test_ws_choices)
+{
+	struct wsn__gpu_props h, b;
+	struct wsn__kernel_plan kp;
+
+	wsn__gpu_props_h100(&h);
+	wsn__gpu_props_b200(&b);
+	/* LayerNorm backward 4K bf16: two row groups of 128 threads, 2 rows per stage cached in
+	 * registers, the rest of shared memory on stages (7 x 32 KB) */
+	kp = plan_ok(&h, WSN_LAYERNORM_BWD, WSN_BF16, 4096);
+	ck_assert_uint_eq(kp.bdimx, 128);
+	ck_assert_uint_eq(kp.bdimy, 2);
+	ck_assert_uint_eq(kp.unroll, 2);
+	ck_assert_uint_eq(kp.stages, 7);
+	ck_assert_int_eq(kp.cache_rows, 1);
+	ck_assert_int_eq(kp.param_store, WSN_STORE_REG);
+	ck_assert_uint_eq(kp.regs_entry, 168);
+	ck_assert_uint_eq(kp.regs_compute, 240);
+	ck_assert_int_eq(kp.ws_good, 1);
+	ck_assert_ptr_nonnull(strstr(kp.why, "search: stages 2, bdimy 2, unroll 2, fits"));
+	/* short rows: two warps per row (two vectors each), four row groups; unroll stops at 2 (4
+	 * would leave the busiest SM 3 % over the mean) */
+	kp = plan_ok(&h, WSN_RMSNORM_BWD, WSN_BF16, 1024);
+	ck_assert_uint_eq(kp.bdimx, 64);
+	ck_assert_uint_eq(kp.bdimy, 4);
+	ck_assert_uint_eq(kp.unroll, 2);
+	ck_assert_uint_eq(kp.regs_entry, 168);
+	ck_assert_uint_eq(kp.regs_compute, 240);
+	/* forward: a warp per row (four vectors each) */
+	kp = plan_ok(&h, WSN_LAYERNORM_FWD, WSN_BF16, 1024);
+	ck_assert_uint_eq(kp.bdimx, 32);
+	ck_assert_uint_eq(kp.bdimy, 8);
+	ck_assert_uint_eq(kp.stages, 32); /* WS_MAX_STAGES */
+	/* one row group: bdimx grows until the registers fit */
+	kp = plan_ok(&h, WSN_LAYERNORM_BWD, WSN_BF16, 8192);
+	ck_assert_uint_eq(kp.bdimy, 1);
+	ck_assert_uint_eq(kp.bdimx, 256);
+	ck_assert_ptr_nonnull(strstr(kp.why, "bdimx 256 (avoids spills)"));
+	/* the B200 model: its own SM count, the same shapes */
+	kp = plan_ok(&b, WSN_LAYERNORM_BWD, WSN_BF16, 4096);
+	ck_assert_uint_eq(kp.max_grid, 148);
+	ck_assert_uint_eq(kp.bdimy, 2);
+	ck_assert_uint_eq(kp.unroll, 2);
+	ck_assert_int_eq(kp.arch, 100);
+	/* 16384 rows over 148 SMs: unroll 4 keeps the tail within 2 % (over 132 it does not) */
+	kp = plan_ok(&b, WSN_RMSNORM_FWD, WSN_BF16, 4096);
+	ck_assert_uint_eq(kp.max_grid, 148);
+	ck_assert_uint_eq(kp.unroll, 4);
+	ck_assert_uint_eq(kp.stages, 7);
+	kp = plan_ok(&h, WSN_RMSNORM_FWD, WSN_BF16, 4096);
+	ck_assert_uint_eq(kp.unroll, 2);
+	ck_assert_uint_eq(kp.stages, 14);
+}
+END_TEST
+
+/* Each fallback, on a shape that needs it. */
+START_TEST(test_ws_fallbacks)
+{
+	struct wsn__gpu_props h;
+	struct wsn__kernel_plan kp;
+
+	wsn__gpu_props_h100(&h);
+	/* 1: the stage is not cached in registers */
+	kp = plan_ok(&h, WSN_LAYERNORM_FWD, WSN_BF16, 23552);
+	ck_assert_int_eq(kp.cache_rows, 0);
+	ck_assert_int_eq(kp.param_store, WSN_STORE_REG);
+	ck_assert_ptr_nonnull(strstr(kp.why, "fallback 1, stage not cached in registers: "));
+	/* 2: weight and bias through shared memory */
+	kp = plan_ok(&h, WSN_LAYERNORM_FWD, WSN_BF16, 27648);
+	ck_assert_int_eq(kp.param_store, WSN_STORE_SMEM);
+	ck_assert_uint_ge(kp.stages, 2);
+	ck_assert_ptr_nonnull(strstr(kp.why, "fallback 2, weight/bias through shared memory: "));
+	/* 3: that left one stage: direct loads back on, over the register budget, not good */
+	kp = plan_ok(&h, WSN_LAYERNORM_FWD, WSN_BF16, 29696);
+	ck_assert_int_eq(kp.param_store, WSN_STORE_REG);
+	ck_assert_uint_ge(kp.stages, 2);
+	ck_assert_ptr_nonnull(strstr(kp.why, "fallback 3, still one stage: direct loads back on"));
+	ck_assert_int_eq(kp.ws_good, 0);
+	ck_assert_ptr_nonnull(strstr(kp.why, "spills"));
+	/* ours, 4 and 5: dbias, then dweight too, summed in shared memory (one row group) */
+	kp = plan_ok(&h, WSN_LAYERNORM_BWD, WSN_BF16, 13312);
+	ck_assert_int_eq(kp.db_store, WSN_STORE_SMEM);
+	ck_assert_int_eq(kp.dw_store, WSN_STORE_REG);
+	ck_assert_uint_eq(kp.bdimy, 1);
+	ck_assert_ptr_nonnull(strstr(kp.why, "fallback 4, dbias sums in shared memory"));
+	kp = plan_ok(&h, WSN_LAYERNORM_BWD, WSN_BF16, 17408);
+	ck_assert_int_eq(kp.db_store, WSN_STORE_SMEM);
+	ck_assert_int_eq(kp.dw_store, WSN_STORE_SMEM);
+	ck_assert_ptr_nonnull(strstr(kp.why, "fallback 5, dweight and dbias sums in shared memory"));
+	/* is_good_ws_heuristic's rules: one stage; bdimy 1 with direct loads and < 64 registers spare */
+	ck_assert_uint_eq(kp.stages, 1);
+	ck_assert_int_eq(kp.ws_good, 0);
+	ck_assert_ptr_nonnull(strstr(kp.why, "one stage"));
+	kp = plan_ok(&h, WSN_LAYERNORM_FWD, WSN_BF16, 13312);
+	ck_assert_uint_eq(kp.bdimy, 1);
+	ck_assert_int_eq(kp.param_store, WSN_STORE_REG);
+	ck_assert_int_eq(kp.ws_good, 0);
+	ck_assert_ptr_nonnull(strstr(kp.why, "fewer than 8 registers spare"));
+	kp = plan_ok(&h, WSN_LAYERNORM_BWD, WSN_BF16, 8192); /* 58 spare: good */
+	ck_assert_int_eq(kp.ws_good, 1);
+	/* nothing fits: the error names the budget */
+	{
+		struct wsn__plan_params p;
+		params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 32768, 16384);
+		ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_ESHAPE);
+		ck_assert_ptr_nonnull(strstr(wsn_last_error(), "register budget"));
+		params(&p, WSN_LAYERNORM_BWD, WSN_F32, 32768, 16384); /* a row of dy and x is 256 KB */
+		ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_ESHAPE);
+		ck_assert_ptr_nonnull(strstr(wsn_last_error(), "shared-memory budget"));
+	}
+}
+END_TEST
+
+/* Forced parameters are honoured, or rejected naming the budget they break. */
+START_TEST(test_ws_forced_options)
+{
+	struct wsn__gpu_props h;
+	struct wsn__plan_params p;
+	struct wsn__kernel_plan kp;
+
+	wsn__gpu_props_h100(&h);
+	params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 2048, 16384);
+	p.opts.groups = 2;
+	p.opts.unroll = 1;
+	p.opts.stages = 3;
+	p.opts.block_threads = 256;
+	ck_assert_msg(wsn__ws_plan(&h, &p, &kp) == 0, "%s", wsn_last_error());
+	check_ws_plan(&h, &kp);
+	ck_assert_uint_eq(kp.bdimx, 256);
+	ck_assert_uint_eq(kp.bdimy, 2);
+	ck_assert_uint_eq(kp.unroll, 1);
+	ck_assert_uint_eq(kp.stages, 3);
+	ck_assert_ptr_nonnull(strstr(kp.why, "forced parameters kept"));
+	/* every combination the GPU test forces plans or is refused with a named budget */
+	for (int y = 1; y <= 2; y++)
+		for (int u = 1; u <= 4; u *= 2)
+			for (int s = 2; s <= 8; s *= 2)
+				for (size_t o = 0; o < WSN_ARRAY_SIZE(all_ops); o++) {
+					int e;
+					params(&p, all_ops[o], WSN_BF16, 1000, 2999);
+					p.opts.groups = y;
+					p.opts.unroll = u;
+					p.opts.stages = s;
+					e = wsn__ws_plan(&h, &p, &kp);
+					ck_assert_msg(e == 0 || (e == WSN_EINVAL && strstr(wsn_last_error(), "budget")),
+						      "%s %d/%d/%d: %s", wsn_op_name(all_ops[o]), y, u, s, wsn_last_error());
+					if (!e) {
+						check_ws_plan(&h, &kp);
+						ck_assert_uint_eq(kp.bdimy, (unsigned)y);
+						ck_assert_uint_eq(kp.unroll, (unsigned)u);
+						ck_assert_uint_eq(kp.stages, (unsigned)s);
+					}
+				}
+	/* rejections */
+	params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 16384, 16384);
+	p.opts.stages = 8;
+	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "shared-memory budget"));
+	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "forced"));
+	params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 4096, 16384);
+	p.opts.groups = 4;
+	p.opts.unroll = 4;
+	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "register budget"));
+	params(&p, WSN_RMSNORM_FWD, WSN_BF16, 4096, 16384);
+	p.opts.groups = 8;
+	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "threads budget"));
+	params(&p, WSN_RMSNORM_FWD, WSN_BF16, 4096, 16384);
+	p.opts.block_threads = 192;
+	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "multiple of 128"));
+	params(&p, WSN_RMSNORM_FWD, WSN_BF16, 4096, 16384);
+	p.opts.unroll = 16;
+	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "at most 8"));
+}
+END_TEST
+
+/* approach auto: the rule table decides; ws forced never falls back. */
+START_TEST(test_ws_auto)
+{
+	struct wsn__gpu_props h;
+	struct wsn__plan_params p;
+	struct wsn__kernel_plan kp;
+
+	wsn__gpu_props_h100(&h);
+	params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 4096, 16384);
+	p.opts.approach = WSN_APPROACH_AUTO;
+	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
+	ck_assert_int_eq(kp.approach, WSN_APPROACH_WS);
+	ck_assert_msg(!strncmp(kp.why, "auto: ws, ", 10), "%s", kp.why);
+	/* few rows per SM: multi-wave (LayerNorm backward needs > 16) */
+	p.rows = 1000;
+	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
+	ck_assert_int_eq(kp.approach, WSN_APPROACH_MULTIWAVE);
+	ck_assert_msg(!strncmp(kp.why, "auto: multi-wave, 7 rows per SM <= 16", 37), "%s", kp.why);
+	/* RMSNorm backward needs > 4 */
+	params(&p, WSN_RMSNORM_BWD, WSN_BF16, 4096, 1000);
+	p.opts.approach = WSN_APPROACH_AUTO;
+	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
+	ck_assert_int_eq(kp.approach, WSN_APPROACH_WS);
+	/* a heuristic that is not good: multi-wave */
+	params(&p, WSN_RMSNORM_FWD, WSN_BF16, 32768, 16384); /* 3 registers spare */
+	p.opts.approach = WSN_APPROACH_AUTO;
+	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
+	ck_assert_int_eq(kp.approach, WSN_APPROACH_MULTIWAVE);
+	ck_assert_ptr_nonnull(strstr(kp.why, "auto: multi-wave, the ws heuristic is not good here"));
+	/* an op and size where multi-wave measured faster */
+	params(&p, WSN_LAYERNORM_FWD, WSN_BF16, 4096, 16384);
+	p.opts.approach = WSN_APPROACH_AUTO;
+	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
+	ck_assert_int_eq(kp.approach, WSN_APPROACH_MULTIWAVE);
+	ck_assert_ptr_nonnull(strstr(kp.why, "no ws rule for layernorm-fwd"));
+	/* no ws kernel fits: multi-wave, saying why */
+	params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 32768, 16384);
+	p.opts.approach = WSN_APPROACH_AUTO;
+	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
+	ck_assert_int_eq(kp.approach, WSN_APPROACH_MULTIWAVE);
+	ck_assert_ptr_nonnull(strstr(kp.why, "auto: multi-wave, no ws kernel fits"));
+	/* forced ws where the heuristic says no: ws anyway, and the plan says so */
+	params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 17408, 16384);
+	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
+	ck_assert_int_eq(kp.approach, WSN_APPROACH_WS);
+	ck_assert_int_eq(kp.ws_forced, 1);
+	ck_assert_ptr_nonnull(strstr(kp.why, "runs anyway"));
+	/* stages given with auto: only ws has them */
+	params(&p, WSN_RMSNORM_FWD, WSN_BF16, 4096, 1000);
+	p.opts.approach = WSN_APPROACH_AUTO;
+	p.opts.stages = 3;
+	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
+	ck_assert_int_eq(kp.approach, WSN_APPROACH_WS);
+	ck_assert_uint_eq(kp.stages, 3);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- ptxas */
+
+static const char *ptxas_path(void)
+{
+	const char *p = getenv("WSNORM_PTXAS");
+
+	if (!p || !*p)
+		p = WSN_PTXAS;
+	if (!p || !*p || access(p, X_OK)) {
+		printf("note: ptxas not found (set WSNORM_PTXAS): ws kernels not compiled offline\n");
+		return NULL;
+	}
+	return p;
+}
+
+/* ptxas -v on path for arch; returns the exit status, the log in *log (malloc'd). */
+static int run_ptxas(const char *ptxas, const char *path, int arch, char **log)
+{
+	char archopt[32], logpath[600], cubin[600];
+	int st = 0;
+	pid_t pid;
+	FILE *f;
+	long n;
+
+	snprintf(archopt, sizeof(archopt), "-arch=sm_%da", arch);
+	snprintf(logpath, sizeof(logpath), "%s.%d.log", path, arch);
+	snprintf(cubin, sizeof(cubin), "%s.%d.cubin", path, arch);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd < 0)
+			_exit(126);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execl(ptxas, ptxas, archopt, "-v", "-o", cubin, path, (char *)NULL);
+		_exit(127);
+	}
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	f = fopen(logpath, "rb");
+	ck_assert_ptr_nonnull(f);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	*log = tu_xmalloc((size_t)n + 1);
+	ck_assert_int_eq(fread(*log, 1, (size_t)n, f), (size_t)n);
+	(*log)[n] = 0;
+	fclose(f);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Spill bytes ptxas reported for entry (-1: not found). */
+static int spills(const char *log, const char *entry)
+{
+	char key[160];
+	const char *p;
+	int st, ld;
+
+	snprintf(key, sizeof(key), "Function properties for %s\n", entry);
+	if (!(p = strstr(log, key)) ||
+	    sscanf(p + strlen(key), " %*d bytes stack frame, %d bytes spill stores, %d bytes spill loads", &st, &ld) != 2)
+		return -1;
+	return st + ld;
+}
+
+/* A ws kernel through ptxas for sm_90a and sm_100a: accepted, setmaxnreg honoured (no C7508), and
+ * no spills where the heuristic promised the registers fit. */
+static int ptxas_plan(const char *ptxas, const char *dir, enum wsn_op op, enum wsn_dtype dt, int64_t h, int y, int u)
+{
+	static const int archs[] = { 90, 100 };
+	int bad = 0;
+
+	for (int a = 0; a < 2; a++) {
+		struct wsn__gpu_props g;
+		struct wsn__plan_params p;
+		struct wsn__kernel_plan kp;
+		char path[512], *text, *log;
+		int st, sp;
+
+		if (archs[a] == 100)
+			wsn__gpu_props_b200(&g);
+		else
+			wsn__gpu_props_h100(&g);
+		params(&p, op, dt, h, 16384);
+		p.opts.groups = y;
+		p.opts.unroll = u;
+		if (wsn__ws_plan(&g, &p, &kp))
+			continue; /* a forced shape that does not fit */
+		ck_assert_msg(wsn__generate_ptx(&kp, &text) == 0, "%s", wsn_last_error());
+		ck_assert_ptr_nonnull(strstr(text, "// bdimx="));
+		ck_assert_ptr_nonnull(strstr(text, "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"));
+		ck_assert_ptr_nonnull(strstr(text, "setmaxnreg.dec.sync.aligned.u32"));
+		snprintf(path, sizeof(path), "%s/%s_%d.ptx", dir, kp.entry, archs[a]);
+		tu_write_file(path, text, strlen(text));
+		st = run_ptxas(ptxas, path, archs[a], &log);
+		ck_assert_msg(st == 0, "ptxas sm_%da rejected %s:\n%.3000s", archs[a], kp.entry, log);
+		ck_assert_msg(!strstr(log, "C7508"), "%s: setmaxnreg ignored:\n%.2000s", kp.entry, log);
+		sp = spills(log, kp.entry);
+		printf("ptxas sm_%da %-36s bdimx %3u bdimy %u unroll %u stages %2u est %3u budget %3u spill %d\n",
+		       archs[a], kp.entry, kp.bdimx, kp.bdimy, kp.unroll, kp.stages, kp.est_regs, kp.regs_compute, sp);
+		ck_assert_msg(sp >= 0, "ptxas -v said nothing about %s", kp.entry);
+		if (kp.est_regs <= kp.regs_compute && sp) {
+			printf("FAIL %s sm_%da spills %d bytes with ~%u of %u registers planned\n", kp.entry, archs[a],
+			       sp, kp.est_regs, kp.regs_compute);
+			bad++;
+		}
+		if (kp.finish_entry[0])
+			ck_assert_int_eq(spills(log, kp.finish_entry), 0);
+		free(log);
+		free(text);
+	}
+	return bad;
+}
+
+START_TEST(test_ws_ptxas)
+{
+	static const int64_t hs[] = { 3, 1000, 2048, 4096, 4097, 8192, 16384 };
+	const char *ptxas = ptxas_path();
+	int bad = 0;
+	char *dir;
+
+	if (!ptxas)
+		return;
+	dir = tu_tmpdir();
+	for (size_t o = 0; o < WSN_ARRAY_SIZE(all_ops); o++)
+		for (size_t t = 0; t < WSN_ARRAY_SIZE(all_dtypes); t++)
+			for (size_t i = 0; i < WSN_ARRAY_SIZE(hs); i++)
+				if (all_dtypes[t] != WSN_F32 || hs[i] <= 8192)
+					bad += ptxas_plan(ptxas, dir, all_ops[o], all_dtypes[t], hs[i], 0, 0);
+	/* forced shapes: two groups of four rows per stage */
+	for (size_t o = 0; o < WSN_ARRAY_SIZE(all_ops); o++)
+		bad += ptxas_plan(ptxas, dir, all_ops[o], WSN_BF16, 1000, 2, 4);
+	tu_rmtree(dir);
+	free(dir);
+	ck_assert_msg(!bad, "%d kernels spill where the plan said their registers fit (FAIL lines above)", bad);
+}
+END_TEST
+
+Suite *suite_ws(void)
+{
+	Suite *s = suite_create("ws");
+	TCase *tc = tcase_create("planner");
+
+	tcase_add_test(tc, test_ws_plan_budgets);
+	tcase_add_test(tc, test_ws_choices);
+	tcase_add_test(tc, test_ws_fallbacks);
+	tcase_add_test(tc, test_ws_forced_options);
+	tcase_add_test(tc, test_ws_auto);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("ptxas");
+	tcase_set_timeout(tc, 900);
+	tcase_add_test(tc, test_ws_ptxas);
+	suite_add_tcase(s, tc);
+	return s;
+}
