@@ -46,7 +46,8 @@ static void usage(FILE *f)
 		"  -q, --quiet    print only results and errors\n"
 		"  -v, --verbose  print more detail\n"
 		"\n'%s COMMAND --help' describes each command. 'wsnorm run --demo' runs a self-contained demo.\n"
-		"Exit status: 0 pass, 1 verification mismatch, 2 usage error, 3 runtime error.\n",
+		"Exit status: 0 pass, 1 verification mismatch or threshold missed, 2 usage error,\n"
+		"3 runtime error.\n",
 		cli_prog);
 }
 

@@ -481,8 +481,9 @@ static int cuda_event_create(void *ctx, void **out)
 
 	if ((err = wsn__cu_set_current(d)) < 0)
 		return err;
-	/* default flags: the event records time stamps */
-	if ((err = WSN_CU(cuEventCreate, (&e, CU_EVENT_DEFAULT), "creating an event on cuda:%d", d->index)) < 0)
+	/* the event records time stamps; blocking sync: a thread waiting for it sleeps instead of
+	 * spinning a core */
+	if ((err = WSN_CU(cuEventCreate, (&e, CU_EVENT_BLOCKING_SYNC), "creating an event on cuda:%d", d->index)) < 0)
 		return err;
 	*out = e;
 	return 0;
