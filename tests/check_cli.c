@@ -15,36 +15,6 @@
 		tu_run(argv_, 120, (p));                                     \
 	} while (0)
 
-/* Read a golden file from the source tree. */
-static char *golden(const char *name)
-{
-	const char *src = getenv("WSNORM_SRCDIR");
-	char path[4096];
-	FILE *f;
-	char *buf;
-	long n;
-
-	snprintf(path, sizeof(path), "%s/tests/golden/%s", src ? src : ".", name);
-	f = fopen(path, "rb");
-	ck_assert_msg(f != NULL, "golden file %s", path);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = tu_xmalloc((size_t)n + 1);
-	ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-	buf[n] = '\0';
-	fclose(f);
-	return buf;
-}
-
-static void assert_golden(const char *got, const char *name)
-{
-	char *want = golden(name);
-	ck_assert_msg(!strcmp(got, want), "output differs from tests/golden/%s:\n--- got ---\n%s--- want ---\n%s",
-		      name, got, want);
-	free(want);
-}
-
 START_TEST(test_help_golden)
 {
 	struct tu_proc p;
@@ -52,7 +22,7 @@ START_TEST(test_help_golden)
 	RUN(&p, "--help");
 	ck_assert_int_eq(p.status, 0);
 	ck_assert_str_eq(p.err, "");
-	assert_golden(p.out, "help.txt");
+	tu_assert_golden(p.out, "help.txt");
 	tu_proc_free(&p);
 }
 END_TEST
@@ -118,7 +88,7 @@ START_TEST(test_usage_errors)
 		tu_run(argv, 60, &p);
 		ck_assert_msg(p.status == 2, "case %zu (%s): exit %d, stderr %s", i, cases[i].golden, p.status, p.err);
 		ck_assert_str_eq(p.out, "");
-		assert_golden(p.err, cases[i].golden);
+		tu_assert_golden(p.err, cases[i].golden);
 		tu_proc_free(&p);
 	}
 }

@@ -64,27 +64,6 @@ static const char *disk_dir(void)
 	return cwd;
 }
 
-static char *golden(const char *name)
-{
-	const char *src = getenv("WSNORM_SRCDIR");
-	char path[4096];
-	FILE *f;
-	char *buf;
-	long n;
-
-	snprintf(path, sizeof(path), "%s/tests/golden/%s", src ? src : ".", name);
-	f = fopen(path, "rb");
-	ck_assert_msg(f != NULL, "golden file %s", path);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = tu_xmalloc((size_t)n + 1);
-	ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-	buf[n] = '\0';
-	fclose(f);
-	return buf;
-}
-
 static json_t *parse(const struct tu_proc *p)
 {
 	json_error_t je;
@@ -997,7 +976,7 @@ START_TEST(test_usage_golden)
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		char *argv[8] = { (char *)tu_wsnorm_bin() }, *want;
+		char *argv[8] = { (char *)tu_wsnorm_bin() };
 		struct tu_proc p;
 		int n = 1;
 
@@ -1007,10 +986,7 @@ START_TEST(test_usage_golden)
 		tu_run(argv, 60, &p);
 		ck_assert_msg(p.status == 2, "%s: exit %d: %s", cases[i].golden, p.status, p.err);
 		ck_assert_str_eq(p.out, "");
-		want = golden(cases[i].golden);
-		ck_assert_msg(!strcmp(p.err, want), "differs from tests/golden/%s:\n--- got ---\n%s--- want ---\n%s",
-			      cases[i].golden, p.err, want);
-		free(want);
+		tu_assert_golden(p.err, cases[i].golden);
 		tu_proc_free(&p);
 	}
 }

@@ -78,6 +78,36 @@ void *tu_xmalloc(size_t n)
 	return p;
 }
 
+char *tu_golden(const char *name)
+{
+	const char *src = getenv("WSNORM_SRCDIR");
+	char path[4096];
+	FILE *f;
+	char *buf;
+	long n;
+
+	snprintf(path, sizeof(path), "%s/tests/golden/%s", src ? src : ".", name);
+	f = fopen(path, "rb");
+	ck_assert_msg(f != NULL, "golden file %s", path);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = tu_xmalloc((size_t)n + 1);
+	ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+void tu_assert_golden(const char *got, const char *name)
+{
+	char *want = tu_golden(name);
+
+	ck_assert_msg(!strcmp(got, want), "output differs from tests/golden/%s:\n--- got ---\n%s--- want ---\n%s",
+		      name, got, want);
+	free(want);
+}
+
 const char *tu_wsnorm_bin(void)
 {
 	const char *b = getenv("WSNORM_BIN");

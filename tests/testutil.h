@@ -32,6 +32,10 @@ struct tu_proc {
 /* Run argv (argv[0] resolved by PATH unless it has a slash) with a timeout in seconds. */
 void tu_run(char *const argv[], int timeout_s, struct tu_proc *p);
 void tu_proc_free(struct tu_proc *p);
+/* The contents of tests/golden/<name> in the source tree ($WSNORM_SRCDIR), malloc'd. */
+char *tu_golden(const char *name);
+/* ck_assert that got equals tests/golden/<name>, showing both when they differ. */
+void tu_assert_golden(const char *got, const char *name);
 /* The wsnorm binary under test ($WSNORM_BIN). */
 const char *tu_wsnorm_bin(void);
 
