@@ -50,8 +50,6 @@ struct wsn_plan_options {
 	int unroll;         /* rows per iteration (iter_unroll) */
 	int stages;         /* circular-buffer stages (ws) */
 	int arch;           /* 90, 100: target for codegen; 0 = the device's */
-	int autotune;       /* GPU: time the candidate approaches once and cache the winner under
-			     * $XDG_CACHE_HOME/wsnorm (only with approach auto) */
 };
 WSN_API void wsn_plan_options_init(struct wsn_plan_options *o, enum wsn_op op);
 
