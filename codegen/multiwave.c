@@ -310,24 +310,10 @@ static void bwd_path(struct rk_gen *g, const char *rows, const char *row0, const
 		}
 	}
 	/* accumulators start at zero */
-	for (int a = 0; a < 2; a++) {
-		struct rk_acc *ac = a ? db : dw;
-		if (!(a ? has_db : has_dw))
-			continue;
-		for (int j = 0; j < g->nv; j++) {
-			const char *f[8];
-			if (ac->store == WSN_STORE_REG) {
-				for (int e = 0; e < g->vec; e++)
-					ptx_mov_f32(k, ac->r[j][e], 0.0f);
-				continue;
-			}
-			for (int e = 0; e < g->vec; e++) {
-				f[e] = ptx_tmp(k, PTX_F32);
-				ptx_mov_f32(k, f[e], 0.0f);
-			}
-			wsn__rk_acc_put(g, ac, j, f);
-		}
-	}
+	if (has_dw)
+		wsn__rk_acc_zero(g, dw);
+	if (has_db)
+		wsn__rk_acc_zero(g, db);
 
 	const char *inv[2] = { wsn__rk_param_zero(g, rows), wsn__rk_param_zero(g, xld) };
 	ptx_mov(k, PTX_U64, row, row0);

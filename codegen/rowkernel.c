@@ -506,6 +506,25 @@ void wsn__rk_acc_get(struct rk_gen *g, struct rk_acc *a, int j, const char *f[8]
 	}
 }
 
+void wsn__rk_acc_zero(struct rk_gen *g, struct rk_acc *a)
+{
+	struct ptx_kernel *k = g->k;
+
+	for (int j = 0; j < g->nv; j++) {
+		const char *f[8];
+		if (a->store == WSN_STORE_REG) {
+			for (int e = 0; e < g->vec; e++)
+				ptx_mov_f32(k, a->r[j][e], 0.0f);
+			continue;
+		}
+		for (int e = 0; e < g->vec; e++) {
+			f[e] = ptx_tmp(k, PTX_F32);
+			ptx_mov_f32(k, f[e], 0.0f);
+		}
+		wsn__rk_acc_put(g, a, j, f);
+	}
+}
+
 void wsn__rk_acc_put(struct rk_gen *g, struct rk_acc *a, int j, const char *const f[8])
 {
 	struct ptx_kernel *k = g->k;

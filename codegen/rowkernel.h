@@ -108,6 +108,8 @@ void wsn__rk_reg_names(struct rk_gen *g, struct rk_tens *t);
 /* ---- backward accumulators, epilogue, finish kernel ---- */
 void wsn__rk_acc_get(struct rk_gen *g, struct rk_acc *a, int j, const char *f[8]);
 void wsn__rk_acc_put(struct rk_gen *g, struct rk_acc *a, int j, const char *const f[8]);
+/* Set every slice of accumulator a to zero (registers directly, other storage through acc_put). */
+void wsn__rk_acc_zero(struct rk_gen *g, struct rk_acc *a);
 /* After the row loop: fold the row groups' register accumulators into group 0 through shared memory at
  * sm_xg (fixed order), then group 0 writes the CTA's partial rows: dweight at ws[ctaid][.], dbias at
  * ws[nctaid + ctaid][.]. */

@@ -472,24 +472,10 @@ static void bwd_path(struct ws *w, const struct kargs *ka, struct rk_acc *dw, st
 		load_params(w, &wt, w->L.w, ka->pr[2], ka->txoff);
 	dx.g = ptx_reg(k, PTX_U64, "dxa");
 	/* accumulators start at zero */
-	for (int a = 0; a < 2; a++) {
-		struct rk_acc *ac = a ? db : dw;
-		if (!(a ? has_db : has_dw))
-			continue;
-		for (int v = 0; v < g->nv; v++) {
-			const char *f[8];
-			if (ac->store == WSN_STORE_REG) {
-				for (int e = 0; e < g->vec; e++)
-					ptx_mov_f32(k, ac->r[v][e], 0.0f);
-				continue;
-			}
-			for (int e = 0; e < g->vec; e++) {
-				f[e] = ptx_tmp(k, PTX_F32);
-				ptx_mov_f32(k, f[e], 0.0f);
-			}
-			wsn__rk_acc_put(g, ac, v, f);
-		}
-	}
+	if (has_dw)
+		wsn__rk_acc_zero(g, dw);
+	if (has_db)
+		wsn__rk_acc_zero(g, db);
 	for (int j = 0; j < U; j++) {
 		cm[j] = g->ln ? ptx_reg(k, PTX_F32, "mean%d", j) : NULL;
 		cr[j] = ptx_reg(k, PTX_F32, "rstd%d", j);
