@@ -191,27 +191,11 @@ static int gen_forward(struct rk_gen *g)
 {
 	struct ptx_kernel *k = g->k;
 	const struct wsn__kernel_plan *kp = g->kp;
-	static const char *const pn[] = { "x", "weight", "bias", "y", "mean", "rstd" };
-	const char *pr[6];
+	struct rk_abi abi;
 
-	for (int i = 0; i < 6; i++)
-		ptx_param(k, PTX_U64, pn[i]);
-	ptx_param(k, PTX_U64, "rows");
-	ptx_param(k, PTX_U64, "x_ld");
-	ptx_param(k, PTX_U64, "y_ld");
-	ptx_param(k, PTX_F32, "eps");
-	for (int i = 0; i < 6; i++) {
-		pr[i] = ptx_reg(k, PTX_U64, "p_%s", pn[i]);
-		ptx_ld_param(k, PTX_U64, pr[i], pn[i]);
-	}
-	const char *rows = ptx_reg(k, PTX_U64, "rows"), *xld = ptx_reg(k, PTX_U64, "x_ldb");
-	const char *yld = ptx_reg(k, PTX_U64, "y_ldb"), *eps = ptx_reg(k, PTX_F32, "eps");
-	ptx_ld_param(k, PTX_U64, rows, "rows");
-	ptx_ld_param(k, PTX_U64, xld, "x_ld");
-	ptx_ld_param(k, PTX_U64, yld, "y_ld");
-	ptx_ld_param(k, PTX_F32, eps, "eps");
-	ptx_ins(k, "mul.lo.u64 %s, %s, %d", xld, xld, g->E);
-	ptx_ins(k, "mul.lo.u64 %s, %s, %d", yld, yld, g->E);
+	wsn__rk_abi_params(g, 0, &abi);
+	const char *const *pr = abi.pr;
+	const char *rows = abi.rows, *xld = abi.ld[0], *yld = abi.ld[1], *eps = abi.eps;
 	wsn__rk_setup_common(g);
 
 	const char *txoff = ptx_reg(k, PTX_U64, "txoff");
@@ -457,34 +441,13 @@ static int gen_backward(struct rk_gen *g)
 {
 	struct ptx_kernel *k = g->k;
 	const struct wsn__kernel_plan *kp = g->kp;
-	static const char *const pn[] = { "dy", "x", "weight", "mean", "rstd", "dx", "ws" };
-	const char *pr[7];
+	struct rk_abi abi;
 	struct rk_acc dw = { .tag = "dw", .store = kp->dw_store }, db = { .tag = "db", .store = kp->db_store };
 	struct rk_acc *accs[2] = { kp->has_weight ? &dw : NULL, kp->has_bias ? &db : NULL };
 
-	for (int i = 0; i < 7; i++)
-		ptx_param(k, PTX_U64, pn[i]);
-	ptx_param(k, PTX_U64, "rows");
-	ptx_param(k, PTX_U64, "dy_ld");
-	ptx_param(k, PTX_U64, "x_ld");
-	ptx_param(k, PTX_U64, "dx_ld");
-	ptx_param(k, PTX_U64, "stats_ld");
-	for (int i = 0; i < 7; i++) {
-		pr[i] = ptx_reg(k, PTX_U64, "p_%s", pn[i]);
-		ptx_ld_param(k, PTX_U64, pr[i], pn[i]);
-	}
-	const char *rows = ptx_reg(k, PTX_U64, "rows"), *dyld = ptx_reg(k, PTX_U64, "dy_ldb");
-	const char *xld = ptx_reg(k, PTX_U64, "x_ldb"), *dxld = ptx_reg(k, PTX_U64, "dx_ldb");
-	const char *sld = ptx_reg(k, PTX_U64, "stats_ldb");
-	ptx_ld_param(k, PTX_U64, rows, "rows");
-	ptx_ld_param(k, PTX_U64, dyld, "dy_ld");
-	ptx_ld_param(k, PTX_U64, xld, "x_ld");
-	ptx_ld_param(k, PTX_U64, dxld, "dx_ld");
-	ptx_ld_param(k, PTX_U64, sld, "stats_ld");
-	ptx_ins(k, "mul.lo.u64 %s, %s, %d", dyld, dyld, g->E);
-	ptx_ins(k, "mul.lo.u64 %s, %s, %d", xld, xld, g->E);
-	ptx_ins(k, "mul.lo.u64 %s, %s, %d", dxld, dxld, g->E);
-	ptx_ins(k, "shl.b64 %s, %s, 2", sld, sld);
+	wsn__rk_abi_params(g, 1, &abi);
+	const char *const *pr = abi.pr;
+	const char *rows = abi.rows, *dyld = abi.ld[0], *xld = abi.ld[1], *dxld = abi.ld[2], *sld = abi.sld;
 	wsn__rk_setup_common(g);
 
 	const char *txoff = ptx_reg(k, PTX_U64, "txoff");

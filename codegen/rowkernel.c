@@ -506,6 +506,49 @@ void wsn__rk_acc_get(struct rk_gen *g, struct rk_acc *a, int j, const char *f[8]
 	}
 }
 
+void wsn__rk_abi_params(struct rk_gen *g, int bwd, struct rk_abi *a)
+{
+	static const char *const fwd_ptr[] = { "x", "weight", "bias", "y", "mean", "rstd" };
+	static const char *const bwd_ptr[] = { "dy", "x", "weight", "mean", "rstd", "dx", "ws" };
+	static const char *const fwd_ld[] = { "x_ld", "y_ld" }, *const bwd_ld[] = { "dy_ld", "x_ld", "dx_ld" };
+	const char *const *pn = bwd ? bwd_ptr : fwd_ptr, *const *ln = bwd ? bwd_ld : fwd_ld;
+	int np = bwd ? 7 : 6, nl = bwd ? 3 : 2;
+	struct ptx_kernel *k = g->k;
+
+	memset(a, 0, sizeof(*a));
+	for (int i = 0; i < np; i++)
+		ptx_param(k, PTX_U64, pn[i]);
+	ptx_param(k, PTX_U64, "rows");
+	for (int i = 0; i < nl; i++)
+		ptx_param(k, PTX_U64, ln[i]);
+	if (bwd)
+		ptx_param(k, PTX_U64, "stats_ld");
+	else
+		ptx_param(k, PTX_F32, "eps");
+	for (int i = 0; i < np; i++) {
+		a->pr[i] = ptx_reg(k, PTX_U64, "p_%s", pn[i]);
+		ptx_ld_param(k, PTX_U64, a->pr[i], pn[i]);
+	}
+	a->rows = ptx_reg(k, PTX_U64, "rows");
+	for (int i = 0; i < nl; i++)
+		a->ld[i] = ptx_reg(k, PTX_U64, "%sb", ln[i]);
+	if (bwd)
+		a->sld = ptx_reg(k, PTX_U64, "stats_ldb");
+	else
+		a->eps = ptx_reg(k, PTX_F32, "eps");
+	ptx_ld_param(k, PTX_U64, a->rows, "rows");
+	for (int i = 0; i < nl; i++)
+		ptx_ld_param(k, PTX_U64, a->ld[i], ln[i]);
+	if (bwd)
+		ptx_ld_param(k, PTX_U64, a->sld, "stats_ld");
+	else
+		ptx_ld_param(k, PTX_F32, a->eps, "eps");
+	for (int i = 0; i < nl; i++)
+		ptx_ins(k, "mul.lo.u64 %s, %s, %d", a->ld[i], a->ld[i], g->E);
+	if (bwd)
+		ptx_ins(k, "shl.b64 %s, %s, 2", a->sld, a->sld);
+}
+
 void wsn__rk_acc_zero(struct rk_gen *g, struct rk_acc *a)
 {
 	struct ptx_kernel *k = g->k;

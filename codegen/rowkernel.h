@@ -68,6 +68,17 @@ struct rk_acc {
 	const char *r[RK_MAXV][8];
 };
 
+/* ---- the kernel ABI (codegen.h) ---- */
+/* The entry's parameters, declared in ABI order and loaded; row strides scaled to bytes. */
+struct rk_abi {
+	const char *pr[7];  /* pointers: fwd x, weight, bias, y, mean, rstd; bwd dy, x, weight, mean, rstd, dx, ws */
+	const char *rows;
+	const char *ld[3];  /* row strides in bytes: fwd x, y; bwd dy, x, dx */
+	const char *sld;    /* bwd: bytes between rows' mean/rstd */
+	const char *eps;    /* fwd */
+};
+void wsn__rk_abi_params(struct rk_gen *g, int bwd, struct rk_abi *a);
+
 /* ---- element access ---- */
 /* Is element e of slice j valid for this thread: NULL (always) or a predicate. */
 const char *wsn__rk_elem_pred(struct rk_gen *g, int j, int e);

@@ -886,38 +886,19 @@ static int gen_backward(struct ws *w)
 	struct rk_gen *g = &w->g;
 	struct ptx_kernel *k = g->k;
 	const struct wsn__kernel_plan *kp = g->kp;
-	static const char *const pn[] = { "dy", "x", "weight", "mean", "rstd", "dx", "ws" };
+	struct rk_abi abi;
 	struct rk_acc dw = { .tag = "dw", .store = kp->dw_store }, db = { .tag = "db", .store = kp->db_store };
 	struct rk_acc *accs[2] = { kp->has_weight ? &dw : NULL, kp->has_bias ? &db : NULL };
 	struct kargs ka;
 	const char *dyld, *xld, *dxld;
 
 	memset(&ka, 0, sizeof(ka));
+	wsn__rk_abi_params(g, 1, &abi);
 	for (int i = 0; i < 7; i++)
-		ptx_param(k, PTX_U64, pn[i]);
-	ptx_param(k, PTX_U64, "rows");
-	ptx_param(k, PTX_U64, "dy_ld");
-	ptx_param(k, PTX_U64, "x_ld");
-	ptx_param(k, PTX_U64, "dx_ld");
-	ptx_param(k, PTX_U64, "stats_ld");
-	for (int i = 0; i < 7; i++) {
-		ka.pr[i] = ptx_reg(k, PTX_U64, "p_%s", pn[i]);
-		ptx_ld_param(k, PTX_U64, ka.pr[i], pn[i]);
-	}
-	w->rows = ptx_reg(k, PTX_U64, "rows");
-	dyld = ptx_reg(k, PTX_U64, "dy_ldb");
-	xld = ptx_reg(k, PTX_U64, "x_ldb");
-	dxld = ptx_reg(k, PTX_U64, "dx_ldb");
-	ka.sld = ptx_reg(k, PTX_U64, "stats_ldb");
-	ptx_ld_param(k, PTX_U64, w->rows, "rows");
-	ptx_ld_param(k, PTX_U64, dyld, "dy_ld");
-	ptx_ld_param(k, PTX_U64, xld, "x_ld");
-	ptx_ld_param(k, PTX_U64, dxld, "dx_ld");
-	ptx_ld_param(k, PTX_U64, ka.sld, "stats_ld");
-	ptx_ins(k, "mul.lo.u64 %s, %s, %d", dyld, dyld, g->E);
-	ptx_ins(k, "mul.lo.u64 %s, %s, %d", xld, xld, g->E);
-	ptx_ins(k, "mul.lo.u64 %s, %s, %d", dxld, dxld, g->E);
-	ptx_ins(k, "shl.b64 %s, %s, 2", ka.sld, ka.sld);
+		ka.pr[i] = abi.pr[i];
+	w->rows = abi.rows;
+	dyld = abi.ld[0], xld = abi.ld[1], dxld = abi.ld[2];
+	ka.sld = abi.sld;
 	ka.ld_out = dxld;
 	w->cbase[0] = ka.pr[0];
 	w->cld[0] = dyld;
@@ -971,31 +952,17 @@ static int gen_forward(struct ws *w)
 	struct rk_gen *g = &w->g;
 	struct ptx_kernel *k = g->k;
 	const struct wsn__kernel_plan *kp = g->kp;
-	static const char *const pn[] = { "x", "weight", "bias", "y", "mean", "rstd" };
+	struct rk_abi abi;
 	struct kargs ka;
 	const char *xld, *yld;
 
 	memset(&ka, 0, sizeof(ka));
+	wsn__rk_abi_params(g, 0, &abi);
 	for (int i = 0; i < 6; i++)
-		ptx_param(k, PTX_U64, pn[i]);
-	ptx_param(k, PTX_U64, "rows");
-	ptx_param(k, PTX_U64, "x_ld");
-	ptx_param(k, PTX_U64, "y_ld");
-	ptx_param(k, PTX_F32, "eps");
-	for (int i = 0; i < 6; i++) {
-		ka.pr[i] = ptx_reg(k, PTX_U64, "p_%s", pn[i]);
-		ptx_ld_param(k, PTX_U64, ka.pr[i], pn[i]);
-	}
-	w->rows = ptx_reg(k, PTX_U64, "rows");
-	xld = ptx_reg(k, PTX_U64, "x_ldb");
-	yld = ptx_reg(k, PTX_U64, "y_ldb");
-	ka.eps = ptx_reg(k, PTX_F32, "eps");
-	ptx_ld_param(k, PTX_U64, w->rows, "rows");
-	ptx_ld_param(k, PTX_U64, xld, "x_ld");
-	ptx_ld_param(k, PTX_U64, yld, "y_ld");
-	ptx_ld_param(k, PTX_F32, ka.eps, "eps");
-	ptx_ins(k, "mul.lo.u64 %s, %s, %d", xld, xld, g->E);
-	ptx_ins(k, "mul.lo.u64 %s, %s, %d", yld, yld, g->E);
+		ka.pr[i] = abi.pr[i];
+	w->rows = abi.rows;
+	xld = abi.ld[0], yld = abi.ld[1];
+	ka.eps = abi.eps;
 	ka.ld_out = yld;
 	w->cbase[0] = ka.pr[0];
 	w->cld[0] = xld;
