@@ -108,6 +108,13 @@ void wsn__ws_layout(const struct wsn__kernel_plan *kp, struct wsn__ws_layout *l)
  * WSN_ESHAPE (nothing fits: the message names the budget) or WSN_EINVAL (forced parameters that
  * break a budget, named).
  */
+/*
+ * What every planner does first: clear *kp, check op, dtype, shape and target arch (opts->arch, else
+ * the device's), and fill the plan's identity (approach, op, dtype, hidden, rows, weight/bias, arch,
+ * vec). Returns 0, WSN_EINVAL, WSN_ESHAPE or WSN_ENOTSUP.
+ */
+int wsn__plan_begin(const struct wsn__gpu_props *g, const struct wsn__plan_params *p, enum wsn_approach approach,
+		    struct wsn__kernel_plan *kp);
 int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *p, struct wsn__kernel_plan *kp);
 /* The rule that picks ws or multi-wave when the approach is auto: 1 for ws; why gets the rule's text. */
 int wsn__ws_auto_pick(const struct wsn__gpu_props *g, const struct wsn__kernel_plan *ws, char *why, size_t len);

@@ -249,6 +249,34 @@ static unsigned fwd_bdimy(unsigned bdimx)
 	return bdimx == 32 ? 4 : bdimx >= 256 ? 1 : 256 / bdimx;
 }
 
+int wsn__plan_begin(const struct wsn__gpu_props *g, const struct wsn__plan_params *p, enum wsn_approach approach,
+		    struct wsn__kernel_plan *kp)
+{
+	const char *opname = wsn_op_name(p->op), *dtname = wsn_dtype_name(p->dtype);
+	int arch;
+
+	memset(kp, 0, sizeof(*kp));
+	if (!opname || !dtname || !wsn_dtype_size(p->dtype))
+		return wsn__error(WSN_EINVAL, "plan: invalid op %d or dtype %d", (int)p->op, (int)p->dtype);
+	if (p->hidden < 1 || p->rows < 1)
+		return wsn__error(WSN_ESHAPE, "plan: %s needs rows and hidden >= 1 (got %lld x %lld)", opname,
+				  (long long)p->rows, (long long)p->hidden);
+	arch = p->opts.arch ? p->opts.arch : g->arch;
+	if (arch != 90 && arch != 100)
+		return wsn__error(WSN_ENOTSUP, "plan: %s kernels target sm_90a and sm_100a, not arch %d",
+				  opname, arch);
+	kp->approach = approach;
+	kp->op = p->op;
+	kp->dtype = p->dtype;
+	kp->hidden = p->hidden;
+	kp->rows = p->rows;
+	kp->has_weight = p->opts.has_weight ? 1 : 0;
+	kp->has_bias = is_layernorm(p->op) && p->opts.has_bias ? 1 : 0;
+	kp->arch = arch;
+	kp->vec = 16 / (unsigned)wsn_dtype_size(p->dtype);
+	return 0;
+}
+
 #define WHY(...) (n += snprintf(kp->why + n, n < sizeof(kp->why) ? sizeof(kp->why) - n : 0, __VA_ARGS__))
 
 static int plan_multiwave(const struct wsn__gpu_props *g, const struct wsn__plan_params *p,
@@ -262,34 +290,16 @@ static int plan_multiwave(const struct wsn__gpu_props *g, const struct wsn__plan
 	unsigned fby = (unsigned)(p->opts.groups > 0 ? p->opts.groups : 0);
 	struct cand best = { 0 };
 	struct kp_score sc, bestsc = { 0 };
-	int besti = -1, arch;
+	int besti = -1, err;
 	unsigned nvtot, nvmax;
 	size_t n = 0;
 
-	memset(kp, 0, sizeof(*kp));
-	if (!opname || !dtname || !wsn_dtype_size(p->dtype))
-		return wsn__error(WSN_EINVAL, "plan: invalid op %d or dtype %d", (int)p->op, (int)p->dtype);
-	if (p->hidden < 1 || p->rows < 1)
-		return wsn__error(WSN_ESHAPE, "plan: %s needs rows and hidden >= 1 (got %lld x %lld)", opname,
-				  (long long)p->rows, (long long)p->hidden);
-	arch = p->opts.arch ? p->opts.arch : g->arch;
-	if (arch != 90 && arch != 100)
-		return wsn__error(WSN_ENOTSUP, "plan: %s kernels target sm_90a and sm_100a, not arch %d",
-				  opname, arch);
+	if ((err = wsn__plan_begin(g, p, WSN_APPROACH_MULTIWAVE, kp)) < 0)
+		return err;
 	if (p->opts.stages > 1 || p->opts.unroll > 1)
 		return wsn__error(WSN_EINVAL,
 				  "plan: stages=%d / unroll=%d apply to the ws approach; multi-wave %s kernels "
 				  "process one row per group at a time", p->opts.stages, p->opts.unroll, opname);
-
-	kp->approach = WSN_APPROACH_MULTIWAVE;
-	kp->op = p->op;
-	kp->dtype = p->dtype;
-	kp->hidden = p->hidden;
-	kp->rows = p->rows;
-	kp->has_weight = p->opts.has_weight ? 1 : 0;
-	kp->has_bias = ln && p->opts.has_bias ? 1 : 0;
-	kp->arch = arch;
-	kp->vec = 16 / (unsigned)wsn_dtype_size(p->dtype);
 	nvtot = (unsigned)((p->hidden + kp->vec - 1) / kp->vec);
 	nvmax = (nvtot + 1023) / 1024;
 	if (p->hidden > (int64_t)MAX_NVEC * 1024 * kp->vec)

@@ -331,31 +331,15 @@ static int try_search(const struct wsn__gpu_props *g, struct wsn__kernel_plan *k
 int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *p, struct wsn__kernel_plan *kp)
 {
 	const char *opname = wsn_op_name(p->op), *dtname = wsn_dtype_name(p->dtype), *verdict;
-	int bwd = wsn_op_is_backward(p->op), ln = is_ln(p->op), arch, fit;
+	int bwd = wsn_op_is_backward(p->op), ln = is_ln(p->op), fit, err;
 	struct forced f = { 0 };
 	struct cfg c, alt;
 	int spill_ok = 0; /* fallback 3 keeps a ring of 2+ stages over the register budget */
 	char steps[2048];
 	struct trace t = { steps, sizeof(steps), 0 }, why;
 
-	memset(kp, 0, sizeof(*kp));
-	if (!opname || !dtname || !wsn_dtype_size(p->dtype))
-		return wsn__error(WSN_EINVAL, "plan: invalid op %d or dtype %d", (int)p->op, (int)p->dtype);
-	if (p->hidden < 1 || p->rows < 1)
-		return wsn__error(WSN_ESHAPE, "plan: %s needs rows and hidden >= 1 (got %lld x %lld)", opname,
-				  (long long)p->rows, (long long)p->hidden);
-	arch = p->opts.arch ? p->opts.arch : g->arch;
-	if (arch != 90 && arch != 100)
-		return wsn__error(WSN_ENOTSUP, "plan: %s kernels target sm_90a and sm_100a, not arch %d", opname, arch);
-	kp->approach = WSN_APPROACH_WS;
-	kp->op = p->op;
-	kp->dtype = p->dtype;
-	kp->hidden = p->hidden;
-	kp->rows = p->rows;
-	kp->has_weight = p->opts.has_weight ? 1 : 0;
-	kp->has_bias = ln && p->opts.has_bias ? 1 : 0;
-	kp->arch = arch;
-	kp->vec = 16 / (unsigned)wsn_dtype_size(p->dtype);
+	if ((err = wsn__plan_begin(g, p, WSN_APPROACH_WS, kp)) < 0)
+		return err;
 
 	/* forced parameters: checked here, honoured by the search, budgets checked at the end */
 	if (p->opts.block_threads > 0) {
