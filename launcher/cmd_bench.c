@@ -22,6 +22,7 @@ struct bench_opts {
 	int64_t rows;
 	int iters, warmup;
 	enum wsn_approach approach;
+	int force[4];  /* --block-threads, --groups, --unroll, --stages; 0 = the planner's */
 	uint64_t copy_bytes;
 	int h2d;   /* host<->device copies from a ring of pinned buffers instead of kernels */
 	int json;
@@ -44,6 +45,8 @@ static void usage(FILE *f)
 		"  --iters N        timed batches, the median is reported (default %d; %d on the CPU)\n"
 		"  --warmup N       untimed launches first (default %d)\n"
 		"  --approach A     auto, multiwave or ws (default auto)\n"
+		"  --block-threads N, --groups N, --unroll N, --stages N\n"
+		"                   force a plan parameter, as for plan (default: the planner's)\n"
 		"  --copy-size SIZE bytes of the copy-bandwidth buffer (default 1G; 256M on the CPU), or\n"
 		"                   with --h2d of each copy (default 256M; 64M on the CPU)\n"
 		"  --h2d            instead of kernels, time host-to-device and device-to-host copies\n"
@@ -126,6 +129,26 @@ struct point {
 	char approach[16];
 };
 
+/*
+ * The kernel family the plan runs: the description's "approach:" line, with "auto:" in front when
+ * the planner chose it (auto+ws); "cpu" on the host.
+ */
+static void plan_approach(const struct wsn_plan *plan, enum wsn_approach asked, int host, char *out, size_t len)
+{
+	char desc[4096], word[16] = "";
+	const char *a;
+
+	if (host) {
+		snprintf(out, len, "cpu");
+		return;
+	}
+	if (wsn_plan_describe(plan, desc, sizeof(desc)) >= 0 && (a = strstr(desc, "approach:")) &&
+	    sscanf(a + 9, " %15[a-z]", word) == 1 && asked == WSN_APPROACH_AUTO)
+		snprintf(out, len, "auto+%s", word);
+	else
+		snprintf(out, len, "%s", word[0] ? word : wsn_approach_name(asked));
+}
+
 static int bench_point(const struct bench_opts *o, struct timer *t, const struct wsn_device_info *di,
 		       double copy_bps, struct point *pt)
 {
@@ -193,9 +216,13 @@ static int bench_point(const struct bench_opts *o, struct timer *t, const struct
 	}
 	wsn_plan_options_init(&po, pt->op);
 	po.approach = o->approach;
+	po.block_threads = o->force[0];
+	po.groups = o->force[1];
+	po.unroll = o->force[2];
+	po.stages = o->force[3];
 	if ((err = wsn_plan_create(t->dev, pt->op, pt->rows, pt->hidden, pt->dt, &po, &plan)) < 0)
 		goto fail;
-	snprintf(pt->approach, sizeof(pt->approach), "%s", host ? "cpu" : wsn_approach_name(o->approach));
+	plan_approach(plan, o->approach, host, pt->approach, sizeof(pt->approach));
 	for (int it = -o->warmup; it < o->iters; it++) {
 		float m = 0;
 		int batch = it < 0 ? 1 : nsets;
@@ -309,6 +336,8 @@ int cmd_bench(int argc, char **argv)
 		{ "warmup", required_argument, NULL, 'w' },  { "approach", required_argument, NULL, 'a' },
 		{ "copy-size", required_argument, NULL, 'c' }, { "json", no_argument, NULL, 'j' },
 		{ "h2d", no_argument, NULL, 'T' },
+		{ "block-threads", required_argument, NULL, 'x' }, { "groups", required_argument, NULL, 'y' },
+		{ "unroll", required_argument, NULL, 'u' },  { "stages", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },          { NULL, 0, NULL, 0 },
 	};
 	struct bench_opts o;
@@ -368,6 +397,12 @@ int cmd_bench(int argc, char **argv)
 			if (cli_parse_size(optarg, &o.copy_bytes) || o.copy_bytes < 4096)
 				return cli_usage_error("bench", "bad --copy-size '%s'", optarg);
 			have_copy = 1;
+			break;
+		case 'x': case 'y': case 'u': case 's':
+			if (cli_parse_i64(optarg, 1, 1024, &v))
+				return cli_usage_error("bench", "bad value '%s' for %s (expected 1..1024)", optarg,
+						       c == 'x' ? "--block-threads" : c == 'y' ? "--groups" : c == 'u' ? "--unroll" : "--stages");
+			o.force[c == 'x' ? 0 : c == 'y' ? 1 : c == 'u' ? 2 : 3] = (int)v;
 			break;
 		case 'j': o.json = 1; break;
 		case 'T': o.h2d = 1; break;

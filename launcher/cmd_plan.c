@@ -102,7 +102,7 @@ static int parse(int argc, char **argv, const char *cmd, struct shape_opts *o)
 		case 'x': case 'y': case 'u': case 's':
 			if (cli_parse_i64(optarg, 1, 1024, &v))
 				return cli_usage_error(cmd, "bad value '%s' for %s (expected 1..1024)", optarg,
-						       argv[optind - 1]);
+						       c == 'x' ? "--block-threads" : c == 'y' ? "--groups" : c == 'u' ? "--unroll" : "--stages");
 			*(c == 'x' ? &o->po.block_threads : c == 'y' ? &o->po.groups : c == 'u' ? &o->po.unroll
 											: &o->po.stages) = (int)v;
 			break;

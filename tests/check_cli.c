@@ -75,6 +75,7 @@ START_TEST(test_usage_errors)
 		{ { "run", "--input", "x", "--qd", "0", NULL }, "err-run-qd.txt" },
 		{ { "emit", "--op", "rmsnorm-fwd", NULL }, "err-emit-hidden.txt" },
 		{ { "bench", "--hidden", "1024,abc", NULL }, "err-bench-hidden.txt" },
+		{ { "bench", "--groups", "0", NULL }, "err-bench-groups.txt" },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -344,6 +345,7 @@ START_TEST(test_plan_emit_cpu)
 		ck_assert_int_eq(json_integer_value(json_object_get(r, "hidden")), 256);
 		ck_assert(json_real_value(json_object_get(r, "tbs")) > 0);
 		ck_assert(json_real_value(json_object_get(r, "fraction_of_copy")) > 0);
+		ck_assert_str_eq(json_string_value(json_object_get(r, "approach")), "cpu");
 		json_decref(j);
 	}
 	tu_proc_free(&p);
