@@ -57,7 +57,9 @@ struct wsn__kernel_plan {
 	char entry[64];
 	char finish_entry[64];  /* "" when the op has no finish kernel */
 	unsigned block_threads;
-	unsigned max_grid;      /* persistent grid: CTAs resident at once over all SMs */
+	unsigned max_grid;      /* CTAs resident at once over all SMs (a persistent grid's size) */
+	int block_grid;         /* not persistent: one CTA per row block, started as others finish
+				 * (up to 2^31 - 1 CTAs, the kernel's grid-stride loop takes the rest) */
 	unsigned ctas_per_sm;
 	unsigned smem_bytes;    /* dynamic shared memory per CTA */
 	unsigned finish_threads, finish_grid;

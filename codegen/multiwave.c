@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* codegen/multiwave.c: multi-wave persistent LayerNorm/RMSNorm kernels (forward, backward, finish) as PTX. */
+/* codegen/multiwave.c: multi-wave LayerNorm/RMSNorm kernels (forward, backward, finish) as PTX. */
 #include "rowkernel.h"
 
 #include <stdio.h>
@@ -205,8 +205,13 @@ static int gen_forward(struct rk_gen *g)
 	const char *c = ptx_tmp(k, PTX_U32), *nc = ptx_tmp(k, PTX_U32);
 	ptx_sreg(k, c, "%ctaid.x");
 	ptx_sreg(k, nc, "%nctaid.x");
-	ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", c, c, g->bdimy, g->ty);
-	ptx_ins(k, "cvt.u64.u32 %s, %s", row0, c);
+	{
+		/* 64-bit: a grid of one CTA per row block can hold 2^31 - 1 CTAs */
+		const char *ty64 = ptx_tmp(k, PTX_U64);
+		ptx_ins(k, "mul.wide.u32 %s, %s, %d", row0, c, g->bdimy);
+		ptx_ins(k, "cvt.u64.u32 %s, %s", ty64, g->ty);
+		ptx_ins(k, "add.u64 %s, %s, %s", row0, row0, ty64);
+	}
 	ptx_ins(k, "mul.wide.u32 %s, %s, %d", rstride, nc, g->bdimy);
 
 	/* statistics predicates: pointer given and first thread of the row */
@@ -524,8 +529,8 @@ static void plan_comments(struct ptx_module *m, const struct wsn__kernel_plan *k
 	static const char *const st[] = { "registers", "shared", "global" };
 	const char *w = kp->why;
 
-	ptx_module_comment(m, "wsnorm generated kernel: %s %s, multi-wave persistent", wsn_op_name(kp->op),
-			   wsn_dtype_name(kp->dtype));
+	ptx_module_comment(m, "wsnorm generated kernel: %s %s, multi-wave, %s", wsn_op_name(kp->op),
+			   wsn_dtype_name(kp->dtype), kp->block_grid ? "one CTA per row block" : "persistent");
 	ptx_module_comment(m, "op=%s dtype=%s hidden=%lld weight=%d bias=%d", wsn_op_name(kp->op),
 			   wsn_dtype_name(kp->dtype), (long long)kp->hidden, kp->has_weight, kp->has_bias);
 	ptx_module_comment(m, "bdimx=%u bdimy=%u block_threads=%u per_thread=%u vec=%u nvec=%u stages=%u unroll=%u",

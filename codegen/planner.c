@@ -37,6 +37,8 @@ void wsn__gpu_props_b200(struct wsn__gpu_props *g)
 #define SMEM_RESERVED_PER_CTA 1024
 /* Below this many bytes in flight per SM a candidate ranks after every one above it. */
 #define MLP_MIN (32 * 1024)
+/* Register cap that lets a forward CTA share its SM with a second one (see fits()). */
+#define FWD_SQUEEZE_REGS 64
 /* Finish kernel shape: 32 columns x 8 partial slices. */
 #define FINISH_COLS 32
 #define FINISH_SLICES 8
@@ -194,6 +196,14 @@ static int fits(const struct wsn__gpu_props *g, const struct wsn__kernel_plan *k
 	c->ctas = by_threads < by_regs ? by_threads : by_regs;
 	if (by_smem < c->ctas)
 		c->ctas = by_smem;
+	/* forward: never a lone CTA per SM when two fit at 64 registers (the row's 4 x nvec plus 32): a
+	 * CTA of a one-CTA-per-block grid leaves its SM idle between blocks (measured LayerNorm 32K
+	 * 2.74 -> 2.82 TB/s); ptxas keeps such rows in 64 registers */
+	if (!bwd && c->ctas == 1 && by_threads >= 2 && by_smem >= 2 && r8 > FWD_SQUEEZE_REGS &&
+	    4 * c->nvec + 32 <= FWD_SQUEEZE_REGS && ctas_by_regs(g, FWD_SQUEEZE_REGS, bt) >= 2) {
+		c->regs = FWD_SQUEEZE_REGS;
+		c->ctas = 2;
+	}
 	if (c->ctas > 32)
 		c->ctas = 32;
 	if (!c->ctas)
@@ -365,6 +375,7 @@ static int plan_multiwave(const struct wsn__gpu_props *g, const struct wsn__plan
 	kp->block_threads = best.bdimx * best.bdimy;
 	kp->ctas_per_sm = best.ctas;
 	kp->max_grid = best.ctas * (unsigned)g->sms;
+	kp->block_grid = !bwd;
 	kp->smem_bytes = best.smem;
 	kp->est_regs = best.regs;
 	kp->row_store = best.a.row;
@@ -400,8 +411,13 @@ static int plan_multiwave(const struct wsn__gpu_props *g, const struct wsn__plan
 		WHY("dbias sums in %s; ", store_name(kp->db_store));
 	WHY("~%u registers and %u B shared memory per thread/CTA allow %u CTAs per SM with %ld KB of loads in flight; ",
 	    kp->est_regs, kp->smem_bytes, kp->ctas_per_sm, best.mlp / 1024);
-	WHY("grid: persistent, %u CTAs (%u per SM x %d SMs) striding over row blocks", kp->max_grid, kp->ctas_per_sm,
-	    g->sms);
+	if (kp->block_grid)
+		WHY("grid: one CTA per row block, started by the hardware as others finish (%u resident: %u per SM x "
+		    "%d SMs), so the SMs stay busy to the last rows; measured 2-8 %% faster than a persistent grid "
+		    "for the forward", kp->max_grid, kp->ctas_per_sm, g->sms);
+	else
+		WHY("grid: persistent, %u CTAs (%u per SM x %d SMs) striding over row blocks, each CTA keeping its "
+		    "dweight/dbias partial sums", kp->max_grid, kp->ctas_per_sm, g->sms);
 	return 0;
 }
 
@@ -472,7 +488,7 @@ int wsn__describe_kernel_plan(const struct wsn__kernel_plan *kp, char *buf, size
 		     "block:         %u threads = bdimx %u x bdimy %u; %u vectors (%u elements) per thread, vec %u\n"
 		     "storage:       row %s, params %s, dweight %s, dbias %s\n"
 		     "budget:        ~%u registers/thread, %u B dynamic shared memory, %u CTAs/SM\n"
-		     "grid:          persistent, up to %u CTAs; finish %u x %u threads; workspace %zu B\n"
+		     "grid:          %s %u CTAs%s; finish %u x %u threads; workspace %zu B\n"
 		     "why:           %s\n",
 		     wsn_approach_name(kp->approach), kp->entry, kp->arch,
 		     kp->finish_entry[0] ? kp->finish_entry : "(none)", wsn_op_name(kp->op),
@@ -482,7 +498,8 @@ int wsn__describe_kernel_plan(const struct wsn__kernel_plan *kp, char *buf, size
 		     store_name(kp->param_store), wsn_op_is_backward(kp->op) && kp->has_weight
 		     ? store_name(kp->dw_store) : "-", wsn_op_is_backward(kp->op) && kp->has_bias
 		     ? store_name(kp->db_store) : "-", kp->est_regs, kp->smem_bytes, kp->ctas_per_sm,
-		     kp->max_grid, kp->finish_grid, kp->finish_threads, kp->ws_bytes, kp->why);
+		     kp->block_grid ? "one CTA per row block," : "persistent, up to", kp->max_grid,
+		     kp->block_grid ? " resident at once" : "", kp->finish_grid, kp->finish_threads, kp->ws_bytes, kp->why);
 	return n;
 }
 
@@ -496,5 +513,7 @@ unsigned wsn__kernel_grid(const struct wsn__kernel_plan *kp, int64_t rows)
 		need = (rows + kp->unroll - 1) / (kp->unroll ? kp->unroll : 1);
 	else
 		need = (rows + kp->bdimy - 1) / kp->bdimy;
+	if (kp->block_grid) /* one CTA per row block, as many as a launch takes */
+		return need < 0x7fffffff ? (unsigned)need : 0x7fffffffu;
 	return need < (int64_t)kp->max_grid ? (unsigned)need : kp->max_grid;
 }

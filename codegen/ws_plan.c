@@ -38,7 +38,6 @@ static const struct ws_rule {
 	  "ws 2.42/2.54/2.62/2.69 vs 2.36/2.43/2.33/2.63 TB/s at 2K/4K/8K/16K; 1K 1.93-2.18 vs 2.19" },
 	{ WSN_RMSNORM_BWD, 1, 16384, 4,
 	  "ws 2.28/2.54/2.67/2.75/2.76 vs 2.26/2.50/2.62/2.71/2.76 TB/s at 1K-16K" },
-	{ WSN_RMSNORM_FWD, 32768, 32768, 16, "ws 2.84-2.86 vs 2.73-2.75 TB/s at 32K (16K: 2.82 vs 2.85)" },
 };
 
 /* One point of the search. */

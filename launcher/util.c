@@ -284,7 +284,23 @@ int cli_copy_bandwidth(struct wsn_device *dev, struct wsn_stream *s, uint64_t by
 		err = wsn_mem_alloc(dev, bytes, &b);
 	if (!err)
 		err = wsn_mem_set(dev, a, 0x5a, bytes, s);
-	for (int i = -2; i < iters && !err; i++) {
+	/* warm-up: two copies and at least 100 ms of them, so the clocks are up when the timing starts */
+	for (float warm = 0; !err && warm < 100.0f;) {
+		float m = 0;
+		err = wsn_event_record(e0, s);
+		if (!err)
+			err = wsn_memcpy(dev, b, a, bytes, WSN_COPY_D2D, s);
+		if (!err)
+			err = wsn_memcpy(dev, a, b, bytes, WSN_COPY_D2D, s);
+		if (!err)
+			err = wsn_event_record(e1, s);
+		if (!err)
+			err = wsn_event_sync(e1);
+		if (!err)
+			err = wsn_event_elapsed(e0, e1, &m);
+		warm += m > 0.01f ? m : 0.01f;
+	}
+	for (int i = 0; i < iters && !err; i++) {
 		float m = 0;
 		err = wsn_event_record(e0, s);
 		if (!err)
@@ -295,7 +311,7 @@ int cli_copy_bandwidth(struct wsn_device *dev, struct wsn_stream *s, uint64_t by
 			err = wsn_event_sync(e1);
 		if (!err)
 			err = wsn_event_elapsed(e0, e1, &m);
-		if (!err && i >= 0)
+		if (!err)
 			ms[i] = m;
 	}
 	if (!err) {

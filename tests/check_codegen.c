@@ -313,10 +313,18 @@ static void check_plan_properties(const struct wsn__gpu_props *g, const struct w
 		ck_assert_str_eq(kp->finish_entry, "");
 		ck_assert_uint_eq(kp->ws_bytes, 0);
 	}
-	/* grid: persistent, never more than max_grid, enough for every row group */
+	/* grid: backward persistent (never more than max_grid: the workspace holds max_grid partial
+	 * rows); forward one CTA per row block, at most 2^31 - 1 */
+	ck_assert_int_eq(kp->block_grid, !bwd);
 	ck_assert_uint_eq(wsn__kernel_grid(kp, 1), 1);
-	ck_assert_uint_eq(wsn__kernel_grid(kp, 1000000), kp->max_grid);
-	ck_assert_uint_eq(wsn__kernel_grid(kp, kp->bdimy * 3), 3 <= kp->max_grid ? 3 : kp->max_grid);
+	if (bwd) {
+		ck_assert_uint_eq(wsn__kernel_grid(kp, 1000000), kp->max_grid);
+		ck_assert_uint_eq(wsn__kernel_grid(kp, kp->bdimy * 3), 3 <= kp->max_grid ? 3 : kp->max_grid);
+	} else {
+		ck_assert_uint_eq(wsn__kernel_grid(kp, 1000000), (1000000 + kp->bdimy - 1) / kp->bdimy);
+		ck_assert_uint_eq(wsn__kernel_grid(kp, kp->bdimy * 2 + 1), 3);
+		ck_assert_uint_eq(wsn__kernel_grid(kp, (int64_t)1 << 40), 0x7fffffffu);
+	}
 }
 
 START_TEST(test_planner_modelled_devices)

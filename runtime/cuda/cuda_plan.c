@@ -164,8 +164,12 @@ int wsn__cuda_plan_describe(void *ctx, const void *plan, char *buf, size_t len)
 	describe_kernel(buf, len, &off, &cp->main);
 	if (cp->has_finish)
 		describe_kernel(buf, len, &off, &cp->finish);
-	appendf(buf, len, &off, "grid: up to %u CTAs (planner %u; %d CTAs/SM x %d SMs measured)\n", cp->kp.max_grid,
-		cp->planned_grid, cp->main.ctas_per_sm, cp->sms);
+	if (cp->kp.block_grid)
+		appendf(buf, len, &off, "grid: one CTA per row block, %u resident at once (planner %u; %d CTAs/SM x %d SMs measured)\n",
+			cp->kp.max_grid, cp->planned_grid, cp->main.ctas_per_sm, cp->sms);
+	else
+		appendf(buf, len, &off, "grid: up to %u CTAs (planner %u; %d CTAs/SM x %d SMs measured)\n", cp->kp.max_grid,
+			cp->planned_grid, cp->main.ctas_per_sm, cp->sms);
 	if (cp->ws_bytes)
 		appendf(buf, len, &off, "workspace: %zu bytes of f32 partial sums\n", cp->ws_bytes);
 	return (int)off;
@@ -233,7 +237,7 @@ int wsn__cuda_execute(void *ctx, void *plan, const struct wsn__exec *ex, void *s
 	grid = wsn__kernel_grid(&cp->kp, ex->rows);
 	if (grid < 1)
 		grid = 1;
-	if (grid > cp->kp.max_grid) /* the workspace holds max_grid partial rows */
+	if (!cp->kp.block_grid && grid > cp->kp.max_grid) /* the workspace holds max_grid partial rows */
 		grid = cp->kp.max_grid;
 	if (wsn_op_is_backward(cp->p.op))
 		err = launch_backward(cp, ex, grid, s);
