@@ -22,6 +22,7 @@ struct bench_opts {
 	int64_t rows;
 	int iters, warmup;
 	enum wsn_approach approach;
+	int autotune;  /* plans time multiwave and ws once and cache the winner */
 	int force[4];  /* --block-threads, --groups, --unroll, --stages; 0 = the planner's */
 	uint64_t copy_bytes;
 	int h2d;   /* host<->device copies from a ring of pinned buffers instead of kernels */
@@ -45,6 +46,8 @@ static void usage(FILE *f)
 		"  --iters N        timed batches, the median is reported (default %d; %d on the CPU)\n"
 		"  --warmup N       untimed launches first (default %d)\n"
 		"  --approach A     auto, multiwave or ws (default auto)\n"
+		"  --autotune       with approach auto: time multiwave and ws once per shape on the GPU\n"
+		"                   and cache the winner, as for run (the approach column says tuned+)\n"
 		"  --block-threads N, --groups N, --unroll N, --stages N\n"
 		"                   force a plan parameter, as for plan (default: the planner's)\n"
 		"  --copy-size SIZE bytes of the copy-bandwidth buffer (default 1G; 256M on the CPU), or\n"
@@ -126,27 +129,33 @@ struct point {
 	int64_t hidden, rows;
 	double ms, bytes, tbs, frac;
 	int sets;
-	char approach[16];
+	char approach[24]; /* "tuned+multiwave" */
 };
 
 /*
- * The kernel family the plan runs: the description's "approach:" line, with "auto:" in front when
- * the planner chose it (auto+ws); "cpu" on the host.
+ * The kernel family the plan runs: the description's "approach:" line, with "auto+" in front when
+ * the planner chose it (auto+ws) or "tuned+" when autotune measured or cached it; "cpu" on the host.
  */
 static void plan_approach(const struct wsn_plan *plan, enum wsn_approach asked, int host, char *out, size_t len)
 {
 	char desc[4096], word[16] = "";
-	const char *a;
+	const char *a, *t;
+	int tuned = 0;
 
 	if (host) {
 		snprintf(out, len, "cpu");
 		return;
 	}
 	if (wsn_plan_describe(plan, desc, sizeof(desc)) >= 0 && (a = strstr(desc, "approach:")) &&
-	    sscanf(a + 9, " %15[a-z]", word) == 1 && asked == WSN_APPROACH_AUTO)
-		snprintf(out, len, "auto+%s", word);
-	else
+	    sscanf(a + 9, " %15[a-z]", word) == 1 && asked == WSN_APPROACH_AUTO) {
+		if ((t = strstr(desc, "\nautotune:"))) {
+			t += strlen("\nautotune:");
+			tuned = strncmp(t + strspn(t, " "), "ignored", 7) != 0;
+		}
+		snprintf(out, len, "%s+%s", tuned ? "tuned" : "auto", word);
+	} else {
 		snprintf(out, len, "%s", word[0] ? word : wsn_approach_name(asked));
+	}
 }
 
 static int bench_point(const struct bench_opts *o, struct timer *t, const struct wsn_device_info *di,
@@ -216,6 +225,7 @@ static int bench_point(const struct bench_opts *o, struct timer *t, const struct
 	}
 	wsn_plan_options_init(&po, pt->op);
 	po.approach = o->approach;
+	po.autotune = o->autotune;
 	po.block_threads = o->force[0];
 	po.groups = o->force[1];
 	po.unroll = o->force[2];
@@ -335,7 +345,7 @@ int cmd_bench(int argc, char **argv)
 		{ "rows", required_argument, NULL, 'r' },    { "iters", required_argument, NULL, 'i' },
 		{ "warmup", required_argument, NULL, 'w' },  { "approach", required_argument, NULL, 'a' },
 		{ "copy-size", required_argument, NULL, 'c' }, { "json", no_argument, NULL, 'j' },
-		{ "h2d", no_argument, NULL, 'T' },
+		{ "h2d", no_argument, NULL, 'T' },            { "autotune", no_argument, NULL, 'A' },
 		{ "block-threads", required_argument, NULL, 'x' }, { "groups", required_argument, NULL, 'y' },
 		{ "unroll", required_argument, NULL, 'u' },  { "stages", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },          { NULL, 0, NULL, 0 },
@@ -406,6 +416,7 @@ int cmd_bench(int argc, char **argv)
 			break;
 		case 'j': o.json = 1; break;
 		case 'T': o.h2d = 1; break;
+		case 'A': o.autotune = 1; break;
 		case 'h': usage(stdout); return EXIT_PASS;
 		case ':': return cli_usage_error("bench", "option '%s' needs a value", argv[optind - 1]);
 		default: return cli_usage_error("bench", "unknown option '%s'", argv[optind - 1]);

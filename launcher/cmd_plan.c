@@ -46,6 +46,8 @@ static void usage(FILE *f, const char *cmd)
 		       "H100 (or B200-like device with --arch sm_100a) and needs no GPU.",
 		CLI_DEFAULT_BENCH_ROWS, (double)WSN_DEFAULT_EPS,
 		emit ? "" : "  --device SPEC      plan on a real device (cpu, cuda:N)\n"
+			    "  --autotune         with --device: time multiwave and ws on the GPU once and cache the\n"
+			    "                     winner (auto approach, nothing forced; see FILES in wsnorm(1))\n"
 			    "  --json             machine-readable output\n");
 }
 
@@ -60,7 +62,7 @@ static int parse(int argc, char **argv, const char *cmd, struct shape_opts *o)
 		{ "eps", required_argument, NULL, 'e' },       { "no-weight", no_argument, NULL, 'W' },
 		{ "no-bias", no_argument, NULL, 'B' },         { "device", required_argument, NULL, 'D' },
 		{ "json", no_argument, NULL, 'j' },            { "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		{ "autotune", no_argument, NULL, 'T' },        { NULL, 0, NULL, 0 },
 	};
 	int emit = !strcmp(cmd, "emit"), c, nb = -1, have_eps = 0;
 	float eps = WSN_DEFAULT_EPS;
@@ -123,6 +125,11 @@ static int parse(int argc, char **argv, const char *cmd, struct shape_opts *o)
 				return cli_usage_error(cmd, "unknown option '--json'");
 			o->json = 1;
 			break;
+		case 'T':
+			if (emit)
+				return cli_usage_error(cmd, "unknown option '--autotune'");
+			o->po.autotune = 1;
+			break;
 		case 'h': usage(stdout, cmd); return -1;
 		case ':': return cli_usage_error(cmd, "option '%s' needs a value", argv[optind - 1]);
 		default: return cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
@@ -134,6 +141,8 @@ static int parse(int argc, char **argv, const char *cmd, struct shape_opts *o)
 		return cli_usage_error(cmd, "--op is required");
 	if (!o->hidden)
 		return cli_usage_error(cmd, "--hidden is required");
+	if (o->po.autotune && !o->device)
+		return cli_usage_error(cmd, "--autotune times kernels on a real GPU: give --device (e.g. --device cuda:0)");
 	{
 		struct wsn_plan_options d;
 		wsn_plan_options_init(&d, o->op);

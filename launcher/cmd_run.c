@@ -65,6 +65,8 @@ static void usage(FILE *f)
 		"  --devices LIST    one pipeline per device: all, or a comma-separated list of GPU numbers\n"
 		"                    and specs (e.g. 0,1 or cpu,cpu)\n"
 		"  --approach A      GPU kernel family: auto, multiwave or ws (default auto)\n"
+		"  --autotune        with approach auto: time multiwave and ws on each GPU once and cache\n"
+		"                    the winner (see FILES in wsnorm(1)); nothing to tune on the CPU\n"
 		"  --threads N       CPU threads (default: all)\n"
 		"Pipeline:\n"
 		"  --ring N          pinned buffers per device (default %d, at most %d)\n"
@@ -718,6 +720,20 @@ static void verify_text(const struct run_opts *o, const struct pl_devres *r, int
 		printf("           first mismatch: %s\n", r->first_mismatch);
 }
 
+/* The plan's autotune line (cache hit, measured, ignored), when the plan has one. */
+static void autotune_text(const struct pl_devres *r, int name_device)
+{
+	const char *a = strstr(r->plan, "\nautotune:");
+	int n;
+
+	if (!a)
+		return;
+	a += strlen("\nautotune:");
+	a += strspn(a, " ");
+	n = (int)strcspn(a, "\n");
+	printf("  autotune %.*s%s%s\n", n, a, name_device ? " on " : "", name_device ? r->spec : "");
+}
+
 static void report_text(const struct run_opts *o, const struct pl_run *run, const struct summary *sm)
 {
 	const struct pl_dataset *ds = sm->ds;
@@ -736,6 +752,9 @@ static void report_text(const struct run_opts *o, const struct pl_run *run, cons
 	       o->cfg.kernel_loops, sm->wall, sm->e2e_rows_s, sm->interrupted_by ? " (interrupted)" : "");
 	if (cli_verbose > 0 && r0->plan[0])
 		printf("%s", r0->plan);
+	else if (o->cfg.autotune)
+		for (int i = 0; i < run->ndev; i++)
+			autotune_text(&run->res[i], run->ndev > 1);
 	for (int i = 0; run->ndev > 1 && i < run->ndev; i++) {
 		const struct pl_devres *r = &run->res[i];
 		double rates[ST_N];
@@ -1009,7 +1028,7 @@ enum {
 	OPT_VERIFY_ROWS, OPT_NO_VERIFY, OPT_VERIFY_EVERY, OPT_QD, OPT_BS, OPT_DIRECT, OPT_SQPOLL, OPT_APPROACH,
 	OPT_SHAPE, OPT_EPS, OPT_DEMO, OPT_INJECT_MISMATCH, OPT_INJECT_FAULT, OPT_RING, OPT_BATCH_ROWS,
 	OPT_ITERATIONS, OPT_DURATION, OPT_KERNEL_LOOPS, OPT_MIN_READ, OPT_MIN_H2D, OPT_MIN_KFRAC, OPT_COPY_SIZE,
-	OPT_STANDALONE, OPT_READ_ONLY,
+	OPT_STANDALONE, OPT_READ_ONLY, OPT_AUTOTUNE,
 };
 
 static int parse_threshold(const char *opt, const char *arg, double *out)
@@ -1041,6 +1060,7 @@ int cmd_run(int argc, char **argv)
 		{ "direct", required_argument, NULL, OPT_DIRECT },
 		{ "sqpoll", no_argument, NULL, OPT_SQPOLL },
 		{ "approach", required_argument, NULL, OPT_APPROACH },
+		{ "autotune", no_argument, NULL, OPT_AUTOTUNE },
 		{ "shape", required_argument, NULL, OPT_SHAPE },
 		{ "eps", required_argument, NULL, OPT_EPS },
 		{ "demo", no_argument, NULL, OPT_DEMO },
@@ -1131,6 +1151,7 @@ int cmd_run(int argc, char **argv)
 			if (wsn_approach_parse(optarg, &o.cfg.approach) < 0)
 				return cli_usage_error("run", "%s", wsn_last_error());
 			break;
+		case OPT_AUTOTUNE: o.cfg.autotune = 1; break;
 		case OPT_SHAPE: {
 			char *xp = strchr(optarg, 'x');
 			if (!xp)

@@ -1635,6 +1635,7 @@ static void *device_main(void *arg)
 		po.has_weight = sh->has_weight;
 		po.has_bias = sh->has_bias;
 		po.approach = cfg->approach;
+		po.autotune = cfg->autotune;
 		po.threads = cfg->threads;
 		if ((err = wsn_plan_create(d->dev, sh->op, cfg->batch_rows, sh->hidden, sh->dt, &po, &d->plan)) < 0) {
 			errf(msg, sizeof(msg), err, "run: cannot plan %s %s hidden %lld, %lld rows on %s (%s)",

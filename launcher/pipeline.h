@@ -59,6 +59,7 @@ struct pl_config {
 	double duration;          /* seconds; 0: none */
 	struct wsn_reader_options rd;
 	enum wsn_approach approach;
+	int autotune;             /* plans time the GPU kernel families once and cache the winner */
 	int threads;
 	uint64_t copy_bytes;      /* copy-roofline buffer; 0: the device's default */
 	int standalone;           /* measure each stage alone before the pipeline */

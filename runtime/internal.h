@@ -124,13 +124,20 @@ struct wsn__tune_id {
 };
 struct wsn__tune_entry {
 	enum wsn_approach approach; /* the winner: multiwave or ws */
-	double ws_us, multiwave_us; /* measured times (0: not measured) */
+	double ws_us, multiwave_us; /* microseconds per launch (0: not measured) */
+	int64_t rows;               /* rows the launches were timed on (0: nothing was timed) */
 };
 /* The file name of an id (letters, digits, '.', '_', '-'). 0 or WSN_ERANGE. */
 int wsn__tune_key(const struct wsn__tune_id *id, char *buf, size_t len);
-/* 0 with *out filled on a hit; WSN_ENOENT on a miss or a malformed entry. */
+/* The entry's full path (see tunecache.c for the directory). 0, WSN_ENOENT (no cache directory) or WSN_ERANGE. */
+int wsn__tune_path(const struct wsn__tune_id *id, char *buf, size_t len);
+/*
+ * 0 with *out filled on a hit. A miss: WSN_ENOENT (no entry, or no cache directory), WSN_EFORMAT (an
+ * entry that is not a whole version-2 line: a version-1 entry, a torn or garbage file; to be
+ * rewritten) or WSN_ERANGE (the path is too long).
+ */
 int wsn__tune_lookup(const struct wsn__tune_id *id, struct wsn__tune_entry *out);
-/* Write an entry atomically (temporary file + rename). 0 or an error naming the path. */
+/* Write an entry atomically (temporary file + rename). 0, WSN_EINVAL (not an entry) or an error naming the path. */
 int wsn__tune_store(const struct wsn__tune_id *id, const struct wsn__tune_entry *e);
 
 /* ---- dtype helpers (runtime/dtype.c), inline for the CPU kernels ---- */

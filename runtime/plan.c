@@ -71,6 +71,7 @@ WSN_API void wsn_plan_options_init(struct wsn_plan_options *o, enum wsn_op op)
 	o->has_weight = 1;
 	o->has_bias = is_layernorm(op);
 	o->approach = WSN_APPROACH_AUTO;
+	o->autotune = 0;
 }
 
 WSN_API int64_t wsn_op_min_bytes(enum wsn_op op, int64_t rows, int64_t hidden, enum wsn_dtype dt,

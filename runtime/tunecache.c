@@ -14,13 +14,14 @@
  * Layout: $XDG_CACHE_HOME/wsnorm/tune/<key>, else $HOME/.cache/wsnorm/tune/<key>, with <key> the
  * GPU name, compute capability and SM count, the driver version, op, dtype, hidden size and the
  * affine flags, squeezed to [A-Za-z0-9._-]. Each entry is one line:
- *   wsnorm-tune 1 approach=<auto|multiwave|ws> ws_us=<f> multiwave_us=<f>
- * Writers write a temporary file in the same directory and rename it over the entry, so a reader
- * sees a whole old entry or a whole new one and concurrent writers never interleave; the last
- * rename wins. A malformed entry is a miss.
+ *   wsnorm-tune 2 approach=<multiwave|ws> ws_us=<f> multiwave_us=<f> rows=<n>
+ * (times in microseconds per launch over rows rows; 0 and rows=0 when nothing was timed). Version 1
+ * entries had no rows= and are misses. Writers write a temporary file in the same directory and
+ * rename it over the entry, so a reader sees a whole old entry or a whole new one and concurrent
+ * writers never interleave; the last rename wins. A malformed entry is a miss.
  */
 
-#define TUNE_MAGIC "wsnorm-tune 1"
+#define TUNE_MAGIC "wsnorm-tune 2"
 
 static int cache_dir(char *buf, size_t len)
 {
@@ -74,24 +75,41 @@ static int entry_path(const struct wsn__tune_id *id, char *dir, size_t dlen, cha
 	return 0;
 }
 
+int wsn__tune_path(const struct wsn__tune_id *id, char *buf, size_t len)
+{
+	char dir[4096];
+
+	return entry_path(id, dir, sizeof(dir), buf, len);
+}
+
+static int time_ok(double us)
+{
+	return us >= 0 && us < 1e12; /* also false for NaN */
+}
+
 int wsn__tune_lookup(const struct wsn__tune_id *id, struct wsn__tune_entry *out)
 {
 	char dir[4096], path[4608], line[256], appr[32];
+	long long rows = -1;
 	FILE *f;
 	int err, n;
 
+	memset(out, 0, sizeof(*out));
 	if ((err = entry_path(id, dir, sizeof(dir), path, sizeof(path))) < 0)
 		return err;
 	if (!(f = fopen(path, "r")))
 		return wsn__error(WSN_ENOENT, "autotune cache: no entry %s", path);
 	n = fgets(line, sizeof(line), f) != NULL;
 	fclose(f);
-	memset(out, 0, sizeof(*out));
 	if (!n || strncmp(line, TUNE_MAGIC " ", sizeof(TUNE_MAGIC)) ||
-	    sscanf(line + sizeof(TUNE_MAGIC), "approach=%31s ws_us=%lf multiwave_us=%lf", appr, &out->ws_us,
-		   &out->multiwave_us) != 3 ||
-	    wsn_approach_parse(appr, &out->approach) < 0 || out->approach == WSN_APPROACH_AUTO)
-		return wsn__error(WSN_ENOENT, "autotune cache: malformed entry %s (ignored)", path);
+	    sscanf(line + sizeof(TUNE_MAGIC), "approach=%31s ws_us=%lf multiwave_us=%lf rows=%lld", appr, &out->ws_us,
+		   &out->multiwave_us, &rows) != 4 ||
+	    wsn_approach_parse(appr, &out->approach) < 0 || out->approach == WSN_APPROACH_AUTO ||
+	    !time_ok(out->ws_us) || !time_ok(out->multiwave_us) || rows < 0) {
+		memset(out, 0, sizeof(*out));
+		return wsn__error(WSN_EFORMAT, "autotune cache: malformed entry %s (ignored)", path);
+	}
+	out->rows = (int64_t)rows;
 	return 0;
 }
 
@@ -120,6 +138,12 @@ int wsn__tune_store(const struct wsn__tune_id *id, const struct wsn__tune_entry 
 	int err, fd, n;
 	char line[256];
 
+	if (e->approach != WSN_APPROACH_MULTIWAVE && e->approach != WSN_APPROACH_WS)
+		return wsn__error(WSN_EINVAL, "autotune cache: an entry names multiwave or ws, not %s",
+				  wsn_approach_name(e->approach) ? wsn_approach_name(e->approach) : "an invalid approach");
+	if (!time_ok(e->ws_us) || !time_ok(e->multiwave_us) || e->rows < 0)
+		return wsn__error(WSN_EINVAL, "autotune cache: times %g and %g us over %lld rows are not an entry", e->ws_us,
+				  e->multiwave_us, (long long)e->rows);
 	if ((err = entry_path(id, dir, sizeof(dir), path, sizeof(path))) < 0)
 		return err;
 	if ((err = make_dirs(dir)) < 0)
@@ -128,10 +152,16 @@ int wsn__tune_store(const struct wsn__tune_id *id, const struct wsn__tune_entry 
 		return wsn__error(WSN_ERANGE, "autotune cache: path too long");
 	if ((fd = mkstemp(tmp)) < 0)
 		return wsn__error(-errno, "autotune cache: cannot create a file in %s: %s", dir, strerror(errno));
-	n = snprintf(line, sizeof(line), TUNE_MAGIC " approach=%s ws_us=%.3f multiwave_us=%.3f\n",
-		     wsn_approach_name(e->approach), e->ws_us, e->multiwave_us);
-	if (write(fd, line, (size_t)n) != n || fchmod(fd, 0644) < 0 || close(fd) < 0) {
-		err = wsn__error(WSN_EIO, "autotune cache: cannot write %s", tmp);
+	n = snprintf(line, sizeof(line), TUNE_MAGIC " approach=%s ws_us=%.3f multiwave_us=%.3f rows=%lld\n",
+		     wsn_approach_name(e->approach), e->ws_us, e->multiwave_us, (long long)e->rows);
+	if (write(fd, line, (size_t)n) != n || fchmod(fd, 0644) < 0) {
+		err = wsn__error(WSN_EIO, "autotune cache: cannot write %s: %s", tmp, strerror(errno));
+		close(fd);
+		unlink(tmp);
+		return err;
+	}
+	if (close(fd) < 0) {
+		err = wsn__error(WSN_EIO, "autotune cache: cannot write %s: %s", tmp, strerror(errno));
 		unlink(tmp);
 		return err;
 	}

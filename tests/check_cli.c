@@ -62,7 +62,7 @@ END_TEST
 START_TEST(test_usage_errors)
 {
 	static const struct {
-		const char *args[6];
+		const char *args[8];
 		const char *golden;
 	} cases[] = {
 		{ { NULL }, "err-no-command.txt" },
@@ -76,10 +76,11 @@ START_TEST(test_usage_errors)
 		{ { "emit", "--op", "rmsnorm-fwd", NULL }, "err-emit-hidden.txt" },
 		{ { "bench", "--hidden", "1024,abc", NULL }, "err-bench-hidden.txt" },
 		{ { "bench", "--groups", "0", NULL }, "err-bench-groups.txt" },
+		{ { "plan", "--op", "rmsnorm-fwd", "--hidden", "4096", "--autotune", NULL }, "err-plan-autotune.txt" },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		char *argv[8] = { (char *)tu_wsnorm_bin() };
+		char *argv[10] = { (char *)tu_wsnorm_bin() };
 		struct tu_proc p;
 		int n = 1;
 
@@ -352,6 +353,120 @@ START_TEST(test_plan_emit_cpu)
 }
 END_TEST
 
+/* The same bytes in two files. */
+static int same_file(const char *a, const char *b)
+{
+	FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+	int ca, cb, same = fa && fb;
+
+	while (same && (ca = getc(fa)) == (cb = getc(fb)) && ca != EOF)
+		;
+	if (same)
+		same = ca == cb;
+	if (fa)
+		fclose(fa);
+	if (fb)
+		fclose(fb);
+	return same;
+}
+
+/*
+ * --autotune on the CPU: accepted by run, bench and plan, nothing cached, and the same outputs and
+ * exit status as without it (also when a mismatch is injected).
+ */
+START_TEST(test_autotune_cpu)
+{
+	static const char *ops[] = { "layernorm-fwd", "rmsnorm-bwd" };
+	char *dir = tu_tmpdir(), *cache = path_in(dir, "cache"), *in = path_in(dir, "in.safetensors");
+	char *out[2] = { path_in(dir, "out0.safetensors"), path_in(dir, "out1.safetensors") };
+	struct tu_proc p;
+	struct stat st;
+
+	ck_assert_int_eq(mkdir(cache, 0777), 0);
+	setenv("XDG_CACHE_HOME", cache, 1);
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		json_t *j[2];
+
+		RUN(&p, "gen", "--op", (char *)ops[i], "--dtype", "bf16", "--rows", "300", "--hidden", "257", "--out", in);
+		ck_assert_msg(p.status == 0, "gen %s: %s", ops[i], p.err);
+		tu_proc_free(&p);
+		for (int k = 0; k < 2; k++) {
+			json_error_t je;
+
+			if (k)
+				RUN(&p, "-q", "run", "--input", in, "--device", "cpu", "--json", "--output", out[k], "--autotune");
+			else
+				RUN(&p, "-q", "run", "--input", in, "--device", "cpu", "--json", "--output", out[k]);
+			ck_assert_msg(p.status == 0, "run %s%s: exit %d: %s", ops[i], k ? " --autotune" : "", p.status, p.err);
+			j[k] = json_loads(p.out, 0, &je);
+			ck_assert_msg(j[k] != NULL, "run --json is not JSON: %s\n%s", je.text, p.out);
+			tu_proc_free(&p);
+		}
+		ck_assert_str_eq(json_string_value(json_object_get(j[1], "result")),
+				 json_string_value(json_object_get(j[0], "result")));
+		ck_assert_int_eq(json_integer_value(json_object_get(j[1], "rows")),
+				 json_integer_value(json_object_get(j[0], "rows")));
+		ck_assert(json_is_true(json_object_get(json_object_get(j[1], "verify"), "pass")));
+		ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(j[1], "plan")), "nothing to tune on the CPU"));
+		ck_assert_msg(same_file(out[0], out[1]), "%s: outputs with and without --autotune differ", ops[i]);
+		json_decref(j[0]);
+		json_decref(j[1]);
+	}
+	/* the text report names it; a mismatch is still a mismatch */
+	RUN(&p, "run", "--input", in, "--device", "cpu", "--autotune");
+	ck_assert_int_eq(p.status, 0);
+	ck_assert_ptr_nonnull(strstr(p.out, "  autotune nothing to tune on the CPU"));
+	tu_proc_free(&p);
+	RUN(&p, "run", "--input", in, "--device", "cpu", "--autotune", "--inject-mismatch");
+	ck_assert_int_eq(p.status, 1);
+	tu_proc_free(&p);
+	RUN(&p, "bench", "--device", "cpu", "--op", "rmsnorm-fwd", "--hidden", "256", "--rows", "64", "--iters", "2",
+	    "--copy-size", "1M", "--json", "--autotune");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	{
+		json_error_t je;
+		json_t *j = json_loads(p.out, 0, &je), *r;
+		ck_assert_msg(j != NULL, "bench --json: %s", je.text);
+		r = json_array_get(json_object_get(j, "results"), 0);
+		ck_assert(json_real_value(json_object_get(r, "tbs")) > 0);
+		ck_assert_str_eq(json_string_value(json_object_get(r, "approach")), "cpu");
+		json_decref(j);
+	}
+	tu_proc_free(&p);
+	RUN(&p, "plan", "--op", "layernorm-bwd", "--hidden", "4096", "--device", "cpu", "--autotune");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	ck_assert_ptr_nonnull(strstr(p.out, "autotune:      nothing to tune on the CPU (one kernel family)\n"));
+	tu_proc_free(&p);
+	RUN(&p, "emit", "--op", "layernorm-bwd", "--hidden", "4096", "--autotune");
+	ck_assert_int_eq(p.status, 2);
+	ck_assert_ptr_nonnull(strstr(p.err, "unknown option '--autotune'"));
+	tu_proc_free(&p);
+	/* help names the option */
+	RUN(&p, "run", "--help");
+	ck_assert_ptr_nonnull(strstr(p.out, "--autotune"));
+	tu_proc_free(&p);
+	RUN(&p, "bench", "--help");
+	ck_assert_ptr_nonnull(strstr(p.out, "--autotune"));
+	tu_proc_free(&p);
+	RUN(&p, "plan", "--help");
+	ck_assert_ptr_nonnull(strstr(p.out, "--autotune"));
+	tu_proc_free(&p);
+	/* the CPU has nothing to time: nothing was cached */
+	{
+		char *sub = path_in(cache, "wsnorm");
+		ck_assert_int_ne(stat(sub, &st), 0);
+		free(sub);
+	}
+	unsetenv("XDG_CACHE_HOME");
+	tu_rmtree(dir);
+	free(cache);
+	free(in);
+	free(out[0]);
+	free(out[1]);
+	free(dir);
+}
+END_TEST
+
 Suite *suite_cli(void)
 {
 	Suite *s = suite_create("cli");
@@ -370,6 +485,7 @@ Suite *suite_cli(void)
 	tcase_add_test(tc, test_raw_input);
 	tcase_add_test(tc, test_demo);
 	tcase_add_test(tc, test_plan_emit_cpu);
+	tcase_add_test(tc, test_autotune_cpu);
 	suite_add_tcase(s, tc);
 	return s;
 }

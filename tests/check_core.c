@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -223,6 +224,79 @@ START_TEST(test_plan_argument_errors)
 }
 END_TEST
 
+/* The defaults: autotune off; on the CPU autotune is accepted, described, and changes nothing. */
+START_TEST(test_plan_options_autotune)
+{
+	enum { R = 37, H = 200 };
+	struct wsn_plan_options o;
+	struct wsn_device *dev;
+	char *dir = tu_tmpdir(), desc[4096];
+	float *x = tu_xmalloc(R * H * 4), *w = tu_xmalloc(H * 4), *b = tu_xmalloc(H * 4);
+	float *y[2] = { tu_xmalloc(R * H * 4), tu_xmalloc(R * H * 4) }, mean[2][R], rstd[2][R];
+	struct wsn_tensor t;
+
+	for (int op = 0; op < WSN_OP_COUNT; op++) {
+		memset(&o, 0x5a, sizeof(o));
+		wsn_plan_options_init(&o, (enum wsn_op)op);
+		ck_assert_int_eq(o.autotune, 0);
+		ck_assert_int_eq(o.approach, WSN_APPROACH_AUTO);
+		ck_assert(!o.block_threads && !o.groups && !o.unroll && !o.stages && !o.arch && !o.threads);
+	}
+	setenv("XDG_CACHE_HOME", dir, 1);
+	ck_assert_int_eq(wsn_device_open("cpu", &dev), 0);
+	wsn_tensor_2d(&t, x, WSN_F32, WSN_MEM_HOST, R, H);
+	wsn_tensor_fill_random(&t, tu_case_seed("autotune-cpu-x"), 0.5f, 1.0f);
+	wsn_tensor_1d(&t, w, WSN_F32, WSN_MEM_HOST, H);
+	wsn_tensor_fill_random(&t, tu_case_seed("autotune-cpu-w"), 1.0f, 0.25f);
+	wsn_tensor_1d(&t, b, WSN_F32, WSN_MEM_HOST, H);
+	wsn_tensor_fill_random(&t, tu_case_seed("autotune-cpu-b"), 0.0f, 0.25f);
+	for (int k = 0; k < 2; k++) {
+		struct wsn_plan *plan;
+		struct wsn_args a;
+
+		wsn_plan_options_init(&o, WSN_LAYERNORM_FWD);
+		o.autotune = k;
+		ck_assert_int_eq(wsn_plan_create(dev, WSN_LAYERNORM_FWD, R, H, WSN_F32, &o, &plan), 0);
+		ck_assert_int_gt(wsn_plan_describe(plan, desc, sizeof(desc)), 0);
+		if (k)
+			ck_assert_ptr_nonnull(strstr(desc, "\nautotune:      nothing to tune on the CPU"));
+		else
+			ck_assert_ptr_null(strstr(desc, "autotune"));
+		memset(&a, 0, sizeof(a));
+		wsn_tensor_2d(&a.x, x, WSN_F32, WSN_MEM_HOST, R, H);
+		wsn_tensor_1d(&a.weight, w, WSN_F32, WSN_MEM_HOST, H);
+		wsn_tensor_1d(&a.bias, b, WSN_F32, WSN_MEM_HOST, H);
+		wsn_tensor_2d(&a.y, y[k], WSN_F32, WSN_MEM_HOST, R, H);
+		wsn_tensor_1d(&a.mean, mean[k], WSN_F32, WSN_MEM_HOST, R);
+		wsn_tensor_1d(&a.rstd, rstd[k], WSN_F32, WSN_MEM_HOST, R);
+		wsn_tensor_fill_nan(&a.y);
+		wsn_tensor_fill_nan(&a.mean);
+		wsn_tensor_fill_nan(&a.rstd);
+		ck_assert_int_eq(wsn_plan_execute(plan, &a, NULL), 0);
+		wsn_plan_destroy(plan);
+	}
+	ck_assert(!memcmp(y[0], y[1], R * H * 4) && !memcmp(mean[0], mean[1], sizeof(mean[0])) &&
+		  !memcmp(rstd[0], rstd[1], sizeof(rstd[0])));
+	ck_assert(!isnan(y[1][R * H - 1]));
+	/* nothing was cached */
+	{
+		char sub[4096];
+		struct stat st;
+		snprintf(sub, sizeof(sub), "%s/wsnorm", dir);
+		ck_assert_int_ne(stat(sub, &st), 0);
+	}
+	wsn_device_close(dev);
+	unsetenv("XDG_CACHE_HOME");
+	tu_rmtree(dir);
+	free(dir);
+	free(x);
+	free(w);
+	free(b);
+	free(y[0]);
+	free(y[1]);
+}
+END_TEST
+
 static struct wsn__tune_id tune_id(int64_t hidden)
 {
 	struct wsn__tune_id id;
@@ -238,7 +312,7 @@ START_TEST(test_tune_cache_roundtrip)
 {
 	char *dir = tu_tmpdir(), key[256];
 	struct wsn__tune_id id = tune_id(4096);
-	struct wsn__tune_entry e = { WSN_APPROACH_WS, 101.5, 130.25 }, got;
+	struct wsn__tune_entry e = { WSN_APPROACH_WS, 101.5, 130.25, 16384 }, got;
 
 	setenv("XDG_CACHE_HOME", dir, 1);
 	ck_assert_int_eq(wsn__tune_key(&id, key, sizeof(key)), 0);
@@ -248,24 +322,76 @@ START_TEST(test_tune_cache_roundtrip)
 	ck_assert_int_eq(wsn__tune_store(&id, &e), 0);
 	ck_assert_int_eq(wsn__tune_lookup(&id, &got), 0);
 	ck_assert_int_eq(got.approach, WSN_APPROACH_WS);
-	ck_assert(got.ws_us == 101.5 && got.multiwave_us == 130.25);
+	ck_assert(got.ws_us == 101.5 && got.multiwave_us == 130.25 && got.rows == 16384);
+	{ /* the path names the key under $XDG_CACHE_HOME/wsnorm/tune */
+		char path[4096], want[4096];
+		snprintf(want, sizeof(want), "%s/wsnorm/tune/%s", dir, key);
+		ck_assert_int_eq(wsn__tune_path(&id, path, sizeof(path)), 0);
+		ck_assert_str_eq(path, want);
+	}
+	/* not entries: nothing is written */
+	e.approach = WSN_APPROACH_AUTO;
+	ck_assert_int_eq(wsn__tune_store(&id, &e), WSN_EINVAL);
+	e.approach = WSN_APPROACH_MULTIWAVE;
+	e.rows = -1;
+	ck_assert_int_eq(wsn__tune_store(&id, &e), WSN_EINVAL);
+	ck_assert_int_eq(wsn__tune_lookup(&id, &got), 0);
+	ck_assert_int_eq(got.approach, WSN_APPROACH_WS);
+	/* one candidate: nothing timed, rows 0 */
+	e.rows = 0;
+	e.ws_us = e.multiwave_us = 0;
+	ck_assert_int_eq(wsn__tune_store(&id, &e), 0);
+	ck_assert_int_eq(wsn__tune_lookup(&id, &got), 0);
+	ck_assert(got.approach == WSN_APPROACH_MULTIWAVE && got.rows == 0 && got.ws_us == 0);
 	/* another hidden size, driver or GPU is another entry */
 	id.hidden = 8192;
 	ck_assert_int_eq(wsn__tune_lookup(&id, &got), WSN_ENOENT);
 	id = tune_id(4096);
 	id.driver = 12080;
 	ck_assert_int_eq(wsn__tune_lookup(&id, &got), WSN_ENOENT);
-	/* a malformed entry is a miss, not a crash */
+	/* a malformed entry is a miss (WSN_EFORMAT), not a crash; so is a version-1 entry (no rows) */
 	{
+		static const char *const bad[] = {
+			"wsnorm-tune 1 approach=fastest ws_us=x\n",
+			"wsnorm-tune 1 approach=ws ws_us=10.000 multiwave_us=12.000\n",
+			"wsnorm-tune 1 approach=ws ws_us=10.000 multiwave_us=12.000 rows=4096\n",
+			"wsnorm-tune 2 approach=ws ws_us=10.000 multiwave_us=12.000\n",
+			"wsnorm-tune 2 approach=auto ws_us=10.000 multiwave_us=12.000 rows=4096\n",
+			"wsnorm-tune 2 approach=ws ws_us=nan multiwave_us=12.000 rows=4096\n",
+			"wsnorm-tune 2 approach=ws ws_us=10.000 multiwave_us=-1 rows=4096\n",
+			"wsnorm-tune 2 approach=ws ws_us=10.000 multiwave_us=12.000 rows=-5\n",
+			"\x7f\x45\x4c\x46 garbage",
+			"",
+		};
 		char path[4096];
 		id = tune_id(4096);
-		wsn__tune_key(&id, key, sizeof(key));
-		snprintf(path, sizeof(path), "%s/wsnorm/tune/%s", dir, key);
-		tu_write_file(path, "wsnorm-tune 1 approach=fastest ws_us=x\n", 38);
-		ck_assert_int_eq(wsn__tune_lookup(&id, &got), WSN_ENOENT);
-		ck_assert_ptr_nonnull(strstr(wsn_last_error(), "malformed"));
+		ck_assert_int_eq(wsn__tune_path(&id, path, sizeof(path)), 0);
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			tu_write_file(path, bad[i], strlen(bad[i]));
+			ck_assert_msg(wsn__tune_lookup(&id, &got) == WSN_EFORMAT, "entry %zu '%s' is not a miss", i, bad[i]);
+			ck_assert_ptr_nonnull(strstr(wsn_last_error(), "malformed"));
+			ck_assert_ptr_nonnull(strstr(wsn_last_error(), path));
+		}
+		/* and a store replaces it */
+		e = (struct wsn__tune_entry){ WSN_APPROACH_WS, 10, 12, 4096 };
+		ck_assert_int_eq(wsn__tune_store(&id, &e), 0);
+		ck_assert_int_eq(wsn__tune_lookup(&id, &got), 0);
+		ck_assert(got.approach == WSN_APPROACH_WS && got.rows == 4096);
 	}
+	/* no usable cache directory: a miss, and a store that says why */
 	unsetenv("XDG_CACHE_HOME");
+	{
+		char *home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+		setenv("HOME", "relative/home", 1);
+		ck_assert_int_eq(wsn__tune_lookup(&id, &got), WSN_ENOENT);
+		ck_assert_int_eq(wsn__tune_store(&id, &e), WSN_ENOENT);
+		ck_assert_ptr_nonnull(strstr(wsn_last_error(), "XDG_CACHE_HOME"));
+		if (home)
+			setenv("HOME", home, 1);
+		else
+			unsetenv("HOME");
+		free(home);
+	}
 	tu_rmtree(dir);
 	free(dir);
 }
@@ -286,7 +412,8 @@ START_TEST(test_tune_cache_concurrent)
 		kids[k] = fork();
 		ck_assert(kids[k] >= 0);
 		if (kids[k] == 0) {
-			struct wsn__tune_entry e = { k % 2 ? WSN_APPROACH_WS : WSN_APPROACH_MULTIWAVE, 100 + k, 200 + k };
+			struct wsn__tune_entry e = { k % 2 ? WSN_APPROACH_WS : WSN_APPROACH_MULTIWAVE, 100 + k, 200 + k,
+						     1000 + k };
 			for (int i = 0; i < 200; i++)
 				if (wsn__tune_store(&id, &e) < 0)
 					_exit(1);
@@ -300,9 +427,11 @@ START_TEST(test_tune_cache_concurrent)
 			hits++;
 			ck_assert(got.ws_us >= 100 && got.ws_us <= 103);
 			ck_assert(got.multiwave_us == got.ws_us + 100); /* never a mix of two writers */
+			ck_assert(got.rows == (int64_t)got.ws_us + 900);
 			ck_assert(got.approach == (((int)got.ws_us - 100) % 2 ? WSN_APPROACH_WS : WSN_APPROACH_MULTIWAVE));
 		} else {
-			ck_assert_msg(!strstr(wsn_last_error(), "malformed"), "torn entry: %s", wsn_last_error());
+			ck_assert_msg(r == WSN_ENOENT && !strstr(wsn_last_error(), "malformed"), "torn entry: %s",
+				      wsn_last_error());
 		}
 	}
 	for (int k = 0; k < 4; k++) {
@@ -336,6 +465,7 @@ Suite *suite_core(void)
 	tcase_add_test(tc, test_devices);
 	tcase_add_test(tc, test_op_names);
 	tcase_add_test(tc, test_plan_argument_errors);
+	tcase_add_test(tc, test_plan_options_autotune);
 	tcase_add_test(tc, test_tune_cache_roundtrip);
 	tcase_add_test(tc, test_tune_cache_concurrent);
 	suite_add_tcase(s, tc);

@@ -15,6 +15,7 @@ int main(void)
 #include "testutil.h"
 #include "cuda/cuda_internal.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -900,6 +901,320 @@ START_TEST(test_illegal_address)
 }
 END_TEST
 
+/* ---- autotune: each case gets a fresh $XDG_CACHE_HOME ---- */
+
+static char *tune_home;
+
+static void setup_tune(void)
+{
+	tune_home = tu_tmpdir();
+	setenv("XDG_CACHE_HOME", tune_home, 1);
+	setup();
+}
+
+static void teardown_tune(void)
+{
+	teardown();
+	unsetenv("XDG_CACHE_HOME");
+	tu_rmtree(tune_home);
+	free(tune_home);
+	tune_home = NULL;
+}
+
+/*
+ * The entries under $XDG_CACHE_HOME/wsnorm/tune (no temporary file may be left); with needle, the
+ * path of the one entry whose name holds it in *path (malloc'd; NULL if none).
+ */
+static int tune_entries(const char *needle, char **path)
+{
+	char dir[4096];
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	if (path)
+		*path = NULL;
+	snprintf(dir, sizeof(dir), "%s/wsnorm/tune", tune_home);
+	if (!(d = opendir(dir)))
+		return 0;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.') {
+			ck_assert_msg(strncmp(de->d_name, ".tmp-", 5), "temporary file left: %s", de->d_name);
+			continue;
+		}
+		n++;
+		if (needle && path && strstr(de->d_name, needle)) {
+			ck_assert_msg(*path == NULL, "two entries hold '%s'", needle);
+			ck_assert(asprintf(path, "%s/%s", dir, de->d_name) > 0);
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+/* The first line of a file, malloc'd ("" when empty). */
+static char *first_line(const char *path)
+{
+	char *line = xcalloc(512);
+	FILE *f = fopen(path, "r");
+
+	ck_assert_msg(f != NULL, "cannot open %s", path);
+	if (!fgets(line, 512, f))
+		line[0] = '\0';
+	fclose(f);
+	return line;
+}
+
+/* The plan's description, malloc'd. */
+static char *describe(const struct wsn_plan *p)
+{
+	int n = wsn_plan_describe(p, NULL, 0);
+	char *text;
+
+	ck_assert_int_gt(n, 0);
+	text = xcalloc((size_t)n + 1);
+	ck_assert_int_eq(wsn_plan_describe(p, text, (size_t)n + 1), n);
+	return text;
+}
+
+/* The kernel family of a description's "approach:" line. */
+static enum wsn_approach approach_of(const char *desc)
+{
+	const char *a = strstr(desc, "\napproach:");
+	char word[16] = "";
+
+	ck_assert_msg(a && sscanf(a + 10, " %15[a-z]", word) == 1, "no approach line in:\n%s", desc);
+	return !strcmp(word, "ws") ? WSN_APPROACH_WS : WSN_APPROACH_MULTIWAVE;
+}
+
+/* An autotune plan of op for s (options as wsn_plan_options_init, autotune on, plus po's approach and groups). */
+static struct wsn_plan *tune_plan(const struct setup *s, enum wsn_op op, const struct wsn_plan_options *po,
+				  char **desc)
+{
+	struct wsn_plan_options o;
+	struct wsn_plan *p = NULL;
+	double t0 = wsn__now();
+
+	wsn_plan_options_init(&o, op);
+	o.autotune = 1;
+	if (po) {
+		o.approach = po->approach;
+		o.groups = po->groups;
+	}
+	OK(wsn_plan_create(gpu, op, s->rows, s->hidden, s->dt, &o, &p));
+	*desc = describe(p);
+	printf("%s %s hidden=%lld rows=%lld autotune plan in %.2f s: %.*s\n", wsn_op_name(op), wsn_dtype_name(s->dt),
+	       (long long)s->hidden, (long long)s->rows, wsn__now() - t0,
+	       (int)strcspn(strstr(*desc, "autotune:") ? strstr(*desc, "autotune:") : "(no autotune line)", "\n"),
+	       strstr(*desc, "autotune:") ? strstr(*desc, "autotune:") : "(no autotune line)");
+	fflush(stdout);
+	return p;
+}
+
+/* Whether the ws planner gives a plan for op/dt/hidden/rows on this GPU (what autotune asks first). */
+static int ws_plans(enum wsn_op op, enum wsn_dtype dt, int64_t hidden, int64_t rows)
+{
+	struct wsn__cu_device *cd = gpu->ctx;
+	struct wsn__plan_params pp;
+	struct wsn__kernel_plan *kp = xcalloc(sizeof(*kp));
+	int ok;
+
+	memset(&pp, 0, sizeof(pp));
+	pp.op = op;
+	pp.dtype = dt;
+	pp.hidden = hidden;
+	pp.rows = rows;
+	wsn_plan_options_init(&pp.opts, op);
+	ok = wsn__ws_plan(&cd->props, &pp, kp) == 0;
+	free(kp);
+	return ok;
+}
+
+/*
+ * (a) The first autotune plan of each op (bf16, hidden 4096, 4096 rows) times both families and
+ * writes exactly one entry naming the approach the plan runs; its results match the CPU reference.
+ * (b) A second plan hits the cache: same approach, no new entry, the entry unchanged.
+ */
+START_TEST(test_autotune_measure_then_hit)
+{
+	static const int64_t rows[] = { 1, 1000, 4096 };
+	int64_t h = 4096, r = 4096;
+	struct inputs in;
+	struct setup s;
+	int fails = 0;
+
+	inputs_make(&in, "autotune", h, r, h, 0);
+	setup_init(&s, WSN_BF16, h, r, h, 0, 0, in.x, in.dy, in.w, in.b);
+	ck_assert_int_eq(tune_entries(NULL, NULL), 0);
+	for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
+		enum wsn_op op = ops[o];
+		struct wsn_plan *gp, *cp;
+		char *desc, *desc2, *path, *line, *line2, needle[96], want[160];
+		enum wsn_approach a;
+		double worst = 0;
+		int before = tune_entries(NULL, NULL), two = ws_plans(op, s.dt, h, r);
+
+		gp = tune_plan(&s, op, NULL, &desc);
+		a = approach_of(desc);
+		ck_assert_msg(strstr(desc, two ? "\nautotune:      measured now (no entry): ws " :
+						 "\nautotune:      one candidate (no entry): multiwave"),
+			      "%s: first autotune plan:\n%s", wsn_op_name(op), desc);
+		snprintf(needle, sizeof(needle), "_%s_bf16_h4096_", wsn_op_name(op));
+		ck_assert_int_eq(tune_entries(needle, &path), before + 1);
+		ck_assert_msg(path != NULL, "no entry holds '%s'", needle);
+		ck_assert_msg(strstr(desc, path), "the description does not name the entry %s:\n%s", path, desc);
+		line = first_line(path);
+		snprintf(want, sizeof(want), "wsnorm-tune 2 approach=%s ", wsn_approach_name(a));
+		ck_assert_msg(!strncmp(line, want, strlen(want)), "entry '%s', the plan runs %s", line,
+			      wsn_approach_name(a));
+		ck_assert_msg(!two || strstr(line, " rows=4096\n"), "entry '%s': timed on 4096 rows expected", line);
+		OK(wsn_plan_create(cpu, op, s.rows, s.hidden, s.dt, NULL, &cp));
+		for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+			fails += run_rows(&s, op, gp, cp, rows[i], &worst);
+		wsn_plan_destroy(gp);
+
+		gp = tune_plan(&s, op, NULL, &desc2);
+		ck_assert_msg(strstr(desc2, "\nautotune:      cache hit ("), "%s: second autotune plan:\n%s", wsn_op_name(op),
+			      desc2);
+		ck_assert_int_eq(approach_of(desc2), a);
+		ck_assert_int_eq(tune_entries(needle, NULL), before + 1);
+		line2 = first_line(path);
+		ck_assert_str_eq(line2, line);
+		fails += run_rows(&s, op, gp, cp, r, &worst);
+		printf("%s %s autotune %s: worst rel_l2 %.2e\n", fails ? "FAIL" : "ok", wsn_op_name(op), wsn_approach_name(a),
+		       worst);
+		wsn_plan_destroy(gp);
+		wsn_plan_destroy(cp);
+		free(desc);
+		free(desc2);
+		free(path);
+		free(line);
+		free(line2);
+	}
+	setup_free(&s);
+	inputs_free(&in);
+	ck_assert_msg(fails == 0, "%d mismatches (see FAIL lines above)", fails);
+}
+END_TEST
+
+/* (c) Garbage in the entry is a miss: measured again and rewritten as a whole entry. */
+START_TEST(test_autotune_corrupt_entry)
+{
+	static const char garbage[] = "\x01\x02 not an entry \xff\n";
+	int64_t h = 4096, r = 2048;
+	struct inputs in;
+	struct setup s;
+	struct wsn_plan *gp;
+	char *desc, *path, *line;
+
+	inputs_make(&in, "autotune-corrupt", h, r, h, 0);
+	setup_init(&s, WSN_BF16, h, r, h, 0, 0, in.x, in.dy, in.w, in.b);
+	gp = tune_plan(&s, WSN_RMSNORM_FWD, NULL, &desc);
+	wsn_plan_destroy(gp);
+	free(desc);
+	ck_assert_int_eq(tune_entries("_rmsnorm-fwd_bf16_h4096_", &path), 1);
+	ck_assert(path != NULL);
+	tu_write_file(path, garbage, sizeof(garbage) - 1);
+	gp = tune_plan(&s, WSN_RMSNORM_FWD, NULL, &desc);
+	ck_assert_msg(strstr(desc, "\nautotune:      measured now (malformed entry): ") ||
+			      strstr(desc, "\nautotune:      one candidate (malformed entry): "),
+		      "after garbage in the entry:\n%s", desc);
+	ck_assert_int_eq(tune_entries(NULL, NULL), 1);
+	line = first_line(path);
+	ck_assert_msg(!strncmp(line, "wsnorm-tune 2 approach=", 23) && strstr(line, " rows="), "rewritten entry '%s'",
+		      line);
+	ck_assert_msg(strstr(line, wsn_approach_name(approach_of(desc))), "entry '%s' does not name the plan's approach",
+		      line);
+	wsn_plan_destroy(gp);
+	free(desc);
+	free(line);
+	free(path);
+	setup_free(&s);
+	inputs_free(&in);
+}
+END_TEST
+
+/*
+ * (d) An entry naming ws for a shape ws cannot plan (LayerNorm backward, hidden 32768: over the
+ * register or shared-memory budget) is not used: the plan falls back to deciding anew (multi-wave,
+ * the one candidate) and the entry is rewritten.
+ */
+START_TEST(test_autotune_stale_ws_entry)
+{
+	static const struct { enum wsn_dtype dt; int64_t h; } shapes[] = { { WSN_BF16, 32768 }, { WSN_F32, 32768 } };
+	int64_t r = 1024;
+	struct setup s;
+	struct wsn_plan *gp;
+	char *desc, *path, *line, needle[96];
+	const char *stale = "wsnorm-tune 2 approach=ws ws_us=1.000 multiwave_us=2.000 rows=1024\n";
+	size_t i;
+
+	for (i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
+		if (!ws_plans(WSN_LAYERNORM_BWD, shapes[i].dt, shapes[i].h, r))
+			break;
+	ck_assert_msg(i < sizeof(shapes) / sizeof(shapes[0]),
+		      "the ws planner plans every LayerNorm backward shape this test knows: give it one it cannot");
+	memset(&s, 0, sizeof(s)); /* tune_plan reads the shape only */
+	s.dt = shapes[i].dt;
+	s.hidden = shapes[i].h;
+	s.rows = r;
+	snprintf(needle, sizeof(needle), "_layernorm-bwd_%s_h%lld_", wsn_dtype_name(s.dt), (long long)s.hidden);
+	gp = tune_plan(&s, WSN_LAYERNORM_BWD, NULL, &desc);
+	ck_assert_msg(strstr(desc, "\nautotune:      one candidate (no entry): multiwave, ws does not plan ("),
+		      "no ws plan:\n%s", desc);
+	wsn_plan_destroy(gp);
+	free(desc);
+	ck_assert_int_eq(tune_entries(needle, &path), 1);
+	ck_assert(path != NULL);
+	line = first_line(path);
+	ck_assert_str_eq(line, "wsnorm-tune 2 approach=multiwave ws_us=0.000 multiwave_us=0.000 rows=0\n");
+	free(line);
+	tu_write_file(path, stale, strlen(stale));
+	gp = tune_plan(&s, WSN_LAYERNORM_BWD, NULL, &desc);
+	ck_assert_msg(!strstr(desc, "cache hit"), "a ws entry for a shape ws cannot plan was used:\n%s", desc);
+	ck_assert_msg(strstr(desc, "\nautotune:      one candidate (the cached ws no longer plans): multiwave"),
+		      "stale ws entry:\n%s", desc);
+	ck_assert_int_eq(approach_of(desc), WSN_APPROACH_MULTIWAVE);
+	line = first_line(path);
+	ck_assert_str_eq(line, "wsnorm-tune 2 approach=multiwave ws_us=0.000 multiwave_us=0.000 rows=0\n");
+	wsn_plan_destroy(gp);
+	free(desc);
+	free(line);
+	free(path);
+}
+END_TEST
+
+/* (e) autotune with a forced approach or a forced parameter: the force wins, the cache is not touched. */
+START_TEST(test_autotune_forced)
+{
+	struct wsn_plan_options po[3];
+	struct setup s;
+	static const char *const want[3] = { "forced approach ws", "forced approach multiwave", "forced groups 1" };
+
+	memset(po, 0, sizeof(po));
+	po[0].approach = WSN_APPROACH_WS;
+	po[1].approach = WSN_APPROACH_MULTIWAVE;
+	po[2].approach = WSN_APPROACH_AUTO;
+	po[2].groups = 1;
+	memset(&s, 0, sizeof(s));
+	s.dt = WSN_BF16;
+	s.hidden = 4096;
+	s.rows = 4096;
+	for (int i = 0; i < 3; i++) {
+		char *desc, line[160];
+		struct wsn_plan *gp = tune_plan(&s, WSN_LAYERNORM_FWD, &po[i], &desc);
+
+		snprintf(line, sizeof(line), "\nautotune:      ignored: %s (the cache is neither read nor written)\n", want[i]);
+		ck_assert_msg(strstr(desc, line), "want '%s' in:\n%s", line + 1, desc);
+		if (i < 2)
+			ck_assert_int_eq(approach_of(desc), po[i].approach);
+		wsn_plan_destroy(gp);
+		free(desc);
+	}
+	ck_assert_int_eq(tune_entries(NULL, NULL), 0);
+}
+END_TEST
+
 static Suite *suite_gpu(void)
 {
 	Suite *s = suite_create("gpu");
@@ -934,6 +1249,15 @@ static Suite *suite_gpu(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, test_ws_forced, 0, (int)(sizeof(dtypes) / sizeof(dtypes[0])));
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("autotune");
+	tcase_add_checked_fixture(tc, setup_tune, teardown_tune);
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_autotune_measure_then_hit);
+	tcase_add_test(tc, test_autotune_corrupt_entry);
+	tcase_add_test(tc, test_autotune_stale_ws_entry);
+	tcase_add_test(tc, test_autotune_forced);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("fault"); /* last: it poisons the context */

@@ -50,6 +50,8 @@ struct wsn_plan_options {
 	int unroll;         /* rows per iteration (iter_unroll) */
 	int stages;         /* circular-buffer stages (ws) */
 	int arch;           /* 90, 100: target for codegen; 0 = the device's */
+	int autotune;       /* GPU, approach auto, nothing forced: time the kernel families once on the device
+			     * and cache the winner under $XDG_CACHE_HOME/wsnorm/tune; default 0 */
 };
 WSN_API void wsn_plan_options_init(struct wsn_plan_options *o, enum wsn_op op);
 

@@ -361,7 +361,8 @@ static int cpu_plan_describe(void *ctx, const void *plan, char *buf, size_t len)
 	default: how = ", deterministic dweight (chunk partials reduced in order)"; break;
 	}
 	return snprintf(buf, len, "cpu reference: %d thread%s, rows split into fixed chunks of %lld rows, "
-			"f32 accumulation%s\n", threads, threads == 1 ? "" : "s", (long long)p->chunk_rows, how);
+			"f32 accumulation%s\n%s", threads, threads == 1 ? "" : "s", (long long)p->chunk_rows, how,
+			p->p.opts.autotune ? "autotune:      nothing to tune on the CPU (one kernel family)\n" : "");
 }
 
 static int cpu_execute(void *ctx, void *plan, const struct wsn__exec *ex, void *stream)

@@ -17,6 +17,7 @@ struct cuda_plan {
 	int has_finish;
 	CUdeviceptr ws;              /* f32 partial sums of the backward ops */
 	size_t ws_bytes;
+	char tune[1536];             /* the description's autotune line; "" when autotune was not asked for */
 };
 
 static CUdeviceptr dptr(const struct wsn_tensor *t)
@@ -46,26 +47,38 @@ static void plan_free(struct cuda_plan *cp)
 	free(cp);
 }
 
-int wsn__cuda_plan_create(void *ctx, const struct wsn__plan_params *p, void **out)
+/* snprintf that appends at *off (like snprintf, the total needed keeps growing past len). */
+static void appendf(char *buf, size_t len, size_t *off, const char *fmt, ...) WSN_PRINTF(4, 5);
+static void appendf(char *buf, size_t len, size_t *off, const char *fmt, ...)
 {
-	struct wsn__cu_device *d = ctx;
-	struct wsn__gpu_props g;
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(*off < len ? buf + *off : NULL, *off < len ? len - *off : 0, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		*off += (size_t)n;
+}
+
+/*
+ * Compile kernel plan kp (planned for p on the current context's device) into a new plan: generate its PTX, JIT it, look up its
+ * kernels, cap the persistent grid by the measured occupancy and allocate the backward workspace.
+ */
+static int plan_compile(const struct wsn__gpu_props *g, const struct wsn__plan_params *p,
+			const struct wsn__kernel_plan *kp, struct cuda_plan **out)
+{
 	struct cuda_plan *cp;
 	char what[160], *ptx = NULL;
 	unsigned cap;
 	int err;
 
 	*out = NULL;
-	if ((err = wsn__cu_set_current(d)) < 0)
-		return err;
-	if ((err = gpu_props(d, p, &g)) < 0)
-		return err;
 	if (!(cp = calloc(1, sizeof(*cp))))
 		return wsn__error(WSN_ENOMEM, "plan: out of memory");
 	cp->p = *p;
-	cp->sms = g.sms;
-	if ((err = wsn__plan_kernel(&g, p, &cp->kp)) < 0)
-		goto err;
+	cp->sms = g->sms;
+	cp->kp = *kp;
 	if (!cp->kp.entry[0] || cp->kp.block_threads < 1 || cp->kp.max_grid < 1) {
 		err = wsn__error(WSN_EINVAL, "the kernel plan has no entry, block size or grid");
 		goto err;
@@ -88,7 +101,7 @@ int wsn__cuda_plan_create(void *ctx, const struct wsn__plan_params *p, void **ou
 		cp->has_finish = 1;
 	}
 	/* persistent grid: no more CTAs than the SMs hold at once with the registers the JIT really used */
-	cap = (unsigned)cp->main.ctas_per_sm * (unsigned)(g.sms > 0 ? g.sms : 1);
+	cap = (unsigned)cp->main.ctas_per_sm * (unsigned)(g->sms > 0 ? g->sms : 1);
 	if (cp->kp.max_grid > cap)
 		cp->kp.max_grid = cap;
 	if (cp->kp.ws_bytes) {
@@ -101,10 +114,459 @@ int wsn__cuda_plan_create(void *ctx, const struct wsn__plan_params *p, void **ou
 	return 0;
 err:
 	free(ptx);
-	wsn__error_context(err, "plan %s %s rows=%lld hidden=%lld on cuda:%d", wsn_op_name(p->op),
-			   wsn_dtype_name(p->dtype), (long long)p->rows, (long long)p->hidden, d->index);
 	plan_free(cp);
 	return err;
+}
+
+/* ---- autotune: time the kernel families once on this GPU and cache the winner (tunecache.c) ---- */
+
+#define TUNE_MAX_ROWS 16384                 /* rows the candidates are timed on, at most */
+#define TUNE_MAX_SCRATCH ((size_t)1 << 30)  /* device bytes of scratch tensors, at most */
+#define TUNE_FILL_BYTES ((size_t)4 << 20)   /* a random host pattern, copied over each input */
+#define TUNE_WARMUP 3                       /* launches per candidate after a first one, untimed but for an estimate */
+#define TUNE_BATCHES 7                      /* event-timed batches per candidate (interleaved); the median counts */
+#define TUNE_BATCH_US 500.0                 /* launches per batch: enough for this long by the warm-up's estimate */
+#define TUNE_MAX_PER_BATCH 200
+
+/* The candidates, in the order they are timed. */
+enum { CAND_MULTIWAVE, CAND_WS, CAND_N };
+static const enum wsn_approach cand_approach[CAND_N] = { WSN_APPROACH_MULTIWAVE, WSN_APPROACH_WS };
+
+struct candidate {
+	int plans;                    /* the planner gives a plan for the shape */
+	struct wsn__kernel_plan kp;
+	char why_not[256];            /* the planner's message when it does not */
+	struct cuda_plan *cp;         /* compiled */
+	unsigned per_batch;           /* launches per timed batch */
+	float batch_us[TUNE_BATCHES]; /* microseconds per launch of each batch */
+	double us;                    /* their median */
+};
+
+/* Scratch tensors for the timing, one allocation each; 0 where the op has none. */
+enum { T_X, T_DY, T_W, T_B, T_OUT, T_MEAN, T_RSTD, T_DW, T_DB, T_N };
+static const char *const t_names[T_N] = { "x", "dy", "weight", "bias", "y/dx", "mean", "rstd", "dweight", "dbias" };
+
+struct tune_scratch {
+	int64_t rows;
+	CUdeviceptr t[T_N];
+	CUstream s;
+	CUevent e0, e1;
+	struct wsn_args args;
+	struct wsn__exec ex;
+};
+
+/* What decides the plan instead of autotune, in *buf; 0 when nothing is forced. */
+static int forced_by(const struct wsn__plan_params *p, char *buf, size_t len)
+{
+	const struct wsn_plan_options *o = &p->opts;
+	size_t off = 0;
+
+	buf[0] = '\0';
+	if (o->approach != WSN_APPROACH_AUTO)
+		appendf(buf, len, &off, "approach %s", wsn_approach_name(o->approach));
+	if (o->block_threads)
+		appendf(buf, len, &off, "%sblock_threads %d", off ? ", " : "", o->block_threads);
+	if (o->groups)
+		appendf(buf, len, &off, "%sgroups %d", off ? ", " : "", o->groups);
+	if (o->unroll)
+		appendf(buf, len, &off, "%sunroll %d", off ? ", " : "", o->unroll);
+	if (o->stages)
+		appendf(buf, len, &off, "%sstages %d", off ? ", " : "", o->stages);
+	return off > 0;
+}
+
+static void tune_id_of(const struct wsn__cu_device *d, const struct wsn__gpu_props *g, const struct wsn__plan_params *p,
+		       struct wsn__tune_id *id)
+{
+	memset(id, 0, sizeof(*id));
+	snprintf(id->gpu, sizeof(id->gpu), "%s", d->name);
+	id->cc_major = d->cc_major;
+	id->cc_minor = d->cc_minor;
+	id->sms = g->sms;
+	id->driver = wsn__cu.driver_version;
+	id->op = p->op;
+	id->dtype = p->dtype;
+	id->hidden = p->hidden;
+	id->has_weight = p->opts.has_weight ? 1 : 0;
+	id->has_bias = p->opts.has_bias ? 1 : 0;
+}
+
+/*
+ * Plan candidate c for p. ws is planned as the auto approach plans it (the same search as a forced
+ * ws, which never falls back, but not marked forced in the description); multi-wave as forced.
+ */
+static void plan_candidate(const struct wsn__gpu_props *g, const struct wsn__plan_params *p, int c,
+			   struct candidate *cand)
+{
+	struct wsn__plan_params q = *p;
+	int err;
+
+	if (c == CAND_WS) {
+		q.opts.approach = WSN_APPROACH_AUTO;
+		err = wsn__ws_plan(g, &q, &cand->kp);
+	} else {
+		q.opts.approach = cand_approach[c];
+		err = wsn__plan_kernel(g, &q, &cand->kp);
+	}
+	cand->plans = err == 0;
+	snprintf(cand->why_not, sizeof(cand->why_not), "%s", err ? wsn_last_error() : "");
+}
+
+static void scratch_free(struct tune_scratch *sc)
+{
+	/* raw calls, results ignored: after a failed launch they may all fail, and the error that
+	 * stopped the timing is the one to report */
+	if (sc->s)
+		wsn__cu.cuStreamSynchronize(sc->s);
+	for (int i = 0; i < T_N; i++)
+		if (sc->t[i])
+			wsn__cu.cuMemFree(sc->t[i]);
+	if (sc->e0)
+		wsn__cu.cuEventDestroy(sc->e0);
+	if (sc->e1)
+		wsn__cu.cuEventDestroy(sc->e1);
+	if (sc->s)
+		wsn__cu.cuStreamDestroy(sc->s);
+	memset(sc, 0, sizeof(*sc));
+}
+
+/* Fill device tensor i of sc with random values of dt: a host pattern of at most TUNE_FILL_BYTES, repeated. */
+static int scratch_fill(struct wsn__cu_device *d, struct tune_scratch *sc, int i, size_t bytes, enum wsn_dtype dt,
+			float mean, float stddev, void *host)
+{
+	size_t es = wsn_dtype_size(dt), chunk = bytes < TUNE_FILL_BYTES ? bytes : TUNE_FILL_BYTES;
+	struct wsn_tensor t;
+	int err;
+
+	chunk -= chunk % es;
+	if ((err = wsn_tensor_1d(&t, host, dt, WSN_MEM_HOST, (int64_t)(chunk / es))) < 0 ||
+	    (err = wsn_tensor_fill_random(&t, 0x7a11e5ull + (uint64_t)i, mean, stddev)) < 0)
+		return err;
+	for (size_t off = 0; off < bytes; off += chunk) {
+		size_t n = bytes - off < chunk ? bytes - off : chunk;
+		if ((err = WSN_CU(cuMemcpyHtoDAsync, (sc->t[i] + off, host, n, sc->s),
+				  "copying random values into the autotune input '%s' on cuda:%d", t_names[i], d->index)) < 0)
+			return err;
+	}
+	/* the host pattern is refilled for the next tensor */
+	return WSN_CU(cuStreamSynchronize, (sc->s), "waiting for the autotune input '%s' on cuda:%d", t_names[i],
+		      d->index);
+}
+
+/*
+ * Scratch tensors for timing p: inputs filled with random values (x around 0.5, positive rstd),
+ * outputs allocated, on rows = the plan's rows capped by TUNE_MAX_ROWS and TUNE_MAX_SCRATCH.
+ */
+static int scratch_make(struct wsn__cu_device *d, const struct wsn__plan_params *p, struct tune_scratch *sc)
+{
+	enum wsn_dtype dt = p->dtype;
+	int bwd = wsn_op_is_backward(p->op), ln = p->op == WSN_LAYERNORM_FWD || p->op == WSN_LAYERNORM_BWD;
+	size_t es = wsn_dtype_size(dt), vec = (size_t)p->hidden * es, per_row, mat, stats, fixed;
+	size_t bytes[T_N] = { 0 };
+	void *host = NULL;
+	int64_t rows;
+	int err;
+
+	memset(sc, 0, sizeof(*sc));
+	per_row = (bwd ? 3 : 2) * vec + (ln ? 8 : 4);
+	fixed = 4 * vec;
+	rows = p->rows < TUNE_MAX_ROWS ? p->rows : TUNE_MAX_ROWS;
+	if (fixed + (size_t)rows * per_row > TUNE_MAX_SCRATCH)
+		rows = fixed < TUNE_MAX_SCRATCH ? (int64_t)((TUNE_MAX_SCRATCH - fixed) / per_row) : 0;
+	if (rows < 1)
+		rows = 1;
+	sc->rows = rows;
+	mat = (size_t)rows * vec;
+	stats = (size_t)rows * 4;
+	bytes[T_X] = mat;
+	bytes[T_OUT] = mat;
+	bytes[T_RSTD] = stats;
+	if (ln)
+		bytes[T_MEAN] = stats;
+	if (p->opts.has_weight)
+		bytes[T_W] = vec;
+	if (p->opts.has_bias)
+		bytes[T_B] = vec;
+	if (bwd) {
+		bytes[T_DY] = mat;
+		bytes[T_B] = 0; /* the backward ops do not read the bias */
+		bytes[T_DW] = p->opts.has_weight ? vec : 0;
+		bytes[T_DB] = p->opts.has_bias ? vec : 0;
+	}
+	if ((err = WSN_CU(cuStreamCreate, (&sc->s, CU_STREAM_NON_BLOCKING), "creating the autotune stream on cuda:%d",
+			  d->index)) < 0 ||
+	    (err = WSN_CU(cuEventCreate, (&sc->e0, CU_EVENT_DEFAULT), "creating an autotune event on cuda:%d",
+			  d->index)) < 0 ||
+	    (err = WSN_CU(cuEventCreate, (&sc->e1, CU_EVENT_DEFAULT), "creating an autotune event on cuda:%d",
+			  d->index)) < 0)
+		goto err;
+	for (int i = 0; i < T_N; i++)
+		if (bytes[i] && (err = WSN_CU(cuMemAlloc, (&sc->t[i], bytes[i]),
+					      "allocating %zu bytes for the autotune tensor '%s' (%lld rows) on cuda:%d",
+					      bytes[i], t_names[i], (long long)rows, d->index)) < 0)
+			goto err;
+	if (!(host = malloc(mat < TUNE_FILL_BYTES ? (mat > stats ? mat : stats) : TUNE_FILL_BYTES))) {
+		err = wsn__error(WSN_ENOMEM, "autotune: out of host memory for the random inputs");
+		goto err;
+	}
+	if ((err = scratch_fill(d, sc, T_X, mat, dt, 0.5f, 1.0f, host)) < 0 ||
+	    (bytes[T_W] && (err = scratch_fill(d, sc, T_W, vec, dt, 1.0f, 0.25f, host)) < 0) ||
+	    (bytes[T_B] && (err = scratch_fill(d, sc, T_B, vec, dt, 0.0f, 0.25f, host)) < 0))
+		goto err;
+	if (bwd && ((err = scratch_fill(d, sc, T_DY, mat, dt, 0.0f, 1.0f, host)) < 0 ||
+		    (ln && (err = scratch_fill(d, sc, T_MEAN, stats, WSN_F32, 0.5f, 0.1f, host)) < 0) ||
+		    (err = scratch_fill(d, sc, T_RSTD, stats, WSN_F32, 1.0f, 0.05f, host)) < 0))
+		goto err;
+	free(host);
+	host = NULL;
+
+	/* the execution every launch repeats, as wsn_plan_execute would check and pass it */
+#define TPTR(i) ((void *)(uintptr_t)sc->t[i])
+	wsn_tensor_2d(&sc->args.x, TPTR(T_X), dt, WSN_MEM_DEVICE, rows, p->hidden);
+	if (bytes[T_W])
+		wsn_tensor_1d(&sc->args.weight, TPTR(T_W), dt, WSN_MEM_DEVICE, p->hidden);
+	if (bytes[T_B])
+		wsn_tensor_1d(&sc->args.bias, TPTR(T_B), dt, WSN_MEM_DEVICE, p->hidden);
+	if (bytes[T_MEAN])
+		wsn_tensor_1d(&sc->args.mean, TPTR(T_MEAN), WSN_F32, WSN_MEM_DEVICE, rows);
+	wsn_tensor_1d(&sc->args.rstd, TPTR(T_RSTD), WSN_F32, WSN_MEM_DEVICE, rows);
+	if (bwd) {
+		wsn_tensor_2d(&sc->args.dy, TPTR(T_DY), dt, WSN_MEM_DEVICE, rows, p->hidden);
+		wsn_tensor_2d(&sc->args.dx, TPTR(T_OUT), dt, WSN_MEM_DEVICE, rows, p->hidden);
+		if (bytes[T_DW])
+			wsn_tensor_1d(&sc->args.dweight, TPTR(T_DW), dt, WSN_MEM_DEVICE, p->hidden);
+		if (bytes[T_DB])
+			wsn_tensor_1d(&sc->args.dbias, TPTR(T_DB), dt, WSN_MEM_DEVICE, p->hidden);
+	} else {
+		wsn_tensor_2d(&sc->args.y, TPTR(T_OUT), dt, WSN_MEM_DEVICE, rows, p->hidden);
+	}
+#undef TPTR
+	sc->ex.rows = rows;
+	sc->ex.hidden = p->hidden;
+	sc->ex.x_ld = sc->ex.dy_ld = sc->ex.y_ld = sc->ex.dx_ld = p->hidden;
+	sc->ex.stats_ld = 1;
+	sc->ex.args = &sc->args;
+	return 0;
+err:
+	free(host);
+	scratch_free(sc);
+	return err;
+}
+
+/* n launches of candidate c on the scratch stream between the two events; *us per launch. */
+static int time_launches(struct wsn__cu_device *d, struct tune_scratch *sc, struct candidate *c, unsigned n,
+			 double *us)
+{
+	float ms = 0;
+	int err;
+
+	if ((err = WSN_CU(cuEventRecord, (sc->e0, sc->s), "recording an autotune event on cuda:%d", d->index)) < 0)
+		return err;
+	for (unsigned k = 0; k < n; k++)
+		if ((err = wsn__cuda_execute(d, c->cp, &sc->ex, sc->s)) < 0)
+			return err;
+	if ((err = WSN_CU(cuEventRecord, (sc->e1, sc->s), "recording an autotune event on cuda:%d", d->index)) < 0 ||
+	    (err = WSN_CU(cuEventSynchronize, (sc->e1), "waiting for the autotune launches on cuda:%d", d->index)) < 0 ||
+	    (err = WSN_CU(cuEventElapsedTime, (&ms, sc->e0, sc->e1), "reading the autotune events on cuda:%d",
+			  d->index)) < 0)
+		return err;
+	*us = (double)ms * 1e3 / n;
+	return 0;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Time the compiled candidates on sc: per candidate one launch, then TUNE_WARMUP launches whose
+ * time sets the launches per batch (TUNE_BATCH_US worth, 1..TUNE_MAX_PER_BATCH); then TUNE_BATCHES
+ * event-timed batches of each, interleaved so that clock changes touch both alike; c->us is the
+ * median time per launch.
+ */
+static int time_candidates(struct wsn__cu_device *d, struct tune_scratch *sc, struct candidate *cand)
+{
+	double us;
+	int c, err;
+
+	for (c = 0; c < CAND_N; c++) {
+		if (!cand[c].cp)
+			continue;
+		if ((err = time_launches(d, sc, &cand[c], 1, &us)) < 0 ||
+		    (err = time_launches(d, sc, &cand[c], TUNE_WARMUP, &us)) < 0)
+			goto err;
+		cand[c].per_batch = us > 0 ? (unsigned)(TUNE_BATCH_US / us) + 1 : TUNE_MAX_PER_BATCH;
+		if (cand[c].per_batch > TUNE_MAX_PER_BATCH)
+			cand[c].per_batch = TUNE_MAX_PER_BATCH;
+	}
+	for (int b = 0; b < TUNE_BATCHES; b++) {
+		for (c = 0; c < CAND_N; c++) {
+			if (!cand[c].cp)
+				continue;
+			if ((err = time_launches(d, sc, &cand[c], cand[c].per_batch, &us)) < 0)
+				goto err;
+			cand[c].batch_us[b] = (float)us;
+		}
+	}
+	for (c = 0; c < CAND_N; c++) {
+		if (!cand[c].cp)
+			continue;
+		qsort(cand[c].batch_us, TUNE_BATCHES, sizeof(float), cmp_float);
+		cand[c].us = cand[c].batch_us[TUNE_BATCHES / 2];
+	}
+	return 0;
+err:
+	return wsn__error_context(err, "autotune: timing the %s candidate on %lld rows", wsn_approach_name(cand_approach[c]),
+				  (long long)sc->rows);
+}
+
+/*
+ * Autotune plan creation (approach auto, nothing forced): plan both families; on a cache hit whose
+ * winner still plans, compile the winner; otherwise compile every candidate that plans, time them
+ * on scratch tensors when there are two, keep the faster and store the entry. A cache that cannot
+ * be written is noted in the description, not an error.
+ */
+static int autotune(struct wsn__cu_device *d, const struct wsn__gpu_props *g, const struct wsn__plan_params *p,
+		    struct cuda_plan **out)
+{
+	struct candidate *cand;
+	struct wsn__tune_id id;
+	struct wsn__tune_entry e;
+	struct tune_scratch sc;
+	char where[1024], miss[320];
+	int err, hit, have_path, win = -1, nplans = 0;
+
+	*out = NULL;
+	memset(&sc, 0, sizeof(sc));
+	if (!(cand = calloc(CAND_N, sizeof(*cand))))
+		return wsn__error(WSN_ENOMEM, "plan: out of memory");
+	for (int c = 0; c < CAND_N; c++) {
+		plan_candidate(g, p, c, &cand[c]);
+		nplans += cand[c].plans;
+	}
+	if (!nplans) { /* nothing plans: the error auto planning gives */
+		struct wsn__kernel_plan kp;
+		err = wsn__plan_kernel(g, p, &kp);
+		if (!err)
+			err = wsn__error(WSN_ESHAPE, "autotune: neither multi-wave nor ws plans for this shape (%.200s)",
+					 cand[CAND_WS].why_not);
+		goto err;
+	}
+
+	tune_id_of(d, g, p, &id);
+	have_path = wsn__tune_path(&id, where, sizeof(where)) == 0;
+	if (!have_path && wsn__tune_key(&id, where, sizeof(where)) < 0)
+		snprintf(where, sizeof(where), "no cache path");
+	hit = wsn__tune_lookup(&id, &e);
+	if (hit < 0 && !have_path) {
+		snprintf(miss, sizeof(miss), "no cache directory"); /* the store says why */
+	} else if (hit == WSN_ENOENT) {
+		snprintf(miss, sizeof(miss), "no entry");
+	} else if (hit == WSN_EFORMAT) {
+		snprintf(miss, sizeof(miss), "malformed entry");
+	} else if (hit < 0) {
+		snprintf(miss, sizeof(miss), "%.300s", wsn_last_error());
+	} else {
+		int c = e.approach == WSN_APPROACH_WS ? CAND_WS : CAND_MULTIWAVE, o = CAND_N - 1 - c;
+		if (!cand[c].plans)
+			snprintf(miss, sizeof(miss), "the cached %s no longer plans", wsn_approach_name(e.approach));
+		else if (!e.rows && cand[o].plans)
+			snprintf(miss, sizeof(miss), "the cached %s was the one candidate, %s plans now",
+				 wsn_approach_name(e.approach), wsn_approach_name(cand_approach[o]));
+		else
+			win = c;
+	}
+
+	if (win >= 0) { /* a hit: the winner alone, nothing timed */
+		if ((err = plan_compile(g, p, &cand[win].kp, &cand[win].cp)) < 0)
+			goto err;
+		if (e.rows)
+			snprintf(cand[win].cp->tune, sizeof(cand[win].cp->tune),
+				 "cache hit (%s): ws %.2f us, multiwave %.2f us at %lld rows -> %s", where, e.ws_us,
+				 e.multiwave_us, (long long)e.rows, wsn_approach_name(e.approach));
+		else
+			snprintf(cand[win].cp->tune, sizeof(cand[win].cp->tune),
+				 "cache hit (%s): %s, the one candidate (nothing timed)", where,
+				 wsn_approach_name(e.approach));
+		goto done;
+	}
+
+	memset(&e, 0, sizeof(e));
+	for (int c = 0; c < CAND_N; c++)
+		if (cand[c].plans && (err = plan_compile(g, p, &cand[c].kp, &cand[c].cp)) < 0)
+			goto err;
+	if (nplans == 1) {
+		win = cand[CAND_WS].plans ? CAND_WS : CAND_MULTIWAVE;
+	} else {
+		if ((err = scratch_make(d, p, &sc)) < 0 || (err = time_candidates(d, &sc, cand)) < 0)
+			goto err;
+		e.rows = sc.rows;
+		scratch_free(&sc);
+		win = cand[CAND_WS].us < cand[CAND_MULTIWAVE].us ? CAND_WS : CAND_MULTIWAVE;
+		e.ws_us = cand[CAND_WS].us;
+		e.multiwave_us = cand[CAND_MULTIWAVE].us;
+	}
+	e.approach = cand_approach[win];
+	{
+		struct cuda_plan *cp = cand[win].cp;
+		size_t off = 0;
+		int o = CAND_N - 1 - win;
+
+		if (nplans == 1)
+			appendf(cp->tune, sizeof(cp->tune), &off, "one candidate (%s): %s, %s does not plan (%.200s); ", miss,
+				wsn_approach_name(e.approach), wsn_approach_name(cand_approach[o]), cand[o].why_not);
+		else
+			appendf(cp->tune, sizeof(cp->tune), &off, "measured now (%s): ws %.2f us, multiwave %.2f us at %lld rows -> %s; ",
+				miss, e.ws_us, e.multiwave_us, (long long)e.rows, wsn_approach_name(e.approach));
+		if (wsn__tune_store(&id, &e) < 0)
+			appendf(cp->tune, sizeof(cp->tune), &off, "not stored: %s", wsn_last_error());
+		else
+			appendf(cp->tune, sizeof(cp->tune), &off, "stored in %s", where);
+	}
+done:
+	*out = cand[win].cp;
+	cand[win].cp = NULL;
+	err = 0;
+err:
+	scratch_free(&sc);
+	for (int c = 0; c < CAND_N; c++)
+		if (cand[c].cp)
+			plan_free(cand[c].cp);
+	free(cand);
+	return err;
+}
+
+int wsn__cuda_plan_create(void *ctx, const struct wsn__plan_params *p, void **out)
+{
+	struct wsn__cu_device *d = ctx;
+	struct wsn__gpu_props g;
+	struct wsn__kernel_plan *kp = NULL;
+	struct cuda_plan *cp = NULL;
+	char forced[160];
+	int err;
+
+	*out = NULL;
+	if ((err = wsn__cu_set_current(d)) < 0)
+		return err;
+	if ((err = gpu_props(d, p, &g)) < 0)
+		return err;
+	if (p->opts.autotune && !forced_by(p, forced, sizeof(forced))) {
+		err = autotune(d, &g, p, &cp);
+	} else if (!(kp = malloc(sizeof(*kp)))) {
+		err = wsn__error(WSN_ENOMEM, "plan: out of memory");
+	} else if (!(err = wsn__plan_kernel(&g, p, kp)) && !(err = plan_compile(&g, p, kp, &cp)) &&
+		   p->opts.autotune) {
+		snprintf(cp->tune, sizeof(cp->tune), "ignored: forced %s (the cache is neither read nor written)", forced);
+	}
+	free(kp);
+	if (err < 0)
+		return wsn__error_context(err, "plan %s %s rows=%lld hidden=%lld on cuda:%d", wsn_op_name(p->op),
+					  wsn_dtype_name(p->dtype), (long long)p->rows, (long long)p->hidden, d->index);
+	*out = cp;
+	return 0;
 }
 
 void wsn__cuda_plan_destroy(void *ctx, void *plan)
@@ -115,20 +577,6 @@ void wsn__cuda_plan_destroy(void *ctx, void *plan)
 		return;
 	wsn__cu.cuCtxSetCurrent(d->ctx); /* raw: keeps the caller's last error message */
 	plan_free(plan);
-}
-
-/* snprintf that appends at *off (like snprintf, the total needed keeps growing past len). */
-static void appendf(char *buf, size_t len, size_t *off, const char *fmt, ...) WSN_PRINTF(4, 5);
-static void appendf(char *buf, size_t len, size_t *off, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(*off < len ? buf + *off : NULL, *off < len ? len - *off : 0, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		*off += (size_t)n;
 }
 
 static void describe_kernel(char *buf, size_t len, size_t *off, const struct wsn__cu_kernel *k)
@@ -149,6 +597,8 @@ int wsn__cuda_plan_describe(void *ctx, const void *plan, char *buf, size_t len)
 	char *text;
 
 	(void)ctx;
+	if (cp->tune[0])
+		appendf(buf, len, &off, "autotune:      %s\n", cp->tune);
 	/* the planner's text, rendered apart so the length never depends on the caller's buffer */
 	if ((n = wsn__describe_kernel_plan(&cp->kp, NULL, 0)) < 0)
 		return n;
