@@ -158,6 +158,37 @@ static void plan_approach(const struct wsn_plan *plan, enum wsn_approach asked, 
 	}
 }
 
+/* Kernel time the warm-up runs for at least (milliseconds). */
+#define WARM_MS 100.0f
+
+/* Launch the plan once on set st. */
+static int bench_launch(struct wsn_plan *plan, const struct point *pt, const struct wsn_device_info *di, void *w,
+			void *b, void *dw, void *db, const struct set *st, struct wsn_stream *s)
+{
+	int bwd = wsn_op_is_backward(pt->op), ln = pt->op == WSN_LAYERNORM_FWD || pt->op == WSN_LAYERNORM_BWD;
+	enum wsn_mem mem = di->exec_mem;
+	struct wsn_args a;
+
+	memset(&a, 0, sizeof(a));
+	wsn_tensor_2d(&a.x, st->x, pt->dt, mem, pt->rows, pt->hidden);
+	wsn_tensor_1d(&a.weight, w, pt->dt, mem, pt->hidden);
+	if (ln)
+		wsn_tensor_1d(&a.bias, b, pt->dt, mem, pt->hidden);
+	wsn_tensor_1d(&a.rstd, st->rstd, WSN_F32, mem, pt->rows);
+	if (ln)
+		wsn_tensor_1d(&a.mean, st->mean, WSN_F32, mem, pt->rows);
+	if (bwd) {
+		wsn_tensor_2d(&a.dy, st->dy, pt->dt, mem, pt->rows, pt->hidden);
+		wsn_tensor_2d(&a.dx, st->y, pt->dt, mem, pt->rows, pt->hidden);
+		wsn_tensor_1d(&a.dweight, dw, pt->dt, mem, pt->hidden);
+		if (ln)
+			wsn_tensor_1d(&a.dbias, db, pt->dt, mem, pt->hidden);
+	} else {
+		wsn_tensor_2d(&a.y, st->y, pt->dt, mem, pt->rows, pt->hidden);
+	}
+	return wsn_plan_execute(plan, &a, s);
+}
+
 static int bench_point(const struct bench_opts *o, struct timer *t, const struct wsn_device_info *di,
 		       double copy_bps, struct point *pt)
 {
@@ -233,37 +264,31 @@ static int bench_point(const struct bench_opts *o, struct timer *t, const struct
 	if ((err = wsn_plan_create(t->dev, pt->op, pt->rows, pt->hidden, pt->dt, &po, &plan)) < 0)
 		goto fail;
 	plan_approach(plan, o->approach, host, pt->approach, sizeof(pt->approach));
+	/*
+	 * Warm-up: the --warmup launches, then whole batches until about WARM_MS of kernel time, so the
+	 * clocks have ramped up again after the host-side set-up (a GPU idle for a few hundred
+	 * milliseconds drops its clocks, and the first batches would then read low).
+	 */
+	for (float warm = 0; !host && warm < WARM_MS;) {
+		float m = 0;
+		if ((err = wsn_event_record(t->e0, t->s)) < 0)
+			goto fail;
+		for (int k = 0; k < nsets && !err; k++)
+			err = bench_launch(plan, pt, di, w, b, dw, db, &sets[k], t->s);
+		if (err < 0 || (err = wsn_event_record(t->e1, t->s)) < 0 || (err = wsn_event_sync(t->e1)) < 0 ||
+		    (err = wsn_event_elapsed(t->e0, t->e1, &m)) < 0)
+			goto fail;
+		warm += m > 0.001f ? m : 0.001f;
+	}
 	for (int it = -o->warmup; it < o->iters; it++) {
 		float m = 0;
 		int batch = it < 0 ? 1 : nsets;
 
 		if (it >= 0 && (err = wsn_event_record(t->e0, t->s)) < 0)
 			goto fail;
-		for (int k = 0; k < batch; k++) {
-			struct set *st = &sets[(it < 0 ? -it : k) % nsets];
-			enum wsn_mem mem = di->exec_mem;
-			struct wsn_args a;
-
-			memset(&a, 0, sizeof(a));
-			wsn_tensor_2d(&a.x, st->x, pt->dt, mem, pt->rows, pt->hidden);
-			wsn_tensor_1d(&a.weight, w, pt->dt, mem, pt->hidden);
-			if (ln)
-				wsn_tensor_1d(&a.bias, b, pt->dt, mem, pt->hidden);
-			wsn_tensor_1d(&a.rstd, st->rstd, WSN_F32, mem, pt->rows);
-			if (ln)
-				wsn_tensor_1d(&a.mean, st->mean, WSN_F32, mem, pt->rows);
-			if (bwd) {
-				wsn_tensor_2d(&a.dy, st->dy, pt->dt, mem, pt->rows, pt->hidden);
-				wsn_tensor_2d(&a.dx, st->y, pt->dt, mem, pt->rows, pt->hidden);
-				wsn_tensor_1d(&a.dweight, dw, pt->dt, mem, pt->hidden);
-				if (ln)
-					wsn_tensor_1d(&a.dbias, db, pt->dt, mem, pt->hidden);
-			} else {
-				wsn_tensor_2d(&a.y, st->y, pt->dt, mem, pt->rows, pt->hidden);
-			}
-			if ((err = wsn_plan_execute(plan, &a, t->s)) < 0)
+		for (int k = 0; k < batch; k++)
+			if ((err = bench_launch(plan, pt, di, w, b, dw, db, &sets[(it < 0 ? -it : k) % nsets], t->s)) < 0)
 				goto fail;
-		}
 		if (it < 0)
 			continue;
 		if ((err = wsn_event_record(t->e1, t->s)) < 0 || (err = wsn_event_sync(t->e1)) < 0 ||
