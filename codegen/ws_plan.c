@@ -24,9 +24,11 @@
 /*
  * Auto-selection: ws where the heuristic calls it good, a rule below covers the op and hidden
  * size, and each SM gets more than min_rows_per_sm rows (fewer leave the ring's fill and drain
- * uncovered); else multi-wave. The thresholds start from nvFuser's (> 4 rows per SM for RMSNorm
- * backward, > 16 for LayerNorm backward); the hidden ranges are where ws measured faster than
- * multi-wave on the H100 (bf16, 16384 rows, TB/s ws / multi-wave, copy 3.0 TB/s; bench/NOTES.md).
+ * uncovered); else multi-wave. Measured on the H100 (bf16, TB/s ws / multi-wave, copy 2.97 TB/s;
+ * bench/NOTES.md v4): at 16384 rows (124 per SM) ws is ahead from 2K to 16K; with fewer rows the
+ * short rows lose first (2K at 62 rows per SM: -9 % LayerNorm, -1 % RMSNorm; at 15: -4 %) while
+ * 8K at 15 rows per SM still gains (+7 % LayerNorm, +4 % RMSNorm). nvFuser's thresholds (> 16
+ * LayerNorm, > 4 RMSNorm) hold for 4K-16K; rows of 1K-2K need > 96 rows per SM.
  */
 static const struct ws_rule {
 	enum wsn_op op;
@@ -34,10 +36,14 @@ static const struct ws_rule {
 	int64_t min_rows_per_sm;
 	const char *basis;
 } ws_rules[] = {
-	{ WSN_LAYERNORM_BWD, 2048, 16384, 16,
-	  "ws 2.42/2.54/2.62/2.69 vs 2.36/2.43/2.33/2.63 TB/s at 2K/4K/8K/16K; 1K 1.93-2.18 vs 2.19" },
-	{ WSN_RMSNORM_BWD, 1, 16384, 4,
-	  "ws 2.28/2.54/2.67/2.75/2.76 vs 2.26/2.50/2.62/2.71/2.76 TB/s at 1K-16K" },
+	{ WSN_LAYERNORM_BWD, 4096, 16384, 8,
+	  "ws 2.52/2.61/2.67 vs 2.41/2.32/2.61 TB/s at 4K/8K/16K x 16384 rows; 8K x 2048 rows 1.46 vs 1.36" },
+	{ WSN_LAYERNORM_BWD, 2048, 2048, 96,
+	  "ws 2.40 vs 2.34 TB/s at 16384 rows; 1.83 vs 2.01 at 8192, 1.08 vs 1.13 at 2048; 1K multi-wave" },
+	{ WSN_RMSNORM_BWD, 4096, 16384, 4,
+	  "ws 2.66/2.73/2.76 vs 2.59/2.70/2.75 TB/s at 4K/8K/16K x 16384 rows; 8K x 2048 rows 1.89 vs 1.82" },
+	{ WSN_RMSNORM_BWD, 1, 2048, 96,
+	  "ws 2.26/2.49 vs 2.25/2.46 TB/s at 1K/2K x 16384 rows; 2K 2.19 vs 2.20 at 8192, 1.34 vs 1.40 at 2048" },
 };
 
 /* One point of the search. */

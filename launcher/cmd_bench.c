@@ -130,6 +130,7 @@ struct point {
 	double ms, bytes, tbs, frac;
 	int sets;
 	char approach[24]; /* "tuned+multiwave" */
+	char noplan[512];  /* not "": the shape has no plan with these options (why) */
 };
 
 /*
@@ -261,8 +262,15 @@ static int bench_point(const struct bench_opts *o, struct timer *t, const struct
 	po.groups = o->force[1];
 	po.unroll = o->force[2];
 	po.stages = o->force[3];
-	if ((err = wsn_plan_create(t->dev, pt->op, pt->rows, pt->hidden, pt->dt, &po, &plan)) < 0)
-		goto fail;
+	if ((err = wsn_plan_create(t->dev, pt->op, pt->rows, pt->hidden, pt->dt, &po, &plan)) < 0) {
+		if (err != WSN_ESHAPE && err != WSN_EINVAL)
+			goto fail;
+		/* this shape has no plan with these options (a forced family or parameter that does not
+		 * fit): report it and go on with the other points */
+		snprintf(pt->noplan, sizeof(pt->noplan), "%s", wsn_last_error());
+		err = 0;
+		goto out;
+	}
 	plan_approach(plan, o->approach, host, pt->approach, sizeof(pt->approach));
 	/*
 	 * Warm-up: the --warmup launches, then whole batches until about WARM_MS of kernel time, so the
@@ -379,7 +387,7 @@ int cmd_bench(int argc, char **argv)
 	struct wsn_device_info di;
 	struct timer t = { 0 };
 	int ops[WSN_OP_COUNT], dts[WSN_DTYPE_COUNT], c, ret = EXIT_PASS, err;
-	int have_copy = 0;
+	int have_copy = 0, noplan = 0;
 	double copy_bps = 0;
 	int64_t v;
 	json_t *jres = NULL;
@@ -490,7 +498,25 @@ int cmd_bench(int argc, char **argv)
 						    .hidden = o.hidden[h], .rows = o.rows };
 				if ((ret = bench_point(&o, &t, &di, copy_bps, &pt)))
 					goto out;
-				if (o.json) {
+				if (pt.noplan[0]) {
+					fprintf(stderr, "%s: bench: %s %s hidden %lld: no plan: %s\n", cli_prog,
+						wsn_op_name(pt.op), wsn_dtype_name(pt.dt), (long long)pt.hidden, pt.noplan);
+					noplan++;
+				}
+				if (o.json && pt.noplan[0]) {
+					json_t *p = json_object();
+					json_object_set_new(p, "op", json_string(wsn_op_name(pt.op)));
+					json_object_set_new(p, "dtype", json_string(wsn_dtype_name(pt.dt)));
+					json_object_set_new(p, "hidden", json_integer(pt.hidden));
+					json_object_set_new(p, "rows", json_integer(pt.rows));
+					json_object_set_new(p, "error", json_string(pt.noplan));
+					json_array_append_new(jres, p);
+				} else if (pt.noplan[0]) {
+					printf("%-14s %-5s %7lld %7lld %10s %8s %7s %5s %s\n", wsn_op_name(pt.op),
+					       wsn_dtype_name(pt.dt), (long long)pt.hidden, (long long)pt.rows, "-", "-", "-",
+					       "-", "no plan");
+					fflush(stdout);
+				} else if (o.json) {
 					json_t *p = json_object();
 					json_object_set_new(p, "op", json_string(wsn_op_name(pt.op)));
 					json_object_set_new(p, "dtype", json_string(wsn_dtype_name(pt.dt)));
@@ -512,6 +538,8 @@ int cmd_bench(int argc, char **argv)
 			}
 		}
 	}
+	if (noplan)
+		ret = EXIT_RUNTIME; /* the table is whole, but not every point ran */
 	if (o.json) {
 		json_t *root = json_object();
 		json_object_set_new(root, "device", json_string(di.spec));

@@ -12,8 +12,8 @@
 
 /*
  * Layout: $XDG_CACHE_HOME/wsnorm/tune/<key>, else $HOME/.cache/wsnorm/tune/<key>, with <key> the
- * GPU name, compute capability and SM count, the driver version, op, dtype, hidden size and the
- * affine flags, squeezed to [A-Za-z0-9._-]. Each entry is one line:
+ * wsnorm version (its kernels and rules change between versions), the GPU name, compute capability
+ * and SM count, the driver version, op, dtype, hidden size and the affine flags, squeezed to [A-Za-z0-9._-]. Each entry is one line:
  *   wsnorm-tune 2 approach=<multiwave|ws> ws_us=<f> multiwave_us=<f> rows=<n>
  * (times in microseconds per launch over rows rows; 0 and rows=0 when nothing was timed). Version 1
  * entries had no rows= and are misses. Writers write a temporary file in the same directory and
@@ -45,8 +45,8 @@ int wsn__tune_key(const struct wsn__tune_id *id, char *buf, size_t len)
 	size_t i, o = 0;
 	int n;
 
-	n = snprintf(raw, sizeof(raw), "%s_cc%d%d_%dsm_drv%d_%s_%s_h%lld_w%d_b%d", id->gpu, id->cc_major, id->cc_minor,
-		     id->sms, id->driver, wsn_op_name(id->op) ? wsn_op_name(id->op) : "op",
+	n = snprintf(raw, sizeof(raw), "wsnorm%s_%s_cc%d%d_%dsm_drv%d_%s_%s_h%lld_w%d_b%d", WSN_VERSION_STRING, id->gpu,
+		     id->cc_major, id->cc_minor, id->sms, id->driver, wsn_op_name(id->op) ? wsn_op_name(id->op) : "op",
 		     wsn_dtype_name(id->dtype) ? wsn_dtype_name(id->dtype) : "dt", (long long)id->hidden,
 		     id->has_weight, id->has_bias);
 	if (n < 0 || (size_t)n >= sizeof(raw))

@@ -318,6 +318,8 @@ START_TEST(test_tune_cache_roundtrip)
 	ck_assert_int_eq(wsn__tune_key(&id, key, sizeof(key)), 0);
 	ck_assert_ptr_null(strpbrk(key, " /()")); /* squeezed to a file name */
 	ck_assert_ptr_nonnull(strstr(key, "rmsnorm-bwd_bf16_h4096"));
+	/* a new wsnorm version (new kernels, new rules) tunes afresh */
+	ck_assert_msg(!strncmp(key, "wsnorm" WSN_VERSION_STRING "_", strlen("wsnorm" WSN_VERSION_STRING "_")), "%s", key);
 	ck_assert_int_eq(wsn__tune_lookup(&id, &got), WSN_ENOENT);
 	ck_assert_int_eq(wsn__tune_store(&id, &e), 0);
 	ck_assert_int_eq(wsn__tune_lookup(&id, &got), 0);

@@ -316,11 +316,23 @@ START_TEST(test_ws_auto)
 	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
 	ck_assert_int_eq(kp.approach, WSN_APPROACH_WS);
 	ck_assert_msg(!strncmp(kp.why, "auto: ws, ", 10), "%s", kp.why);
-	/* few rows per SM: multi-wave (LayerNorm backward needs > 16) */
+	/* few rows per SM: multi-wave (LayerNorm backward 4K-16K needs > 8) */
 	p.rows = 1000;
 	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
 	ck_assert_int_eq(kp.approach, WSN_APPROACH_MULTIWAVE);
-	ck_assert_msg(!strncmp(kp.why, "auto: multi-wave, 7 rows per SM <= 16", 37), "%s", kp.why);
+	ck_assert_msg(!strncmp(kp.why, "auto: multi-wave, 7 rows per SM <= 8", 36), "%s", kp.why);
+	p.rows = 132 * 9 + 5; /* 9 rows per SM */
+	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
+	ck_assert_int_eq(kp.approach, WSN_APPROACH_WS);
+	/* short rows need many more: 2K with 62 rows per SM stays multi-wave, 124 takes ws */
+	params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 2048, 8192);
+	p.opts.approach = WSN_APPROACH_AUTO;
+	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
+	ck_assert_int_eq(kp.approach, WSN_APPROACH_MULTIWAVE);
+	ck_assert_msg(strstr(kp.why, "62 rows per SM <= 96"), "%s", kp.why);
+	p.rows = 16384;
+	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
+	ck_assert_int_eq(kp.approach, WSN_APPROACH_WS);
 	/* RMSNorm backward needs > 4 */
 	params(&p, WSN_RMSNORM_BWD, WSN_BF16, 4096, 1000);
 	p.opts.approach = WSN_APPROACH_AUTO;
