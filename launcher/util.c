@@ -267,6 +267,19 @@ float cli_median(float *v, int n)
 	return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* One device-to-device copy of bytes from src to dst on s, timed by events e0/e1 (*ms). */
+static int timed_copy(struct wsn_device *dev, struct wsn_stream *s, struct wsn_event *e0, struct wsn_event *e1,
+		      void *dst, const void *src, uint64_t bytes, float *ms)
+{
+	int err;
+
+	*ms = 0;
+	if ((err = wsn_event_record(e0, s)) < 0 || (err = wsn_memcpy(dev, dst, src, bytes, WSN_COPY_D2D, s)) < 0 ||
+	    (err = wsn_event_record(e1, s)) < 0 || (err = wsn_event_sync(e1)) < 0)
+		return err;
+	return wsn_event_elapsed(e0, e1, ms);
+}
+
 int cli_copy_bandwidth(struct wsn_device *dev, struct wsn_stream *s, uint64_t bytes, int iters, double *out)
 {
 	struct wsn_event *e0 = NULL, *e1 = NULL;
@@ -284,36 +297,11 @@ int cli_copy_bandwidth(struct wsn_device *dev, struct wsn_stream *s, uint64_t by
 		err = wsn_mem_alloc(dev, bytes, &b);
 	if (!err)
 		err = wsn_mem_set(dev, a, 0x5a, bytes, s);
-	/* warm-up: two copies and at least 100 ms of them, so the clocks are up when the timing starts */
-	for (float warm = 0; !err && warm < 100.0f;) {
-		float m = 0;
-		err = wsn_event_record(e0, s);
-		if (!err)
-			err = wsn_memcpy(dev, b, a, bytes, WSN_COPY_D2D, s);
-		if (!err)
-			err = wsn_memcpy(dev, a, b, bytes, WSN_COPY_D2D, s);
-		if (!err)
-			err = wsn_event_record(e1, s);
-		if (!err)
-			err = wsn_event_sync(e1);
-		if (!err)
-			err = wsn_event_elapsed(e0, e1, &m);
-		warm += m > 0.01f ? m : 0.01f;
-	}
-	for (int i = 0; i < iters && !err; i++) {
-		float m = 0;
-		err = wsn_event_record(e0, s);
-		if (!err)
-			err = wsn_memcpy(dev, b, a, bytes, WSN_COPY_D2D, s);
-		if (!err)
-			err = wsn_event_record(e1, s);
-		if (!err)
-			err = wsn_event_sync(e1);
-		if (!err)
-			err = wsn_event_elapsed(e0, e1, &m);
-		if (!err)
-			ms[i] = m;
-	}
+	/* warm-up: at least 100 ms of copies, so the clocks are up when the timing starts */
+	for (float warm = 0, m; !err && warm < 100.0f; warm += m > 0.01f ? m : 0.01f)
+		err = timed_copy(dev, s, e0, e1, b, a, bytes, &m);
+	for (int i = 0; i < iters && !err; i++)
+		err = timed_copy(dev, s, e0, e1, b, a, bytes, &ms[i]);
 	if (!err) {
 		float med = cli_median(ms, iters);
 		*out = med > 0 ? 2.0 * (double)bytes / (med * 1e-3) : 0;

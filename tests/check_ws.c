@@ -303,6 +303,20 @@ START_TEST(test_ws_forced_options)
 }
 END_TEST
 
+/* Auto plans op (bf16) at hidden x rows with the approach expected, its reason starting with why. */
+static void auto_pick(const struct wsn__gpu_props *h, enum wsn_op op, int64_t hidden, int64_t rows,
+		      enum wsn_approach expect, const char *why)
+{
+	struct wsn__plan_params p;
+	struct wsn__kernel_plan kp;
+
+	params(&p, op, WSN_BF16, hidden, rows);
+	p.opts.approach = WSN_APPROACH_AUTO;
+	ck_assert_int_eq(wsn__plan_kernel(h, &p, &kp), 0);
+	ck_assert_msg(kp.approach == expect && !strncmp(kp.why, why, strlen(why)), "%s hidden %lld rows %lld: %s",
+		      wsn_op_name(op), (long long)hidden, (long long)rows, kp.why);
+}
+
 /* approach auto: the rule table decides; ws forced never falls back. */
 START_TEST(test_ws_auto)
 {
@@ -317,22 +331,11 @@ START_TEST(test_ws_auto)
 	ck_assert_int_eq(kp.approach, WSN_APPROACH_WS);
 	ck_assert_msg(!strncmp(kp.why, "auto: ws, ", 10), "%s", kp.why);
 	/* few rows per SM: multi-wave (LayerNorm backward 4K-16K needs > 8) */
-	p.rows = 1000;
-	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
-	ck_assert_int_eq(kp.approach, WSN_APPROACH_MULTIWAVE);
-	ck_assert_msg(!strncmp(kp.why, "auto: multi-wave, 7 rows per SM <= 8", 36), "%s", kp.why);
-	p.rows = 132 * 9 + 5; /* 9 rows per SM */
-	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
-	ck_assert_int_eq(kp.approach, WSN_APPROACH_WS);
+	auto_pick(&h, WSN_LAYERNORM_BWD, 4096, 1000, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 7 rows per SM <= 8");
+	auto_pick(&h, WSN_LAYERNORM_BWD, 4096, 132 * 9 + 5, WSN_APPROACH_WS, "auto: ws, ");
 	/* short rows need many more: 2K with 62 rows per SM stays multi-wave, 124 takes ws */
-	params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 2048, 8192);
-	p.opts.approach = WSN_APPROACH_AUTO;
-	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
-	ck_assert_int_eq(kp.approach, WSN_APPROACH_MULTIWAVE);
-	ck_assert_msg(strstr(kp.why, "62 rows per SM <= 96"), "%s", kp.why);
-	p.rows = 16384;
-	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
-	ck_assert_int_eq(kp.approach, WSN_APPROACH_WS);
+	auto_pick(&h, WSN_LAYERNORM_BWD, 2048, 8192, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 62 rows per SM <= 96");
+	auto_pick(&h, WSN_LAYERNORM_BWD, 2048, 16384, WSN_APPROACH_WS, "auto: ws, ");
 	/* RMSNorm backward needs > 4 */
 	params(&p, WSN_RMSNORM_BWD, WSN_BF16, 4096, 1000);
 	p.opts.approach = WSN_APPROACH_AUTO;
