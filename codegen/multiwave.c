@@ -6,6 +6,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The end of a group's row loop: next row (row += rstride), again while row < rows, then done. */
+static void row_loop_end(struct rk_gen *g, struct ptx_loop *lp, const char *row, const char *rstride,
+			 const char *rows, const char *p, const char *done)
+{
+	struct ptx_kernel *k = g->k;
+
+	g->zp = NULL;
+	ptx_ins(k, "add.u64 %s, %s, %s", row, row, rstride);
+	ptx_ins(k, "setp.lt.u64 %s, %s, %s", p, row, rows);
+	ptx_loop_end(k, lp, p, 0);
+	ptx_label(k, done);
+}
+
 /* ---------------------------------------------------------------- forward */
 
 static void fwd_path(struct rk_gen *g, const char *rows, const char *row0, const char *rstride, const char *xp,
@@ -142,7 +155,7 @@ static void fwd_path(struct rk_gen *g, const char *rows, const char *row0, const
 	ptx_comment(k, "normalise, scale, shift, store");
 	g->zp = g->zrow[1];
 	for (int j = 0; j < g->nv; j++) {
-		const char *pv[4], *f[8], *o[8], *po[4], *wv[4], *wf[8], *bv[4], *bf[8];
+		const char *pv[4], *f[8], *o[8], *po[4], *wv[4], *wf[8] = { 0 }, *bv[4], *bf[8] = { 0 };
 		wsn__rk_get_vec(g, &x, j, pv);
 		wsn__rk_unpack(g, pv, f);
 		if (kp->has_weight) {
@@ -153,38 +166,12 @@ static void fwd_path(struct rk_gen *g, const char *rows, const char *row0, const
 			wsn__rk_get_vec(g, &b, j, bv);
 			wsn__rk_unpack(g, bv, bf);
 		}
-		for (int e = 0; e < g->vec; e++) {
-			const char *n = ptx_tmp(k, PTX_F32);
-			if (g->ln) {
-				/* (x - mean) * rstd: the subtraction is exact when x is near the mean, where
-				 * fma(x, rstd, -mean * rstd) would leave the rounding error of mean * rstd */
-				const char *d = ptx_tmp(k, PTX_F32);
-				ptx_sub_f32(k, d, f[e], mean);
-				ptx_mul_f32(k, n, d, rstd);
-			} else {
-				ptx_mul_f32(k, n, f[e], rstd);
-			}
-			if (kp->has_weight && kp->has_bias) {
-				o[e] = ptx_tmp(k, PTX_F32);
-				ptx_fma_f32(k, o[e], n, wf[e], bf[e]);
-			} else if (kp->has_weight) {
-				o[e] = ptx_tmp(k, PTX_F32);
-				ptx_mul_f32(k, o[e], n, wf[e]);
-			} else if (kp->has_bias) {
-				o[e] = ptx_tmp(k, PTX_F32);
-				ptx_add_f32(k, o[e], n, bf[e]);
-			} else {
-				o[e] = n;
-			}
-		}
+		for (int e = 0; e < g->vec; e++)
+			o[e] = wsn__rk_norm_affine(g, f[e], mean, rstd, wf[e], bf[e]);
 		wsn__rk_pack(g, o, po);
 		wsn__rk_store_vec(g, &y, j, po);
 	}
-	g->zp = NULL;
-	ptx_ins(k, "add.u64 %s, %s, %s", row, row, rstride);
-	ptx_ins(k, "setp.lt.u64 %s, %s, %s", p, row, rows);
-	ptx_loop_end(k, &lp, p, 0);
-	ptx_label(k, done);
+	row_loop_end(g, &lp, row, rstride, rows, p, done);
 }
 
 static int gen_forward(struct rk_gen *g)
@@ -434,11 +421,7 @@ static void bwd_path(struct rk_gen *g, const char *rows, const char *row0, const
 		wsn__rk_pack(g, o, po);
 		wsn__rk_store_vec(g, &dx, j, po);
 	}
-	g->zp = NULL;
-	ptx_ins(k, "add.u64 %s, %s, %s", row, row, rstride);
-	ptx_ins(k, "setp.lt.u64 %s, %s, %s", p, row, rows);
-	ptx_loop_end(k, &lp, p, 0);
-	ptx_label(k, done);
+	row_loop_end(g, &lp, row, rstride, rows, p, done);
 }
 
 

@@ -506,6 +506,34 @@ void wsn__rk_acc_get(struct rk_gen *g, struct rk_acc *a, int j, const char *f[8]
 	}
 }
 
+const char *wsn__rk_norm_affine(struct rk_gen *g, const char *x, const char *mean, const char *rstd, const char *w,
+				const char *b)
+{
+	struct ptx_kernel *k = g->k;
+	const struct wsn__kernel_plan *kp = g->kp;
+	const char *n = ptx_tmp(k, PTX_F32), *o;
+
+	if (g->ln) {
+		/* (x - mean) * rstd: the subtraction is exact when x is near the mean, where
+		 * fma(x, rstd, -mean * rstd) would leave the rounding error of mean * rstd */
+		const char *d = ptx_tmp(k, PTX_F32);
+		ptx_sub_f32(k, d, x, mean);
+		ptx_mul_f32(k, n, d, rstd);
+	} else {
+		ptx_mul_f32(k, n, x, rstd);
+	}
+	if (!kp->has_weight && !kp->has_bias)
+		return n;
+	o = ptx_tmp(k, PTX_F32);
+	if (kp->has_weight && kp->has_bias)
+		ptx_fma_f32(k, o, n, w, b);
+	else if (kp->has_weight)
+		ptx_mul_f32(k, o, n, w);
+	else
+		ptx_add_f32(k, o, n, b);
+	return o;
+}
+
 void wsn__rk_abi_params(struct rk_gen *g, int bwd, struct rk_abi *a)
 {
 	static const char *const fwd_ptr[] = { "x", "weight", "bias", "y", "mean", "rstd" };

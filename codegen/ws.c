@@ -765,35 +765,15 @@ static void fwd_path(struct ws *w, const struct kargs *ka)
 		}
 		out_row(w, &y, j, ka->pr[3], ka->ld_out, ka->txoff);
 		for (int v = 0; v < g->nv; v++) {
-			const char *pv[4], *f[8], *o[8], *po[4], *wf[8], *bf[8];
+			const char *pv[4], *f[8], *o[8], *po[4], *wf[8] = { 0 }, *bf[8] = { 0 };
 			row_vec(w, j, 0, v, pv);
 			wsn__rk_unpack(g, pv, f);
 			if (kp->has_weight)
 				param_vec(w, &wt, v, g->zrow[1], wf);
 			if (kp->has_bias)
 				param_vec(w, &bt, v, g->zrow[1], bf);
-			for (int e = 0; e < g->vec; e++) {
-				const char *nn = ptx_tmp(k, PTX_F32);
-				if (g->ln) {
-					const char *d = ptx_tmp(k, PTX_F32);
-					ptx_sub_f32(k, d, f[e], mean[j]);
-					ptx_mul_f32(k, nn, d, rstd[j]);
-				} else {
-					ptx_mul_f32(k, nn, f[e], rstd[j]);
-				}
-				if (kp->has_weight && kp->has_bias) {
-					o[e] = ptx_tmp(k, PTX_F32);
-					ptx_fma_f32(k, o[e], nn, wf[e], bf[e]);
-				} else if (kp->has_weight) {
-					o[e] = ptx_tmp(k, PTX_F32);
-					ptx_mul_f32(k, o[e], nn, wf[e]);
-				} else if (kp->has_bias) {
-					o[e] = ptx_tmp(k, PTX_F32);
-					ptx_add_f32(k, o[e], nn, bf[e]);
-				} else {
-					o[e] = nn;
-				}
-			}
+			for (int e = 0; e < g->vec; e++)
+				o[e] = wsn__rk_norm_affine(g, f[e], g->ln ? mean[j] : NULL, rstd[j], wf[e], bf[e]);
 			wsn__rk_pack(g, o, po);
 			wsn__rk_store_vec(g, &y, v, po);
 		}
