@@ -386,7 +386,7 @@ static void bwd_path(struct rk_gen *g, const char *rows, const char *row0, const
 	ptx_comment(k, "dx");
 	g->zp = g->zrow[1];
 	for (int j = 0; j < g->nv; j++) {
-		const char *dv[4], *xv[4], *wv[4], *df[8], *xf[8], *wf[8], *o[8], *po[4];
+		const char *dv[4], *xv[4], *wv[4], *df[8], *xf[8], *wf[8] = { 0 }, *o[8], *po[4];
 		wsn__rk_get_vec(g, &dy, j, dv);
 		wsn__rk_get_vec(g, &x, j, xv);
 		wsn__rk_unpack(g, dv, df);
@@ -395,29 +395,8 @@ static void bwd_path(struct rk_gen *g, const char *rows, const char *row0, const
 			wsn__rk_get_vec(g, &w, j, wv);
 			wsn__rk_unpack(g, wv, wf);
 		}
-		for (int e = 0; e < g->vec; e++) {
-			const char *xh = ptx_tmp(k, PTX_F32), *gg = df[e], *t = ptx_tmp(k, PTX_F32);
-			if (g->ln) {
-				const char *d = ptx_tmp(k, PTX_F32);
-				ptx_sub_f32(k, d, xf[e], mean);
-				ptx_mul_f32(k, xh, d, rstd);
-			} else {
-				ptx_mul_f32(k, xh, xf[e], rstd);
-			}
-			if (kp->has_weight) {
-				gg = ptx_tmp(k, PTX_F32);
-				ptx_mul_f32(k, gg, df[e], wf[e]);
-			}
-			if (g->ln) {
-				const char *u = ptx_tmp(k, PTX_F32);
-				ptx_sub_f32(k, u, gg, mg);
-				ptx_fma_f32(k, t, xh, nmgx, u);
-			} else {
-				ptx_fma_f32(k, t, xh, nmgx, gg);
-			}
-			o[e] = ptx_tmp(k, PTX_F32);
-			ptx_mul_f32(k, o[e], t, rstd);
-		}
+		for (int e = 0; e < g->vec; e++)
+			o[e] = wsn__rk_dx_elem(g, xf[e], df[e], wf[e], mean, rstd, mg, nmgx);
 		wsn__rk_pack(g, o, po);
 		wsn__rk_store_vec(g, &dx, j, po);
 	}

@@ -534,6 +534,35 @@ const char *wsn__rk_norm_affine(struct rk_gen *g, const char *x, const char *mea
 	return o;
 }
 
+const char *wsn__rk_dx_elem(struct rk_gen *g, const char *x, const char *dy, const char *w, const char *mean,
+			    const char *rstd, const char *mg, const char *nmgx)
+{
+	struct ptx_kernel *k = g->k;
+	const char *xh = ptx_tmp(k, PTX_F32), *gg = dy, *t = ptx_tmp(k, PTX_F32), *o;
+
+	if (g->ln) {
+		const char *d = ptx_tmp(k, PTX_F32);
+		ptx_sub_f32(k, d, x, mean);
+		ptx_mul_f32(k, xh, d, rstd);
+	} else {
+		ptx_mul_f32(k, xh, x, rstd);
+	}
+	if (g->kp->has_weight) {
+		gg = ptx_tmp(k, PTX_F32);
+		ptx_mul_f32(k, gg, dy, w);
+	}
+	if (g->ln) {
+		const char *u = ptx_tmp(k, PTX_F32);
+		ptx_sub_f32(k, u, gg, mg);
+		ptx_fma_f32(k, t, xh, nmgx, u);
+	} else {
+		ptx_fma_f32(k, t, xh, nmgx, gg);
+	}
+	o = ptx_tmp(k, PTX_F32);
+	ptx_mul_f32(k, o, t, rstd);
+	return o;
+}
+
 void wsn__rk_abi_params(struct rk_gen *g, int bwd, struct rk_abi *a)
 {
 	static const char *const fwd_ptr[] = { "x", "weight", "bias", "y", "mean", "rstd" };

@@ -97,6 +97,11 @@ void wsn__rk_pack(struct rk_gen *g, const char *const f[8], const char *p[4]);
 const char *wsn__rk_norm_affine(struct rk_gen *g, const char *x, const char *mean, const char *rstd, const char *w,
 				const char *b);
 
+/* Backward dx of one element: rstd * (g - mg - xhat * sum_gxhat / H) with g = dy * w (dy without a
+ * weight), xhat = (x - mean) * rstd (LayerNorm; x * rstd and no mg for RMSNorm), nmgx = -sum_gxhat / H. */
+const char *wsn__rk_dx_elem(struct rk_gen *g, const char *x, const char *dy, const char *w, const char *mean,
+			    const char *rstd, const char *mg, const char *nmgx);
+
 /* ---- reductions over a row group ---- */
 /* Sum n f32 values over the bdimx threads of a row group; every thread gets the same totals.
  * n <= red_slot / 4 (4 with the default slot). */

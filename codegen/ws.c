@@ -448,6 +448,22 @@ static void loop_end(struct ws *w, struct loop_ctx *c, struct ptx_loop *lp)
 }
 
 /* Row j's global address (row clamped) + this thread's offset. */
+/* The start of an output row j of a block: a comment, and past its end (w->pv[j]: the block's row j
+ * exists) a branch to the returned label, which the caller places after the row (NULL: none). */
+static const char *row_out_begin(struct ws *w, int j, const char *what)
+{
+	struct ptx_kernel *k = w->g.k;
+	const char *skip = NULL;
+
+	ptx_comment(k, "%s of row %d", what, j);
+	if (w->pv[j]) {
+		skip = ptx_label_new(k, "row_skip");
+		ptx_guard(k, w->pv[j], 1);
+		ptx_bra(k, skip);
+	}
+	return skip;
+}
+
 static void out_row(struct ws *w, struct rk_tens *t, int j, const char *base, const char *ld, const char *txoff)
 {
 	wsn__rk_row_addr(&w->g, t->g, base, w->rowc[j], ld, txoff);
@@ -580,45 +596,19 @@ static void bwd_path(struct ws *w, const struct kargs *ka, struct rk_acc *dw, st
 	}
 	g->zp = g->zrow[1];
 	for (int j = 0; j < U; j++) {
-		const char *skip = NULL;
-		ptx_comment(k, "dx of row %d", j);
-		if (w->pv[j]) {
-			skip = ptx_label_new(k, "row_skip");
-			ptx_guard(k, w->pv[j], 1);
-			ptx_bra(k, skip);
-		}
+		const char *skip = row_out_begin(w, j, "dx");
 		out_row(w, &dx, j, ka->pr[5], ka->ld_out, ka->txoff);
 		for (int v = 0; v < g->nv; v++) {
-			const char *dv[4], *xv[4], *df[8], *xf[8], *wf[8], *o[8], *po[4];
+			const char *dv[4], *xv[4], *df[8], *xf[8], *wf[8] = { 0 }, *o[8], *po[4];
 			row_vec(w, j, 0, v, dv);
 			row_vec(w, j, 1, v, xv);
 			wsn__rk_unpack(g, dv, df);
 			wsn__rk_unpack(g, xv, xf);
 			if (kp->has_weight)
 				param_vec(w, &wt, v, g->zrow[1], wf);
-			for (int e = 0; e < g->vec; e++) {
-				const char *xh = ptx_tmp(k, PTX_F32), *gg = df[e], *t = ptx_tmp(k, PTX_F32);
-				if (g->ln) {
-					const char *d = ptx_tmp(k, PTX_F32);
-					ptx_sub_f32(k, d, xf[e], cm[j]);
-					ptx_mul_f32(k, xh, d, cr[j]);
-				} else {
-					ptx_mul_f32(k, xh, xf[e], cr[j]);
-				}
-				if (kp->has_weight) {
-					gg = ptx_tmp(k, PTX_F32);
-					ptx_mul_f32(k, gg, df[e], wf[e]);
-				}
-				if (g->ln) {
-					const char *u = ptx_tmp(k, PTX_F32);
-					ptx_sub_f32(k, u, gg, mg[j]);
-					ptx_fma_f32(k, t, xh, nmgx[j], u);
-				} else {
-					ptx_fma_f32(k, t, xh, nmgx[j], gg);
-				}
-				o[e] = ptx_tmp(k, PTX_F32);
-				ptx_mul_f32(k, o[e], t, cr[j]);
-			}
+			for (int e = 0; e < g->vec; e++)
+				o[e] = wsn__rk_dx_elem(g, xf[e], df[e], wf[e], g->ln ? cm[j] : NULL, cr[j],
+						       mg[j], nmgx[j]);
 			wsn__rk_pack(g, o, po);
 			wsn__rk_store_vec(g, &dx, v, po);
 		}
@@ -756,13 +746,7 @@ static void fwd_path(struct ws *w, const struct kargs *ka)
 	/* pass 3: y = (x - mean) * rstd * w + b, row by row */
 	g->zp = g->zrow[1];
 	for (int j = 0; j < U; j++) {
-		const char *skip = NULL;
-		ptx_comment(k, "y of row %d", j);
-		if (w->pv[j]) {
-			skip = ptx_label_new(k, "row_skip");
-			ptx_guard(k, w->pv[j], 1);
-			ptx_bra(k, skip);
-		}
+		const char *skip = row_out_begin(w, j, "y");
 		out_row(w, &y, j, ka->pr[3], ka->ld_out, ka->txoff);
 		for (int v = 0; v < g->nv; v++) {
 			const char *pv[4], *f[8], *o[8], *po[4], *wf[8] = { 0 }, *bf[8] = { 0 };
