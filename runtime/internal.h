@@ -112,6 +112,14 @@ struct wsn_plan {
 	void *impl;
 };
 
+/* ---- comparing against a reference (runtime/tensor.c), for wsn_tensor_compare and the tests' oracle ---- */
+/* Start c; sums[] are the running ||got - ref||^2 and ||ref||^2. */
+void wsn__compare_begin(struct wsn_compare *c, double sums[2]);
+/* Element i: skipped where ref is not finite; a non-finite got counts and is the worst. */
+void wsn__compare_add(struct wsn_compare *c, double sums[2], int64_t i, double got, double ref);
+/* Finish over n elements: rel_l2 (infinite when any got was non-finite). */
+void wsn__compare_end(struct wsn_compare *c, const double sums[2], int64_t n);
+
 /* ---- the autotune cache (runtime/tunecache.c) ---- */
 /* What an autotune result is keyed by. */
 struct wsn__tune_id {

@@ -130,10 +130,46 @@ WSN_API int wsn_tensor_fill_nan(const struct wsn_tensor *t)
 	return 0;
 }
 
+void wsn__compare_begin(struct wsn_compare *c, double sums[2])
+{
+	memset(c, 0, sizeof(*c));
+	c->worst = -1;
+	sums[0] = sums[1] = 0;
+}
+
+void wsn__compare_add(struct wsn_compare *c, double sums[2], int64_t i, double got, double ref)
+{
+	double d;
+
+	if (!isfinite(ref))
+		return;
+	if (!isfinite(got)) {
+		c->nonfinite++;
+		if (c->worst < 0 || c->max_abs != INFINITY) {
+			c->max_abs = INFINITY;
+			c->worst = i;
+		}
+		return;
+	}
+	d = fabs(got - ref);
+	sums[0] += d * d;
+	sums[1] += ref * ref;
+	if (d > c->max_abs || c->worst < 0) {
+		c->max_abs = d;
+		c->worst = i;
+	}
+}
+
+void wsn__compare_end(struct wsn_compare *c, const double sums[2], int64_t n)
+{
+	c->count = n;
+	c->rel_l2 = c->nonfinite ? INFINITY : sums[1] > 0 ? sqrt(sums[0] / sums[1]) : sqrt(sums[0]);
+}
+
 WSN_API int wsn_tensor_compare(const struct wsn_tensor *got, const struct wsn_tensor *ref,
 			       struct wsn_compare *out)
 {
-	double diff2 = 0, ref2 = 0;
+	double sums[2];
 	int64_t n;
 	int err;
 
@@ -145,34 +181,10 @@ WSN_API int wsn_tensor_compare(const struct wsn_tensor *got, const struct wsn_te
 	if (n != wsn_tensor_numel(ref))
 		return wsn__error(WSN_ESHAPE, "compare: %lld elements against a reference of %lld",
 				  (long long)n, (long long)wsn_tensor_numel(ref));
-	memset(out, 0, sizeof(*out));
-	out->worst = -1;
-	for (int64_t i = 0; i < n; i++) {
-		double g = wsn__load(got->data, got->dtype, elem_offset(got, i));
-		double r = wsn__load(ref->data, ref->dtype, elem_offset(ref, i));
-		double d;
-
-		if (!isfinite(r))
-			continue;
-		if (!isfinite(g)) {
-			out->nonfinite++;
-			if (out->worst < 0 || out->max_abs != INFINITY) {
-				out->max_abs = INFINITY;
-				out->worst = i;
-			}
-			continue;
-		}
-		d = fabs(g - r);
-		diff2 += d * d;
-		ref2 += r * r;
-		if (d > out->max_abs || out->worst < 0) {
-			out->max_abs = d;
-			out->worst = i;
-		}
-	}
-	out->count = n;
-	out->rel_l2 = ref2 > 0 ? sqrt(diff2 / ref2) : sqrt(diff2);
-	if (out->nonfinite)
-		out->rel_l2 = INFINITY;
+	wsn__compare_begin(out, sums);
+	for (int64_t i = 0; i < n; i++)
+		wsn__compare_add(out, sums, i, wsn__load(got->data, got->dtype, elem_offset(got, i)),
+				 wsn__load(ref->data, ref->dtype, elem_offset(ref, i)));
+	wsn__compare_end(out, sums, n);
 	return 0;
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/reference.c: the four ops in float64 with plain loops, for checking every backend against. */
 #include "reference.h"
+#include "internal.h" /* wsn__compare_*: the same measure as wsn_tensor_compare */
 
 #include <math.h>
 #include <stdlib.h>
@@ -72,37 +73,16 @@ int ref_store(const double *src, const struct wsn_tensor *dst)
 
 int ref_compare(const struct wsn_tensor *got, const double *ref, struct wsn_compare *out)
 {
-	double diff2 = 0, ref2 = 0;
+	double sums[2];
 	int64_t n;
 
 	if (!ref || !out || !present(got) || !host_ok(got))
 		return WSN_EINVAL;
-	memset(out, 0, sizeof(*out));
-	out->worst = -1;
 	n = wsn_tensor_numel(got);
-	for (int64_t i = 0; i < n; i++) {
-		double g = get(got, i), r = ref[i], d;
-
-		if (!isfinite(r))
-			continue;
-		if (!isfinite(g)) {
-			out->nonfinite++;
-			if (out->worst < 0 || out->max_abs != INFINITY) {
-				out->max_abs = INFINITY;
-				out->worst = i;
-			}
-			continue;
-		}
-		d = fabs(g - r);
-		diff2 += d * d;
-		ref2 += r * r;
-		if (d > out->max_abs || out->worst < 0) {
-			out->max_abs = d;
-			out->worst = i;
-		}
-	}
-	out->count = n;
-	out->rel_l2 = out->nonfinite ? INFINITY : ref2 > 0 ? sqrt(diff2 / ref2) : sqrt(diff2);
+	wsn__compare_begin(out, sums);
+	for (int64_t i = 0; i < n; i++)
+		wsn__compare_add(out, sums, i, get(got, i), ref[i]);
+	wsn__compare_end(out, sums, n);
 	return 0;
 }
 
