@@ -86,6 +86,9 @@ struct wsn__kernel_plan {
 	int cache_rows;         /* row groups copy their stage into registers and release it before computing */
 	unsigned regs_entry;    /* .maxnreg: registers per thread at entry (65536 / block_threads) */
 	unsigned regs_producer, regs_compute; /* setmaxnreg.dec (producer) and .inc (row groups) */
+	unsigned cluster;       /* ws backward: CTAs of a cluster that share each row (1, 2, 4, 8), each
+				 * taking hidden / cluster columns and trading its row sums with the others
+				 * through distributed shared memory; 0 or 1: a CTA per row */
 	int ws_forced;          /* ws was asked for: it runs even where the heuristic expects it to be slow */
 	int ws_good;            /* the heuristic's verdict (is_good_ws_heuristic) */
 
@@ -100,9 +103,11 @@ struct wsn__ws_layout {
 	unsigned dw, db;        /* dweight / dbias sums when they live in shared memory */
 	unsigned stages;        /* the circular buffer: stages x stage_bytes */
 	unsigned xg;            /* the row groups' dweight/dbias fold after the loop (aliases the stages) */
+	unsigned xbar, xch;     /* cluster > 1: the row-sum exchange, per group 2 slots: an mbarrier each
+				 * (8 bytes), and cluster x red_slot bytes each (one part per CTA rank) */
 	unsigned total;         /* dynamic shared memory of the kernel */
 };
-/* The layout of plan kp (approach ws; bdimx, bdimy, nvec, stages, unroll, row_bytes and stores set). */
+/* The layout of plan kp (approach ws; bdimx, bdimy, nvec, stages, unroll, row_bytes, cluster and stores set). */
 void wsn__ws_layout(const struct wsn__kernel_plan *kp, struct wsn__ws_layout *l);
 /*
  * The warp-specialised plan (ws_plan.c): the heuristic search, or the forced parameters in p->opts.
@@ -122,6 +127,8 @@ int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *
 int wsn__ws_auto_pick(const struct wsn__gpu_props *g, const struct wsn__kernel_plan *ws, char *why, size_t len);
 /* Generate the PTX module of a ws plan (ws.c). */
 int wsn__ws_generate(const struct wsn__kernel_plan *kp, char **ptx);
+/* Columns of a row one CTA of plan kp covers: hidden / cluster. */
+int64_t wsn__kernel_cols(const struct wsn__kernel_plan *kp);
 /* Describe a ws plan, like snprintf (ws_plan.c). */
 int wsn__ws_describe(const struct wsn__kernel_plan *kp, char *buf, size_t len);
 

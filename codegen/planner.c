@@ -306,10 +306,11 @@ static int plan_multiwave(const struct wsn__gpu_props *g, const struct wsn__plan
 
 	if ((err = wsn__plan_begin(g, p, WSN_APPROACH_MULTIWAVE, kp)) < 0)
 		return err;
-	if (p->opts.stages > 1 || p->opts.unroll > 1)
+	if (p->opts.stages > 1 || p->opts.unroll > 1 || p->opts.cluster > 1)
 		return wsn__error(WSN_EINVAL,
-				  "plan: stages=%d / unroll=%d apply to the ws approach; multi-wave %s kernels "
-				  "process one row per group at a time", p->opts.stages, p->opts.unroll, opname);
+				  "plan: stages=%d / unroll=%d / cluster=%d apply to the ws approach; multi-wave %s kernels "
+				  "process one row per group at a time in one CTA", p->opts.stages, p->opts.unroll,
+				  p->opts.cluster, opname);
 	nvtot = (unsigned)((p->hidden + kp->vec - 1) / kp->vec);
 	nvmax = (nvtot + 1023) / 1024;
 	if (p->hidden > (int64_t)MAX_NVEC * 1024 * kp->vec)
@@ -456,8 +457,10 @@ int wsn__plan_kernel(const struct wsn__gpu_props *g, const struct wsn__plan_para
 		return wsn__error(WSN_EINVAL, "plan: unknown approach %d", (int)p->opts.approach);
 	}
 	err = wsn__ws_plan(g, p, &ws);
-	if (!err && (p->opts.stages > 1 || p->opts.unroll > 1)) {
-		snprintf(rule, sizeof(rule), "auto: ws, stages/unroll were given and only ws kernels have them");
+	if (err && (p->opts.stages > 1 || p->opts.unroll > 1 || p->opts.cluster > 1))
+		return err; /* only ws has these: its error says what does not fit */
+	if (!err && (p->opts.stages > 1 || p->opts.unroll > 1 || p->opts.cluster > 1)) {
+		snprintf(rule, sizeof(rule), "auto: ws, stages/unroll/cluster were given and only ws kernels have them");
 	} else if (!err && wsn__ws_auto_pick(g, &ws, rule, sizeof(rule))) {
 		/* rule says why */
 	} else {
@@ -509,8 +512,8 @@ unsigned wsn__kernel_grid(const struct wsn__kernel_plan *kp, int64_t rows)
 
 	if (rows < 1 || !kp->bdimy)
 		return 1;
-	if (kp->approach == WSN_APPROACH_WS) /* every CTA takes whole blocks of unroll rows */
-		need = (rows + kp->unroll - 1) / (kp->unroll ? kp->unroll : 1);
+	if (kp->approach == WSN_APPROACH_WS) /* every CTA (cluster) takes whole blocks of unroll rows */
+		need = (rows + kp->unroll - 1) / (kp->unroll ? kp->unroll : 1) * (kp->cluster > 1 ? kp->cluster : 1);
 	else
 		need = (rows + kp->bdimy - 1) / kp->bdimy;
 	if (kp->block_grid) /* one CTA per row block, as many as a launch takes */

@@ -899,3 +899,42 @@ void ptx_setmaxnreg(struct ptx_kernel *k, int inc, unsigned n)
 	}
 	ptx_ins(k, "setmaxnreg.%s.sync.aligned.u32 %u", inc ? "inc" : "dec", n);
 }
+
+void ptx_griddep_wait(struct ptx_kernel *k)
+{
+	ptx_ins(k, "griddepcontrol.wait");
+}
+
+void ptx_griddep_launch_dependents(struct ptx_kernel *k)
+{
+	ptx_ins(k, "griddepcontrol.launch_dependents");
+}
+
+void ptx_cluster_sync(struct ptx_kernel *k)
+{
+	ptx_ins(k, "barrier.cluster.arrive.release.aligned");
+	ptx_ins(k, "barrier.cluster.wait.acquire.aligned");
+}
+
+void ptx_mapa(struct ptx_kernel *k, const char *dst, const char *src, const char *rank)
+{
+	ptx_ins(k, "mapa.shared::cluster.u32 %s, %s, %s", dst, src, rank);
+}
+
+void ptx_st_async_f32(struct ptx_kernel *k, const char *addr, long long off, int n, const char *const r[],
+		      const char *rbar)
+{
+	char a[128];
+
+	addr_str(a, sizeof(a), addr, off);
+	if (n == 4)
+		ptx_ins(k, "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 %s, {%s, %s, %s, %s}, [%s]", a,
+			r[0], r[1], r[2], r[3], rbar);
+	else if (n == 2)
+		ptx_ins(k, "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 %s, {%s, %s}, [%s]", a, r[0], r[1],
+			rbar);
+	else if (n == 1)
+		ptx_ins(k, "st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 %s, %s, [%s]", a, r[0], rbar);
+	else
+		kerr(k, WSN_EINVAL, "st.async takes 1, 2 or 4 values", NULL);
+}

@@ -197,6 +197,19 @@ void ptx_bulk_commit_group(struct ptx_kernel *k);
 void ptx_bulk_wait_group_read(struct ptx_kernel *k, int n);
 /* setmaxnreg.inc/dec.sync.aligned.u32 n (n a multiple of 8 in 24..256). */
 void ptx_setmaxnreg(struct ptx_kernel *k, int inc, unsigned n);
+/* Thread block clusters: barrier.cluster arrive (release) + wait (acquire), every thread of every CTA. */
+void ptx_cluster_sync(struct ptx_kernel *k);
+/* mapa: dst (.u32) = the shared::cluster address of local shared address src in the CTA of rank `rank`. */
+void ptx_mapa(struct ptx_kernel *k, const char *dst, const char *src, const char *rank);
+/* st.async of n (1, 2 or 4) f32 to another CTA's shared memory (shared::cluster address addr + off,
+ * aligned to 4n bytes), completing 4n bytes of transactions on that CTA's mbarrier rbar. */
+void ptx_st_async_f32(struct ptx_kernel *k, const char *addr, long long off, int n, const char *const r[],
+		      const char *rbar);
+/* Programmatic dependent launch: griddepcontrol.wait (until the grids this one depends on have
+ * completed and their writes are visible; no-op without such grids) and
+ * griddepcontrol.launch_dependents (the next grid may start once every CTA of this one did this). */
+void ptx_griddep_wait(struct ptx_kernel *k);
+void ptx_griddep_launch_dependents(struct ptx_kernel *k);
 
 /* ---- hooks for passes over a kernel body (codegen/async.c) ---- */
 /* The kernel's entry name. */

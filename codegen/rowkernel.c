@@ -563,6 +563,18 @@ const char *wsn__rk_dx_elem(struct rk_gen *g, const char *x, const char *dy, con
 	return o;
 }
 
+/*
+ * Programmatic dependent launch: wait for the grids this one depends on (the previous kernel on the
+ * stream, when the launch allows overlap) before any global memory access, then let the next grid
+ * start launching: its CTAs take SMs as this grid's last CTAs leave and wait here in turn.
+ */
+static void griddep(struct ptx_kernel *k)
+{
+	ptx_comment(k, "dependent launch: the previous grid's writes are visible past this point");
+	ptx_griddep_wait(k);
+	ptx_griddep_launch_dependents(k);
+}
+
 void wsn__rk_abi_params(struct rk_gen *g, int bwd, struct rk_abi *a)
 {
 	static const char *const fwd_ptr[] = { "x", "weight", "bias", "y", "mean", "rstd" };
@@ -604,6 +616,7 @@ void wsn__rk_abi_params(struct rk_gen *g, int bwd, struct rk_abi *a)
 		ptx_ins(k, "mul.lo.u64 %s, %s, %d", a->ld[i], a->ld[i], g->E);
 	if (bwd)
 		ptx_ins(k, "shl.b64 %s, %s, 2", a->sld, a->sld);
+	griddep(k);
 }
 
 void wsn__rk_acc_zero(struct rk_gen *g, struct rk_acc *a)
@@ -650,8 +663,8 @@ void wsn__rk_bwd_epilogue(struct rk_gen *g, struct rk_acc *accs[2], const char *
 	const char *cta = ptx_tmp(k, PTX_U32), *nc = ptx_tmp(k, PTX_U32);
 
 	ptx_comment(k, "---- per-CTA partial column sums -> workspace ----");
-	ptx_sreg(k, cta, "%ctaid.x");
-	ptx_sreg(k, nc, "%nctaid.x");
+	ptx_sreg(k, cta, g->rank ? "%clusterid.x" : "%ctaid.x");
+	ptx_sreg(k, nc, g->rank ? "%nclusterid.x" : "%nctaid.x");
 	if (g->bdimy > 1) {
 		const char *xs = ptx_reg(k, PTX_U32, "xg_s"), *p = ptx_tmp(k, PTX_PRED);
 		ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", xs, g->tx, g->vec * 4, g->smem);
@@ -702,10 +715,16 @@ void wsn__rk_bwd_epilogue(struct rk_gen *g, struct rk_acc *accs[2], const char *
 			ptx_ins(k, "add.u32 %s, %s, %s", part, nc, cta);
 		else
 			ptx_mov(k, PTX_U32, part, cta);
-		ptx_ins(k, "mul.wide.u32 %s, %s, %lld", ga, part, g->H * 4);
+		ptx_ins(k, "mul.wide.u32 %s, %s, %lld", ga, part, (long long)g->kp->hidden * 4);
 		ptx_ins(k, "add.u64 %s, %s, %s", ga, ga, wsp);
 		ptx_ins(k, "mul.wide.u32 %s, %s, %d", col, g->tx, g->vec * 4);
 		ptx_ins(k, "add.u64 %s, %s, %s", ga, ga, col);
+		if (g->rank) {
+			const char *rank = ptx_tmp(k, PTX_U32);
+			ptx_sreg(k, rank, "%cluster_ctarank");
+			ptx_ins(k, "mul.wide.u32 %s, %s, %lld", col, rank, g->H * 4);
+			ptx_ins(k, "add.u64 %s, %s, %s", ga, ga, col);
+		}
 		for (int j = 0; j < g->nv; j++) {
 			const char *f[8];
 			wsn__rk_acc_get(g, ac, j, f);
@@ -744,6 +763,7 @@ int wsn__rk_gen_finish(struct ptx_module *m, const struct wsn__kernel_plan *kp)
 	ptx_ld_param(k, PTX_U64, dwp, "dweight");
 	ptx_ld_param(k, PTX_U64, dbp, "dbias");
 	ptx_ld_param(k, PTX_U32, np, "nparts");
+	griddep(k);
 	const char *tid = ptx_reg(k, PTX_U32, "thread"), *cx = ptx_reg(k, PTX_U32, "cx"), *sy = ptx_reg(k, PTX_U32, "sy");
 	const char *col = ptx_reg(k, PTX_U32, "col"), *pcol = ptx_reg(k, PTX_PRED, "p_col");
 	ptx_sreg(k, tid, "%tid.x");

@@ -49,6 +49,10 @@ struct rk_gen {
 	unsigned tid_base, red_slot;
 	int all_bar;
 	unsigned all_bar_count;
+	/* A row split over a cluster (ws backward, kp->cluster > 1): H is this CTA's share of the row,
+	 * rank (.u32) the CTA's %cluster_ctarank; partial sums go to row %clusterid of the workspace at
+	 * column rank * H. NULL rank: a CTA per row. */
+	const char *rank;
 	const char *invH;
 	const char *cnt, *rcnt; /* LayerNorm forward: elements this thread owns and 1 / that */
 	/* Opaque zero of the current pass (NULL: none). Registers held across a row reduction are
@@ -69,7 +73,8 @@ struct rk_acc {
 };
 
 /* ---- the kernel ABI (codegen.h) ---- */
-/* The entry's parameters, declared in ABI order and loaded; row strides scaled to bytes. */
+/* The entry's parameters, declared in ABI order and loaded; row strides scaled to bytes; then the
+ * dependent-launch wait (no global access may come before it). */
 struct rk_abi {
 	const char *pr[7];  /* pointers: fwd x, weight, bias, y, mean, rstd; bwd dy, x, weight, mean, rstd, dx, ws */
 	const char *rows;
@@ -133,7 +138,7 @@ void wsn__rk_acc_put(struct rk_gen *g, struct rk_acc *a, int j, const char *cons
 void wsn__rk_acc_zero(struct rk_gen *g, struct rk_acc *a);
 /* After the row loop: fold the row groups' register accumulators into group 0 through shared memory at
  * sm_xg (fixed order), then group 0 writes the CTA's partial rows: dweight at ws[ctaid][.], dbias at
- * ws[nctaid + ctaid][.]. */
+ * ws[nctaid + ctaid][.] (rows of hidden floats; with g->rank: cluster ids and this CTA's columns). */
 void wsn__rk_bwd_epilogue(struct rk_gen *g, struct rk_acc *accs[2], const char *wsp);
 /* The finish kernel kp->finish_entry: dweight/dbias = the sum of the nparts partial rows in a fixed
  * order, converted to the plan's dtype. Returns 0 or the module's error. */

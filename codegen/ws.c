@@ -47,6 +47,7 @@ struct ws {
 	struct rk_tens cache[MAXU][2]; /* cache_rows: the stage's vectors in registers */
 	const char *slot;              /* .u32 stage slot of the current block */
 	const char *lane0;             /* .pred: lane 0 of its warp */
+	int C;                         /* CTAs sharing a row (kp->cluster; 1: none) */
 };
 
 static unsigned align_up(unsigned v, unsigned a)
@@ -59,10 +60,16 @@ static int is_ln(enum wsn_op op)
 	return op == WSN_LAYERNORM_FWD || op == WSN_LAYERNORM_BWD;
 }
 
+int64_t wsn__kernel_cols(const struct wsn__kernel_plan *kp)
+{
+	return kp->cluster > 1 ? kp->hidden / kp->cluster : kp->hidden;
+}
+
 void wsn__ws_layout(const struct wsn__kernel_plan *kp, struct wsn__ws_layout *l)
 {
 	int bwd = wsn_op_is_backward(kp->op), ln = is_ln(kp->op);
 	unsigned nw = kp->bdimx / 32, padded = kp->nvec * kp->bdimx, U = kp->unroll, off, nred, end;
+	unsigned C = kp->cluster > 1 ? kp->cluster : 1;
 
 	memset(l, 0, sizeof(*l));
 	/* values per grouped reduction: backward (sum g, sum g*xhat) or sum g*xhat per row; forward
@@ -70,9 +77,13 @@ void wsn__ws_layout(const struct wsn__kernel_plan *kp, struct wsn__ws_layout *l)
 	nred = bwd ? U * (ln ? 2 : 1) : ln ? 4 * U : U;
 	l->red_slot = 16 * ((nred + 3) / 4);
 	l->bars = 0;
-	off = align_up(16 * kp->stages, 128);
+	l->xbar = 16 * kp->stages;
+	off = align_up(l->xbar + (C > 1 ? 16 * kp->bdimy : 0), 128);
 	l->red = off;
 	off += kp->bdimy * 2 * nw * l->red_slot;
+	l->xch = off;
+	if (C > 1)
+		off += kp->bdimy * 2 * C * l->red_slot;
 	l->w = l->b = off;
 	if (kp->param_store == WSN_STORE_SMEM) {
 		if (kp->has_weight)
@@ -97,6 +108,14 @@ void wsn__ws_layout(const struct wsn__kernel_plan *kp, struct wsn__ws_layout *l)
 
 /* ---------------------------------------------------------------- producer */
 
+/* The CTA's place among those that stride over the row blocks, and their number: the CTA's, or with
+ * a row split over a cluster the cluster's (its CTAs take the same blocks, each its own columns). */
+static void stride_ids(struct ws *w, const char *idx, const char *count)
+{
+	ptx_sreg(w->g.k, idx, w->C > 1 ? "%clusterid.x" : "%ctaid.x");
+	ptx_sreg(w->g.k, count, w->C > 1 ? "%nclusterid.x" : "%nctaid.x");
+}
+
 /* The elected lane of warp 0: every block of this CTA into the ring. */
 static void producer(struct ws *w)
 {
@@ -106,7 +125,7 @@ static void producer(struct ws *w)
 	const char *par = ptx_reg(k, PTX_U32, "p_parity"), *full = ptx_reg(k, PTX_U32, "p_full");
 	const char *st = ptx_reg(k, PTX_U32, "p_stage"), *row0 = ptx_reg(k, PTX_U64, "p_row0");
 	const char *rmax = ptx_reg(k, PTX_U64, "p_rowmax"), *gstride = ptx_reg(k, PTX_U64, "p_gstride");
-	const char *p = ptx_reg(k, PTX_PRED, "p_more"), *t32 = ptx_tmp(k, PTX_U32);
+	const char *p = ptx_reg(k, PTX_PRED, "p_more"), *t32 = ptx_tmp(k, PTX_U32), *n32 = ptx_tmp(k, PTX_U32);
 	long long HE = w->g.H * w->g.E;
 	struct ptx_loop lp;
 
@@ -114,10 +133,9 @@ static void producer(struct ws *w)
 	ptx_ins(k, "add.u64 %s, %s, %d", nb, w->rows, w->U - 1);
 	ptx_ins(k, "div.u64 %s, %s, %d", nb, nb, w->U);
 	ptx_ins(k, "sub.u64 %s, %s, 1", rmax, w->rows);
-	ptx_sreg(k, t32, "%ctaid.x");
+	stride_ids(w, t32, n32);
 	ptx_ins(k, "cvt.u64.u32 %s, %s", b, t32);
-	ptx_sreg(k, t32, "%nctaid.x");
-	ptx_ins(k, "cvt.u64.u32 %s, %s", gstride, t32);
+	ptx_ins(k, "cvt.u64.u32 %s, %s", gstride, n32);
 	ptx_mov_imm(k, PTX_U32, slot, 0);
 	ptx_mov_imm(k, PTX_U32, phase, 0);
 	ptx_ins(k, "setp.lt.u64 %s, %s, %s", p, b, nb);
@@ -417,8 +435,7 @@ static void loop_setup(struct ws *w, struct loop_ctx *c)
 	ptx_ins(k, "add.u64 %s, %s, %d", c->nblocks, w->rows, w->U - 1);
 	ptx_ins(k, "div.u64 %s, %s, %d", c->nblocks, c->nblocks, w->U);
 	ptx_ins(k, "sub.u64 %s, %s, 1", c->rmax, w->rows);
-	ptx_sreg(k, t, "%ctaid.x");
-	ptx_sreg(k, nc, "%nctaid.x");
+	stride_ids(w, t, nc);
 	ptx_mov(k, PTX_U32, c->it, w->g.ty);
 	ptx_ins(k, "mad.lo.u32 %s, %s, %s, %s", t, w->g.ty, nc, t);
 	ptx_ins(k, "cvt.u64.u32 %s, %s", c->b, t);
@@ -470,6 +487,73 @@ static void out_row(struct ws *w, struct rk_tens *t, int j, const char *base, co
 }
 
 /* ---------------------------------------------------------------- backward */
+
+/*
+ * A row split over a cluster: the group's n row sums (this CTA's columns) become the whole row's.
+ * Thread tx 0 arms the group's exchange barrier of slot i & 1 (i: the group's block count) for the
+ * other CTAs' parts, then sends this CTA's part to each of them (st.async into their buffer at this
+ * CTA's rank, completing on their barrier of the same slot). Every thread then waits for the parts
+ * and adds all ranks' in rank order, so the CTAs of a cluster get bit-identical sums. Two slots are
+ * enough: no CTA can get two blocks ahead of another, each block waiting for every other CTA's part;
+ * and a buffer is refilled only after the group's next row reduction, which every thread reaches
+ * after reading it.
+ */
+static void exchange(struct ws *w, const char *tot[], int n, const char *it)
+{
+	struct rk_gen *g = &w->g;
+	struct ptx_kernel *k = g->k;
+	unsigned XS = w->L.red_slot, C = (unsigned)w->C;
+	const char *li = ptx_tmp(k, PTX_U32), *idx = ptx_tmp(k, PTX_U32), *par = ptx_tmp(k, PTX_U32);
+	const char *bar = ptx_tmp(k, PTX_U32), *buf = ptx_tmp(k, PTX_U32), *p = ptx_tmp(k, PTX_PRED);
+	const char *sent = ptx_label_new(k, "xch_sent"), *rank = ptx_tmp(k, PTX_U32);
+
+	ptx_comment(k, "row sums over the cluster: this CTA's part to the others, theirs added in rank order");
+	ptx_sreg(k, rank, "%cluster_ctarank");
+	ptx_ins(k, "div.u32 %s, %s, %d", li, it, g->bdimy);
+	ptx_ins(k, "and.b32 %s, %s, 1", idx, li);
+	ptx_ins(k, "bfe.u32 %s, %s, 1, 1", par, li);
+	ptx_ins(k, "mad.lo.u32 %s, %s, 2, %s", idx, g->ty, idx);
+	ptx_ins(k, "mad.lo.u32 %s, %s, 8, %s", bar, idx, w->bars);
+	ptx_ins(k, "add.u32 %s, %s, %u", bar, bar, w->L.xbar - w->L.bars);
+	ptx_ins(k, "mad.lo.u32 %s, %s, %u, %s", buf, idx, C * XS, g->smem);
+	ptx_ins(k, "add.u32 %s, %s, %u", buf, buf, w->L.xch);
+	ptx_ins(k, "setp.ne.u32 %s, %s, 0", p, g->tx);
+	ptx_guard(k, p, 0);
+	ptx_ins(k, "bra %s", sent);
+	{
+		const char *mine = ptx_tmp(k, PTX_U32);
+		ptx_mbarrier_arrive_expect_tx(k, bar, 0, (C - 1) * (unsigned)n * 4);
+		ptx_ins(k, "mad.lo.u32 %s, %s, %u, %s", mine, rank, XS, buf);
+		for (unsigned d = 1; d < C; d++) {
+			const char *peer = ptx_tmp(k, PTX_U32), *ra = ptx_tmp(k, PTX_U32), *rb = ptx_tmp(k, PTX_U32);
+			ptx_ins(k, "add.u32 %s, %s, %u", peer, rank, d);
+			ptx_ins(k, "and.b32 %s, %s, %u", peer, peer, C - 1);
+			ptx_mapa(k, ra, mine, peer);
+			ptx_mapa(k, rb, bar, peer);
+			/* the n sums in pieces of 4, 2, 1: each aligned to its size */
+			for (int i = 0, m; i < n; i += m) {
+				m = n - i >= 4 ? 4 : n - i >= 2 ? 2 : 1;
+				ptx_st_async_f32(k, ra, 4LL * i, m, tot + i, rb);
+			}
+		}
+	}
+	ptx_label(k, sent);
+	ptx_mbarrier_wait_parity_bounded(k, bar, 0, par, WATCHDOG_NS);
+	for (int i = 0; i < n; i++) {
+		const char *acc = ptx_tmp(k, PTX_F32);
+		for (unsigned r = 0; r < C; r++) {
+			const char *x = ptx_tmp(k, PTX_F32), *own = ptx_tmp(k, PTX_PRED);
+			ptx_ld_shared(k, PTX_F32, x, buf, (long long)r * XS + 4 * i);
+			ptx_ins(k, "setp.eq.u32 %s, %s, %u", own, rank, r);
+			ptx_ins(k, "selp.f32 %s, %s, %s, %s", x, tot[i], x, own);
+			if (r)
+				ptx_add_f32(k, acc, acc, x);
+			else
+				ptx_mov(k, PTX_F32, acc, x);
+		}
+		ptx_mov(k, PTX_F32, tot[i], acc);
+	}
+}
 
 static void bwd_path(struct ws *w, const struct kargs *ka, struct rk_acc *dw, struct rk_acc *db)
 {
@@ -582,6 +666,8 @@ static void bwd_path(struct ws *w, const struct kargs *ka, struct rk_acc *dw, st
 		tot[n++] = sgx[j][0];
 	}
 	wsn__rk_reduce_row(g, tot, n);
+	if (w->C > 1)
+		exchange(w, tot, n, c.it);
 
 	/* pass 2: dx = rstd * (g - sum_g / H - xhat * sum_gxhat / H), row by row */
 	for (int j = 0, i = 0; j < U; j++) {
@@ -797,9 +883,17 @@ static void prologue(struct ws *w)
 		ptx_mbarrier_init(k, w->bars, 8LL * s, 1);
 		ptx_mbarrier_init(k, w->bars, 8LL * (w->S + s), kp->bdimx / 32);
 	}
+	if (w->C > 1) {
+		ptx_comment(k, "row-sum exchange: 2 slots per row group, armed by the group's thread 0");
+		for (unsigned i = 0; i < 2 * kp->bdimy; i++)
+			ptx_mbarrier_init(k, w->bars, (long long)(w->L.xbar - w->L.bars) + 8LL * i, 1);
+	}
 	ptx_fence_mbarrier_init(k);
 	ptx_label(k, skip);
-	ptx_bar_sync(k, 0, 0);
+	if (w->C > 1) /* the other CTAs' barriers are ready before anything is sent to them */
+		ptx_cluster_sync(k);
+	else
+		ptx_bar_sync(k, 0, 0);
 	ptx_ins(k, "setp.ge.u32 %s, %s, %u", pp, tid, kp->producer_threads);
 	ptx_guard(k, pp, 0);
 	ptx_bra(k, rowgroups);
@@ -864,6 +958,16 @@ static int gen_backward(struct ws *w)
 	dyld = abi.ld[0], xld = abi.ld[1], dxld = abi.ld[2];
 	ka.sld = abi.sld;
 	ka.ld_out = dxld;
+	if (w->C > 1) {
+		/* this CTA's columns: rank * hidden / cluster on, in dy, x, dx and the weight */
+		const char *cb = ptx_tmp(k, PTX_U64);
+		g->rank = ptx_reg(k, PTX_U32, "cta_rank");
+		ptx_sreg(k, g->rank, "%cluster_ctarank");
+		ptx_ins(k, "mul.wide.u32 %s, %s, %lld", cb, g->rank, g->H * g->E);
+		for (int i = 0; i < 6; i++)
+			if (i == 0 || i == 1 || i == 5 || (i == 2 && kp->has_weight))
+				ptx_ins(k, "add.u64 %s, %s, %s", ka.pr[i], ka.pr[i], cb);
+	}
 	w->cbase[0] = ka.pr[0];
 	w->cld[0] = dyld;
 	w->cbase[1] = ka.pr[1];
@@ -1004,7 +1108,9 @@ int wsn__ws_generate(const struct wsn__kernel_plan *kp, char **ptx)
 	*ptx = NULL;
 	if (kp->approach != WSN_APPROACH_WS || !kp->bdimx || kp->bdimx % 32 || !kp->nvec || kp->nvec > RK_MAXV ||
 	    !kp->bdimy || (kp->bdimx > 32 && kp->bdimy > 14) || (kp->bdimx * kp->bdimy) % 128 || kp->producer_threads != 128 || kp->bdimx * kp->bdimy + kp->producer_threads != kp->block_threads ||
-	    kp->unroll < 1 || kp->unroll > MAXU || kp->stages < 1 || kp->row_bytes % 16 || !kp->regs_producer)
+	    kp->unroll < 1 || kp->unroll > MAXU || kp->stages < 1 || kp->row_bytes % 16 || !kp->regs_producer ||
+	    kp->cluster > 8 || (kp->cluster & (kp->cluster - 1)) ||
+	    (kp->cluster > 1 && (!wsn_op_is_backward(kp->op) || kp->hidden % ((int64_t)kp->cluster * (16 / (int64_t)wsn_dtype_size(kp->dtype))))))
 		return wsn__error(WSN_EINVAL, "codegen: warp-specialised plan for %s is inconsistent (bdimx %u, bdimy %u, "
 				  "nvec %u, unroll %u, stages %u)", kp->entry, kp->bdimx, kp->bdimy, kp->nvec, kp->unroll,
 				  kp->stages);
@@ -1024,13 +1130,14 @@ int wsn__ws_generate(const struct wsn__kernel_plan *kp, char **ptx)
 	g->bdimx = (int)kp->bdimx;
 	g->bdimy = (int)kp->bdimy;
 	g->nw = g->bdimx / 32;
-	g->H = kp->hidden;
+	g->H = wsn__kernel_cols(kp);
 	g->NV = (g->H + g->vec - 1) / g->vec;
 	g->nfull = g->H / g->vec;
 	g->tail = g->H % g->vec;
 	g->tid_base = kp->producer_threads;
 	w->U = (int)kp->unroll;
 	w->S = (int)kp->stages;
+	w->C = kp->cluster > 1 ? (int)kp->cluster : 1;
 	w->nt = g->bwd ? 2 : 1;
 	w->RB = kp->row_bytes;
 	w->SB = kp->stage_bytes;

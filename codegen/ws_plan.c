@@ -12,6 +12,7 @@
 #define WS_MAX_UNROLL 8         /* ws.c MAXU */
 #define WS_MAX_NVEC 16          /* vectors per thread per row the search considers */
 #define WS_MAX_STAGES 32
+#define WS_MAX_CLUSTER 8         /* CTAs sharing a row: the portable cluster size */
 #define WS_MAX_GROUPS 14        /* row groups of several warps: named barriers 1..14 (15 joins them all) */
 #define WS_GOOD_FREE_REGS 8     /* is_good: bdimy 1 with direct loads needs this many registers spare
 				 * over the estimate (which has its own margin); nvFuser asks for 64, but
@@ -90,7 +91,7 @@ static void apply(struct wsn__kernel_plan *kp, const struct cfg *c)
 {
 	int bwd = wsn_op_is_backward(kp->op);
 	unsigned E = (unsigned)wsn_dtype_size(kp->dtype), nt = bwd ? 2 : 1;
-	unsigned nvtot = (unsigned)((kp->hidden + kp->vec - 1) / kp->vec);
+	unsigned nvtot = (unsigned)((wsn__kernel_cols(kp) + kp->vec - 1) / kp->vec);
 
 	kp->bdimx = c->bdimx;
 	kp->bdimy = kp->groups = c->bdimy;
@@ -100,7 +101,7 @@ static void apply(struct wsn__kernel_plan *kp, const struct cfg *c)
 	kp->stages = c->stages;
 	kp->producer_threads = WS_PRODUCER_THREADS;
 	kp->block_threads = WS_PRODUCER_THREADS + c->bdimx * c->bdimy;
-	kp->row_bytes = (unsigned)((kp->hidden * E + 15) / 16 * 16) + 16;
+	kp->row_bytes = (unsigned)((wsn__kernel_cols(kp) * E + 15) / 16 * 16) + 16;
 	kp->stage_bytes = c->unroll * nt * kp->row_bytes;
 	kp->cache_rows = c->cache;
 	kp->param_store = c->direct ? WSN_STORE_REG : WSN_STORE_SMEM;
@@ -119,6 +120,7 @@ static void apply(struct wsn__kernel_plan *kp, const struct cfg *c)
  * live), LayerNorm forward's unpacked row, and the reduction's loads (warps x values).
  */
 #define WS_REG_MARGIN 12
+#define WS_CLUSTER_REGS 16
 static unsigned ws_reg_margin(unsigned unroll)
 {
 	return WS_REG_MARGIN + 4 * unroll;
@@ -141,6 +143,10 @@ static unsigned estimate_regs(const struct wsn__kernel_plan *kp, const struct cf
 	/* the fit under-estimates more with more rows; f16 unpacks through cvt with 16-bit temporaries
 	 * that ptxas keeps live across a vector (backward: up to 10 registers per vector and row) */
 	r = (r + 99) / 100 + ws_reg_margin(U);
+	/* a row split over a cluster: the exchange's addresses, barrier and parts stay live beside the
+	 * row (LayerNorm bwd 8K over 2 CTAs spilled 24 bytes at an estimate 12 under the budget) */
+	if (kp->cluster > 1)
+		r += WS_CLUSTER_REGS;
 	if (kp->dtype == WSN_F16)
 		r += bwd ? 10 * nv * U : 8;
 	else if (kp->dtype == WSN_F32 && bwd)
@@ -205,7 +211,7 @@ struct forced {
 static int search(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp, const struct forced *f, int64_t rows,
 		  struct cfg *c, struct trace *t)
 {
-	unsigned nvtot = (unsigned)((kp->hidden + kp->vec - 1) / kp->vec);
+	unsigned nvtot = (unsigned)((wsn__kernel_cols(kp) + kp->vec - 1) / kp->vec);
 	int changed, steps = 0;
 
 	/* ours: a short row starts narrower, a warp or two per row (row sums without a barrier), so
@@ -331,6 +337,70 @@ static int try_search(const struct wsn__gpu_props *g, struct wsn__kernel_plan *k
 	return fit;
 }
 
+/*
+ * The search, then the fallbacks in order while the result spills or has one stage, for the plan's
+ * cluster (kp->cluster). Returns whether *c fits; *spill_ok when fallback 3 kept a ring of 2+ stages
+ * over the register budget.
+ */
+static int search_all(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp, const struct forced *fp,
+		      int64_t rows, struct cfg *c, struct trace *t, int *spill_ok)
+{
+	int bwd = wsn_op_is_backward(kp->op), fit;
+	struct forced f = *fp;
+	struct cfg alt;
+
+	*spill_ok = 0;
+	fit = try_search(g, kp, &f, rows, c, 1, 1, 0, 0, t, "search: ");
+	if (!fit || c->stages < 2) {
+		int fa = try_search(g, kp, &f, rows, &alt, 0, 1, 0, 0, t,
+				    "fallback 1, stage not cached in registers: ");
+		if (fa || !fit) {
+			*c = alt;
+			fit = fa;
+		}
+	}
+	if ((!fit || c->stages < 2) && (kp->has_weight || (!bwd && kp->has_bias))) {
+		int fb = try_search(g, kp, &f, rows, &alt, 0, 0, 0, 0, t,
+				    "fallback 2, weight/bias through shared memory: ");
+		if (fb && (alt.stages >= 2 || !fit)) {
+			*c = alt;
+			fit = 1;
+			if (c->stages < 2 && !f.stages) {
+				/* the copies of weight/bias took the ring's room: direct loads back on, for
+				 * a ring of 2+ stages even if the registers then spill a little */
+				alt = *c;
+				alt.direct = 1;
+				more_stages(g, kp, &alt);
+				if (alt.stages >= 2 || eval(g, kp, &alt)) {
+					tr(t, "fallback 3, still one stage: direct loads back on (%u stages%s); ",
+					   alt.stages, eval(g, kp, &alt) ? "" : ", registers over budget");
+					*c = alt;
+					*spill_ok = 1;
+				}
+			}
+		}
+	}
+	if (!fit && bwd && (kp->has_weight || kp->has_bias) && f.bdimy <= 1) {
+		/* ours: with one row group, the sums that registers cannot hold go to shared memory */
+		struct forced ff = f;
+		ff.bdimy = 1;
+		for (int step = 0; step < 2 && !fit; step++) {
+			int dbs = kp->has_bias, dws = step || !kp->has_bias ? kp->has_weight : 0;
+			char what[128];
+			for (int direct = 1; direct >= 0 && !fit; direct--) {
+				snprintf(what, sizeof(what), "fallback %d, %s sums in shared memory%s: ", 4 + step,
+					 dws && dbs ? "dweight and dbias" : dbs ? "dbias" : "dweight",
+					 direct ? "" : ", weight too");
+				if (try_search(g, kp, &ff, rows, &alt, 0, direct, dws, dbs, t, what)) {
+					*c = alt;
+					fit = 1;
+				}
+			}
+		}
+	}
+	return fit;
+}
+
 #define WHY(...) tr(&why, __VA_ARGS__)
 
 int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *p, struct wsn__kernel_plan *kp)
@@ -338,8 +408,9 @@ int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *
 	const char *opname = wsn_op_name(p->op), *dtname = wsn_dtype_name(p->dtype), *verdict;
 	int bwd = wsn_op_is_backward(p->op), ln = is_ln(p->op), fit, err;
 	struct forced f = { 0 };
-	struct cfg c, alt;
+	struct cfg c;
 	int spill_ok = 0; /* fallback 3 keeps a ring of 2+ stages over the register budget */
+	unsigned cluster = 1;
 	char steps[2048];
 	struct trace t = { steps, sizeof(steps), 0 }, why;
 
@@ -374,59 +445,37 @@ int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *
 				  "CTA (threads budget)", f.bdimy, f.bdimx ? f.bdimx : 128, WS_PRODUCER_THREADS,
 				  WS_MAX_THREADS);
 
-	/* the search, then the fallbacks in order while the result spills or has one stage */
-	fit = try_search(g, kp, &f, p->rows, &c, 1, 1, 0, 0, &t, "search: ");
-	if (!fit || c.stages < 2) {
-		int fa = try_search(g, kp, &f, p->rows, &alt, 0, 1, 0, 0, &t,
-				    "fallback 1, stage not cached in registers: ");
-		if (fa || !fit) {
-			c = alt;
-			fit = fa;
-		}
+	if (p->opts.cluster > 0) {
+		cluster = (unsigned)p->opts.cluster;
+		if (cluster > WS_MAX_CLUSTER || (cluster & (cluster - 1)))
+			return wsn__error(WSN_EINVAL, "plan: ws cluster %u: 1, 2, 4 or 8 CTAs per row", cluster);
+		if (cluster > 1 && !bwd)
+			return wsn__error(WSN_EINVAL, "plan: ws cluster %u: only the backward splits a row over a cluster",
+					  cluster);
+		if (p->hidden % ((int64_t)cluster * kp->vec))
+			return wsn__error(WSN_EINVAL, "plan: ws cluster %u: hidden %lld does not split into %u parts of whole "
+					  "16-byte vectors (%u elements)", cluster, (long long)p->hidden, cluster, kp->vec);
 	}
-	if ((!fit || c.stages < 2) && (kp->has_weight || (!bwd && kp->has_bias))) {
-		int fb = try_search(g, kp, &f, p->rows, &alt, 0, 0, 0, 0, &t,
-				    "fallback 2, weight/bias through shared memory: ");
-		if (fb && (alt.stages >= 2 || !fit)) {
-			c = alt;
-			fit = 1;
-			if (c.stages < 2 && !f.stages) {
-				/* the copies of weight/bias took the ring's room: direct loads back on, for
-				 * a ring of 2+ stages even if the registers then spill a little */
-				alt = c;
-				alt.direct = 1;
-				more_stages(g, kp, &alt);
-				if (alt.stages >= 2 || eval(g, kp, &alt)) {
-					tr(&t, "fallback 3, still one stage: direct loads back on (%u stages%s); ",
-					   alt.stages, eval(g, kp, &alt) ? "" : ", registers over budget");
-					c = alt;
-					spill_ok = 1;
-				}
-			}
-		}
-	}
-	if (!fit && bwd && (kp->has_weight || kp->has_bias) && f.bdimy <= 1) {
-		/* ours: with one row group, the sums that registers cannot hold go to shared memory */
-		struct forced ff = f;
-		ff.bdimy = 1;
-		for (int step = 0; step < 2 && !fit; step++) {
-			int dbs = kp->has_bias, dws = step || !kp->has_bias ? kp->has_weight : 0;
-			char what[128];
-			for (int direct = 1; direct >= 0 && !fit; direct--) {
-				snprintf(what, sizeof(what), "fallback %d, %s sums in shared memory%s: ", 4 + step,
-					 dws && dbs ? "dweight and dbias" : dbs ? "dbias" : "dweight",
-					 direct ? "" : ", weight too");
-				if (try_search(g, kp, &ff, p->rows, &alt, 0, direct, dws, dbs, &t, what)) {
-					c = alt;
-					fit = 1;
-				}
-			}
-		}
+	/* a whole row per CTA; where nothing fits (the backward's sums and a ring of two rows of dy and
+	 * x) and no parameter is forced, the row split over a cluster of 2, 4 or 8 CTAs, each covering
+	 * whole 16-byte vectors */
+	for (;;) {
+		kp->cluster = cluster;
+		fit = search_all(g, kp, &f, p->rows, &c, &t, &spill_ok);
+		if (fit || spill_ok || p->opts.cluster > 0 || f.bdimx || f.bdimy || f.unroll || f.stages || !bwd ||
+		    cluster >= WS_MAX_CLUSTER ||
+		    p->hidden % (2 * cluster * kp->vec))
+			break;
+		cluster *= 2;
+		t.n = 0;
+		steps[0] = 0;
+		tr(&t, "no fit with %u CTA%s per row: the row split over a cluster of %u CTAs, %lld columns each; ",
+		   cluster / 2, cluster > 2 ? "s" : "", cluster, (long long)(p->hidden / cluster));
 	}
 	if (!fit && !spill_ok) {
 		eval(g, kp, &c);
 		if (c.smem > (unsigned)g->smem_per_block_optin)
-			return wsn__error(f.stages || f.unroll || f.bdimy ? WSN_EINVAL : WSN_ESHAPE,
+			return wsn__error(f.stages || f.unroll || f.bdimy || p->opts.cluster > 0 ? WSN_EINVAL : WSN_ESHAPE,
 					  "plan: ws %s %s hidden %lld: %s%u stage%s of %u row%s need %u bytes of shared memory, "
 					  "the device allows %d per CTA (shared-memory budget: stages x unroll x %u-byte rows "
 					  "+ barriers + reduction + parameters)", opname, dtname, (long long)p->hidden,
@@ -436,7 +485,7 @@ int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *
 		if (c.threads > WS_MAX_THREADS)
 			return wsn__error(WSN_EINVAL, "plan: ws %s %s: %u threads per CTA exceed %d (threads budget)", opname,
 					  dtname, c.threads, WS_MAX_THREADS);
-		return wsn__error(f.bdimx || f.bdimy || f.unroll ? WSN_EINVAL : WSN_ESHAPE,
+		return wsn__error(f.bdimx || f.bdimy || f.unroll || p->opts.cluster > 0 ? WSN_EINVAL : WSN_ESHAPE,
 				  "plan: ws %s %s hidden %lld: %s%u x %u row-group threads need ~%u registers each, the "
 				  "register budget leaves %u (65536 per CTA less %d producer threads at %d)", opname, dtname,
 				  (long long)p->hidden, f.bdimx || f.bdimy || f.unroll ? "forced parameters: " : "",
@@ -456,16 +505,17 @@ int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *
 	kp->regs_compute = c.r_compute;
 	kp->smem_bytes = c.smem;
 	kp->ctas_per_sm = 1;
-	kp->max_grid = (unsigned)g->sms;
+	kp->max_grid = (unsigned)g->sms / kp->cluster * kp->cluster;
 	kp->ws_forced = p->opts.approach == WSN_APPROACH_WS;
 	kp->ws_good = is_good(&c, &verdict);
-	snprintf(kp->entry, sizeof(kp->entry), "wsn_ws_%s_%s_h%lld", bwd ? (ln ? "layernorm_bwd" : "rmsnorm_bwd")
-		 : (ln ? "layernorm_fwd" : "rmsnorm_fwd"), dtname, (long long)p->hidden);
+	snprintf(kp->entry, sizeof(kp->entry), "wsn_ws_%s_%s_h%lld%s", bwd ? (ln ? "layernorm_bwd" : "rmsnorm_bwd")
+		 : (ln ? "layernorm_fwd" : "rmsnorm_fwd"), dtname, (long long)p->hidden,
+		 kp->cluster == 2 ? "_c2" : kp->cluster == 4 ? "_c4" : kp->cluster == 8 ? "_c8" : "");
 	if (bwd && (kp->has_weight || kp->has_bias)) {
 		snprintf(kp->finish_entry, sizeof(kp->finish_entry), "%.48s_finish", kp->entry);
 		kp->finish_threads = FINISH_COLS * FINISH_SLICES;
 		kp->finish_grid = (unsigned)((p->hidden + FINISH_COLS - 1) / FINISH_COLS);
-		kp->ws_bytes = (size_t)(kp->has_bias ? 2 : 1) * kp->max_grid * (size_t)p->hidden * 4;
+		kp->ws_bytes = (size_t)(kp->has_bias ? 2 : 1) * (kp->max_grid / kp->cluster) * (size_t)p->hidden * 4;
 	}
 
 	why.buf = kp->why;
@@ -477,6 +527,10 @@ int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *
 		WHY("warp-specialised: one CTA per SM, a %u-thread producer warpgroup (one lane issues cp.async.bulk per row "
 		    "into a ring of %u stage%s, full/empty mbarriers) and %u row group%s of %u threads; ", WS_PRODUCER_THREADS,
 		    kp->stages, kp->stages > 1 ? "s" : "", kp->bdimy, kp->bdimy > 1 ? "s" : "", kp->bdimx);
+		if (kp->cluster > 1)
+			WHY("each row split over a cluster of %u CTAs (%lld columns each): every row group sends its row "
+			    "sums to the others' shared memory (st.async onto their mbarriers) and adds theirs in rank "
+			    "order; ", kp->cluster, (long long)wsn__kernel_cols(kp));
 		WHY("%s%.*s; ", f.bdimx || f.bdimy || f.unroll || f.stages ? "forced parameters kept; " : "", (int)t.n, steps);
 		WHY("bdimx=%u: %u vectors of 16 bytes per thread per row; bdimy=%u; unroll=%u rows per stage (one grouped "
 		    "reduction per pass); stages=%u; ", kp->bdimx, kp->nvec, kp->bdimy, kp->unroll, kp->stages);

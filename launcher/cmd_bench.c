@@ -23,7 +23,7 @@ struct bench_opts {
 	int iters, warmup;
 	enum wsn_approach approach;
 	int autotune;  /* plans time multiwave and ws once and cache the winner */
-	int force[4];  /* --block-threads, --groups, --unroll, --stages; 0 = the planner's */
+	int force[5];  /* --block-threads, --groups, --unroll, --stages, --cluster; 0 = the planner's */
 	uint64_t copy_bytes;
 	int h2d;   /* host<->device copies from a ring of pinned buffers instead of kernels */
 	int json;
@@ -48,7 +48,7 @@ static void usage(FILE *f)
 		"  --approach A     auto, multiwave or ws (default auto)\n"
 		"  --autotune       with approach auto: time multiwave and ws once per shape on the GPU\n"
 		"                   and cache the winner, as for run (the approach column says tuned+)\n"
-		"  --block-threads N, --groups N, --unroll N, --stages N\n"
+		"  --block-threads N, --groups N, --unroll N, --stages N, --cluster N\n"
 		"                   force a plan parameter, as for plan (default: the planner's)\n"
 		"  --copy-size SIZE bytes of the copy-bandwidth buffer (default 1G; 256M on the CPU), or\n"
 		"                   with --h2d of each copy (default 256M; 64M on the CPU)\n"
@@ -262,6 +262,7 @@ static int bench_point(const struct bench_opts *o, struct timer *t, const struct
 	po.groups = o->force[1];
 	po.unroll = o->force[2];
 	po.stages = o->force[3];
+	po.cluster = o->force[4];
 	if ((err = wsn_plan_create(t->dev, pt->op, pt->rows, pt->hidden, pt->dt, &po, &plan)) < 0) {
 		if (err != WSN_ESHAPE && err != WSN_EINVAL)
 			goto fail;
@@ -381,6 +382,7 @@ int cmd_bench(int argc, char **argv)
 		{ "h2d", no_argument, NULL, 'T' },            { "autotune", no_argument, NULL, 'A' },
 		{ "block-threads", required_argument, NULL, 'x' }, { "groups", required_argument, NULL, 'y' },
 		{ "unroll", required_argument, NULL, 'u' },  { "stages", required_argument, NULL, 's' },
+		{ "cluster", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },          { NULL, 0, NULL, 0 },
 	};
 	struct bench_opts o;
@@ -441,11 +443,12 @@ int cmd_bench(int argc, char **argv)
 				return cli_usage_error("bench", "bad --copy-size '%s'", optarg);
 			have_copy = 1;
 			break;
-		case 'x': case 'y': case 'u': case 's':
+		case 'x': case 'y': case 'u': case 's': case 'C':
 			if (cli_parse_i64(optarg, 1, 1024, &v))
 				return cli_usage_error("bench", "bad value '%s' for %s (expected 1..1024)", optarg,
-						       c == 'x' ? "--block-threads" : c == 'y' ? "--groups" : c == 'u' ? "--unroll" : "--stages");
-			o.force[c == 'x' ? 0 : c == 'y' ? 1 : c == 'u' ? 2 : 3] = (int)v;
+						       c == 'x' ? "--block-threads" : c == 'y' ? "--groups" : c == 'u' ? "--unroll" :
+						       c == 's' ? "--stages" : "--cluster");
+			o.force[c == 'x' ? 0 : c == 'y' ? 1 : c == 'u' ? 2 : c == 's' ? 3 : 4] = (int)v;
 			break;
 		case 'j': o.json = 1; break;
 		case 'T': o.h2d = 1; break;

@@ -33,6 +33,7 @@ static void usage(FILE *f, const char *cmd)
 		"  --groups N         force rows per CTA (bdimy)\n"
 		"  --unroll N         force rows per iteration (ws)\n"
 		"  --stages N         force circular-buffer stages (ws)\n"
+		"  --cluster N        force CTAs per row: 1, 2, 4 or 8 (ws backward)\n"
 		"  --eps E            epsilon (default %g)\n"
 		"  --no-weight        no affine weight\n"
 		"  --no-bias          no affine bias\n"
@@ -59,6 +60,7 @@ static int parse(int argc, char **argv, const char *cmd, struct shape_opts *o)
 		{ "approach", required_argument, NULL, 'a' },  { "arch", required_argument, NULL, 'A' },
 		{ "block-threads", required_argument, NULL, 'x' }, { "groups", required_argument, NULL, 'y' },
 		{ "unroll", required_argument, NULL, 'u' },    { "stages", required_argument, NULL, 's' },
+		{ "cluster", required_argument, NULL, 'C' },
 		{ "eps", required_argument, NULL, 'e' },       { "no-weight", no_argument, NULL, 'W' },
 		{ "no-bias", no_argument, NULL, 'B' },         { "device", required_argument, NULL, 'D' },
 		{ "json", no_argument, NULL, 'j' },            { "help", no_argument, NULL, 'h' },
@@ -101,12 +103,13 @@ static int parse(int argc, char **argv, const char *cmd, struct shape_opts *o)
 			if ((o->po.arch = cli_parse_arch(optarg)) < 0)
 				return cli_usage_error(cmd, "bad --arch '%s' (expected sm_90a or sm_100a)", optarg);
 			break;
-		case 'x': case 'y': case 'u': case 's':
+		case 'x': case 'y': case 'u': case 's': case 'C':
 			if (cli_parse_i64(optarg, 1, 1024, &v))
 				return cli_usage_error(cmd, "bad value '%s' for %s (expected 1..1024)", optarg,
-						       c == 'x' ? "--block-threads" : c == 'y' ? "--groups" : c == 'u' ? "--unroll" : "--stages");
+						       c == 'x' ? "--block-threads" : c == 'y' ? "--groups" : c == 'u' ? "--unroll" :
+						       c == 's' ? "--stages" : "--cluster");
 			*(c == 'x' ? &o->po.block_threads : c == 'y' ? &o->po.groups : c == 'u' ? &o->po.unroll
-											: &o->po.stages) = (int)v;
+			  : c == 's' ? &o->po.stages : &o->po.cluster) = (int)v;
 			break;
 		case 'e':
 			if (cli_parse_f32(optarg, &eps) || !(eps > 0) || eps > 1)

@@ -391,6 +391,7 @@ static int run_op(struct setup *s, enum wsn_op op, const struct wsn_plan_options
 		o.groups = po->groups;
 		o.unroll = po->unroll;
 		o.stages = po->stages;
+		o.cluster = po->cluster;
 		o.block_threads = po->block_threads;
 	}
 	if ((e = wsn_plan_create(gpu, op, s->rows, s->hidden, s->dt, po ? &o : NULL, &gp)) < 0) {
@@ -589,6 +590,89 @@ START_TEST(test_ws_forced)
 	setup_free(&s);
 	inputs_free(&in);
 	ck_assert_msg(fails == 0, "%d mismatches over %d forced ws plans (see FAIL lines above)", fails, plans);
+}
+END_TEST
+
+/* The CTAs per row the ws planner picks on this GPU for a backward shape (0: no ws plan). */
+static unsigned ws_cluster(enum wsn_op op, enum wsn_dtype dt, int64_t hidden, int64_t rows)
+{
+	struct wsn__cu_device *cd = gpu->ctx;
+	struct wsn__plan_params pp;
+	struct wsn__kernel_plan *kp = xcalloc(sizeof(*kp));
+	unsigned c = 0;
+
+	memset(&pp, 0, sizeof(pp));
+	pp.op = op;
+	pp.dtype = dt;
+	pp.hidden = hidden;
+	pp.rows = rows;
+	wsn_plan_options_init(&pp.opts, op);
+	if (wsn__ws_plan(&cd->props, &pp, kp) == 0)
+		c = kp->cluster > 1 ? kp->cluster : 1;
+	free(kp);
+	return c;
+}
+
+/*
+ * Rows split over a cluster (ws backward): each forced cluster of 2, 4 and 8 CTAs, with the
+ * planner's groups and with 2 groups x 2 rows per stage (both exchange slots of several groups),
+ * on aligned rows and on strided rows that start off 16 bytes (the element path), over 7 and 2999
+ * rows; then the planner's own split of hidden 32768, which no single CTA holds.
+ */
+START_TEST(test_ws_cluster)
+{
+	static const int64_t rows[] = { 7, 2999 }, rows32k[] = { 7, 1000 };
+	static const enum wsn_op bops[] = { WSN_LAYERNORM_BWD, WSN_RMSNORM_BWD };
+	static const unsigned clusters[] = { 2, 4, 8 };
+	enum wsn_dtype dt = dtypes[_i];
+	int fails = 0, plans = 0;
+
+	for (int strided = 0; strided < 2; strided++) {
+		int64_t h = 4096, r = 2999, ld = strided ? h + 3 : h, off = strided;
+		struct inputs in;
+		struct setup s;
+
+		inputs_make(&in, "ws-cluster", h, r, ld, off);
+		setup_init(&s, dt, h, r, ld, off, strided, in.x, in.dy, in.w, in.b);
+		for (size_t o = 0; o < 2; o++)
+			for (size_t c = 0; c < 3; c++)
+				for (int grouped = 0; grouped < 2; grouped++) {
+					struct wsn_plan_options po;
+					char label[64];
+					memset(&po, 0, sizeof(po));
+					po.approach = WSN_APPROACH_WS;
+					po.cluster = (int)clusters[c];
+					if (grouped)
+						po.groups = po.unroll = 2;
+					snprintf(label, sizeof(label), "ws cluster=%u%s", clusters[c],
+						 grouped ? " bdimy=2 unroll=2" : "");
+					fails += run_op(&s, bops[o], &po, label, rows, 2, 0);
+					plans++;
+				}
+		setup_free(&s);
+		inputs_free(&in);
+	}
+	{
+		int64_t h = 32768, r = 1000;
+		struct wsn_plan_options po;
+		struct inputs in;
+		struct setup s;
+
+		memset(&po, 0, sizeof(po));
+		po.approach = WSN_APPROACH_WS;
+		inputs_make(&in, "ws-cluster-32k", h, r, h, 0);
+		setup_init(&s, dt, h, r, h, 0, 0, in.x, in.dy, in.w, in.b);
+		for (size_t o = 0; o < 2; o++) {
+			unsigned c = ws_cluster(bops[o], dt, h, r);
+			ck_assert_msg(c > 1, "%s %s hidden 32768: the ws planner should split the row over a cluster "
+				      "(got %u)", wsn_op_name(bops[o]), wsn_dtype_name(dt), c);
+			fails += run_op(&s, bops[o], &po, "ws, the planner's cluster", rows32k, 2, 0);
+			plans++;
+		}
+		setup_free(&s);
+		inputs_free(&in);
+	}
+	ck_assert_msg(fails == 0, "%d mismatches over %d cluster plans (see FAIL lines above)", fails, plans);
 }
 END_TEST
 
@@ -1135,13 +1219,13 @@ START_TEST(test_autotune_corrupt_entry)
 END_TEST
 
 /*
- * (d) An entry naming ws for a shape ws cannot plan (LayerNorm backward, hidden 32768: over the
- * register or shared-memory budget) is not used: the plan falls back to deciding anew (multi-wave,
+ * (d) An entry naming ws for a shape ws cannot plan (LayerNorm backward f32, hidden 32769: a row of
+ * dy and x is over the shared-memory budget and an odd row does not split over a cluster) is not used: the plan falls back to deciding anew (multi-wave,
  * the one candidate) and the entry is rewritten.
  */
 START_TEST(test_autotune_stale_ws_entry)
 {
-	static const struct { enum wsn_dtype dt; int64_t h; } shapes[] = { { WSN_BF16, 32768 }, { WSN_F32, 32768 } };
+	static const struct { enum wsn_dtype dt; int64_t h; } shapes[] = { { WSN_F32, 32769 }, { WSN_BF16, 65537 } };
 	int64_t r = 1024;
 	struct setup s;
 	struct wsn_plan *gp;
@@ -1249,6 +1333,12 @@ static Suite *suite_gpu(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, test_ws_forced, 0, (int)(sizeof(dtypes) / sizeof(dtypes[0])));
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("ws-cluster");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 600);
+	tcase_add_loop_test(tc, test_ws_cluster, 0, (int)(sizeof(dtypes) / sizeof(dtypes[0])));
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("autotune");

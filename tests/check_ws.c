@@ -32,6 +32,8 @@ static void check_ws_plan(const struct wsn__gpu_props *g, const struct wsn__kern
 {
 	const char *e = kp->entry;
 	unsigned E = (unsigned)wsn_dtype_size(kp->dtype), C = kp->bdimx * kp->bdimy;
+	unsigned K = kp->cluster > 1 ? kp->cluster : 1;
+	int64_t cols = kp->hidden / K;
 	struct wsn__ws_layout l;
 	char text[4096];
 
@@ -42,9 +44,13 @@ static void check_ws_plan(const struct wsn__gpu_props *g, const struct wsn__kern
 		      "%s: threads %u", e, kp->block_threads);
 	ck_assert_msg(kp->groups == kp->bdimy && kp->bdimy >= 1 && (kp->bdimx == 32 || kp->bdimy <= 14),
 		      "%s: groups (named barriers 1..14)", e);
-	ck_assert_msg((int64_t)kp->nvec * kp->bdimx * kp->vec >= kp->hidden, "%s: columns not covered", e);
-	ck_assert_msg((int64_t)(kp->nvec - 1) * kp->bdimx * kp->vec < kp->hidden, "%s: an empty slice", e);
-	ck_assert_msg(kp->row_bytes % 16 == 0 && kp->row_bytes >= kp->hidden * E + 16, "%s: row bytes", e);
+	/* a row split over a cluster: whole 16-byte vectors per CTA, backward only */
+	ck_assert_msg(K == 1 || K == 2 || K == 4 || K == 8, "%s: cluster %u", e, kp->cluster);
+	ck_assert_msg(K == 1 || (wsn_op_is_backward(kp->op) && kp->hidden % (K * kp->vec) == 0), "%s: split", e);
+	ck_assert_msg((K > 1) == (strstr(e, "_c") != NULL), "%s: entry names the cluster", e);
+	ck_assert_msg((int64_t)kp->nvec * kp->bdimx * kp->vec >= cols, "%s: columns not covered", e);
+	ck_assert_msg((int64_t)(kp->nvec - 1) * kp->bdimx * kp->vec < cols, "%s: an empty slice", e);
+	ck_assert_msg(kp->row_bytes % 16 == 0 && kp->row_bytes >= cols * E + 16, "%s: row bytes", e);
 	ck_assert_uint_eq(kp->stage_bytes, kp->unroll * (wsn_op_is_backward(kp->op) ? 2 : 1) * kp->row_bytes);
 	ck_assert_msg(kp->unroll >= 1 && kp->unroll <= 8 && kp->stages >= 1, "%s: unroll/stages", e);
 	/* registers: the entry allocation is the pool the producer gives to and the row groups take from */
@@ -59,19 +65,24 @@ static void check_ws_plan(const struct wsn__gpu_props *g, const struct wsn__kern
 	ck_assert_msg(kp->smem_bytes <= (unsigned)g->smem_per_block_optin, "%s: shared memory %u", e, kp->smem_bytes);
 	ck_assert_msg(l.stages % 128 == 0 && l.stages + kp->stages * kp->stage_bytes <= l.total, "%s: ring", e);
 	ck_assert_msg(l.red >= 16 * kp->stages && l.red_slot % 16 == 0, "%s: barriers/reduction", e);
+	if (K > 1) /* exchange barriers after the ring's, buffers after the reduction's */
+		ck_assert_msg(l.xbar >= 16 * kp->stages && l.xbar + 16 * kp->bdimy <= l.red &&
+			      l.xch >= l.red + kp->bdimy * 2 * (kp->bdimx / 32) * l.red_slot &&
+			      l.xch + kp->bdimy * 2 * K * l.red_slot <= l.w, "%s: exchange layout", e);
 	ck_assert_uint_eq(kp->ctas_per_sm, 1);
-	ck_assert_uint_eq(kp->max_grid, (unsigned)g->sms);
+	ck_assert_uint_eq(kp->max_grid, (unsigned)g->sms / K * K);
 	if (wsn_op_is_backward(kp->op) && (kp->has_weight || kp->has_bias)) {
 		ck_assert_str_ne(kp->finish_entry, "");
-		ck_assert_uint_eq(kp->ws_bytes, (size_t)(kp->has_bias ? 2 : 1) * kp->max_grid * (size_t)kp->hidden * 4);
+		ck_assert_uint_eq(kp->ws_bytes,
+				  (size_t)(kp->has_bias ? 2 : 1) * (kp->max_grid / K) * (size_t)kp->hidden * 4);
 	} else {
 		ck_assert_str_eq(kp->finish_entry, "");
 	}
 	if (kp->bdimy > 1) /* sums in shared memory are per CTA, not per row group */
 		ck_assert(kp->dw_store == WSN_STORE_REG && kp->db_store == WSN_STORE_REG);
-	ck_assert_uint_eq(wsn__kernel_grid(kp, 1), 1);
+	ck_assert_uint_eq(wsn__kernel_grid(kp, 1), K);
 	ck_assert_uint_eq(wsn__kernel_grid(kp, 1000000), kp->max_grid);
-	ck_assert_uint_eq(wsn__kernel_grid(kp, kp->unroll * 3), 3 <= kp->max_grid ? 3 : kp->max_grid);
+	ck_assert_uint_eq(wsn__kernel_grid(kp, kp->unroll * 3), 3 * K <= kp->max_grid ? 3 * K : kp->max_grid);
 	ck_assert_int_gt(wsn__describe_kernel_plan(kp, text, sizeof(text)), 0);
 	ck_assert_ptr_nonnull(strstr(text, "approach:      ws"));
 	ck_assert_ptr_nonnull(strstr(text, kp->entry));
@@ -224,13 +235,30 @@ START_TEST(test_ws_fallbacks)
 	ck_assert_ptr_nonnull(strstr(kp.why, "fewer than 8 registers spare"));
 	kp = plan_ok(&h, WSN_LAYERNORM_BWD, WSN_BF16, 8192); /* 58 spare: good */
 	ck_assert_int_eq(kp.ws_good, 1);
-	/* nothing fits: the error names the budget */
+	/* no CTA holds a row: the row split over a cluster of 2, then 4 */
 	{
 		struct wsn__plan_params p;
 		params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 32768, 16384);
+		ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), 0);
+		ck_assert_uint_eq(kp.cluster, 2);
+		ck_assert_ptr_nonnull(strstr(kp.why, "no fit with 1 CTA per row: the row split over a cluster of 2 CTAs"));
+		ck_assert_ptr_nonnull(strstr(kp.entry, "_h32768_c2"));
+		check_ws_plan(&h, &kp);
+		params(&p, WSN_LAYERNORM_BWD, WSN_F32, 32768, 16384); /* half a row of dy and x is 128 KB */
+		ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), 0);
+		ck_assert_uint_eq(kp.cluster, 4);
+		check_ws_plan(&h, &kp);
+		/* a forward row is never split */
+		params(&p, WSN_LAYERNORM_FWD, WSN_F32, 65536, 16384);
+		ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_ESHAPE);
+	}
+	/* nothing fits, and an odd row does not split: the error names the budget */
+	{
+		struct wsn__plan_params p;
+		params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 32769, 16384);
 		ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_ESHAPE);
 		ck_assert_ptr_nonnull(strstr(wsn_last_error(), "register budget"));
-		params(&p, WSN_LAYERNORM_BWD, WSN_F32, 32768, 16384); /* a row of dy and x is 256 KB */
+		params(&p, WSN_LAYERNORM_BWD, WSN_F32, 32769, 16384); /* a row of dy and x is 256 KB */
 		ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_ESHAPE);
 		ck_assert_ptr_nonnull(strstr(wsn_last_error(), "shared-memory budget"));
 	}
@@ -277,6 +305,28 @@ START_TEST(test_ws_forced_options)
 						ck_assert_uint_eq(kp.stages, (unsigned)s);
 					}
 				}
+	/* a forced cluster */
+	params(&p, WSN_RMSNORM_BWD, WSN_BF16, 4096, 16384);
+	p.opts.cluster = 4;
+	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), 0);
+	ck_assert_uint_eq(kp.cluster, 4);
+	check_ws_plan(&h, &kp);
+	p.opts.cluster = 3;
+	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "1, 2, 4 or 8"));
+	p.opts.cluster = 16;
+	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
+	params(&p, WSN_RMSNORM_BWD, WSN_BF16, 4100, 16384);
+	p.opts.cluster = 2;
+	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "whole 16-byte vectors"));
+	params(&p, WSN_RMSNORM_FWD, WSN_BF16, 4096, 16384);
+	p.opts.cluster = 2;
+	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "only the backward"));
+	params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 65536, 16384); /* forced: no larger cluster is tried */
+	p.opts.cluster = 2;
+	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
 	/* rejections */
 	params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 16384, 16384);
 	p.opts.stages = 8;
@@ -442,7 +492,8 @@ static int spills(const char *log, const char *entry)
 
 /* A ws kernel through ptxas for sm_90a and sm_100a: accepted, setmaxnreg honoured (no C7508), and
  * no spills where the heuristic promised the registers fit. */
-static int ptxas_plan(const char *ptxas, const char *dir, enum wsn_op op, enum wsn_dtype dt, int64_t h, int y, int u)
+static int ptxas_plan(const char *ptxas, const char *dir, enum wsn_op op, enum wsn_dtype dt, int64_t h, int y, int u,
+		      int c)
 {
 	static const int archs[] = { 90, 100 };
 	int bad = 0;
@@ -461,19 +512,23 @@ static int ptxas_plan(const char *ptxas, const char *dir, enum wsn_op op, enum w
 		params(&p, op, dt, h, 16384);
 		p.opts.groups = y;
 		p.opts.unroll = u;
+		p.opts.cluster = c;
 		if (wsn__ws_plan(&g, &p, &kp))
 			continue; /* a forced shape that does not fit */
 		ck_assert_msg(wsn__generate_ptx(&kp, &text) == 0, "%s", wsn_last_error());
 		ck_assert_ptr_nonnull(strstr(text, "// bdimx="));
 		ck_assert_ptr_nonnull(strstr(text, "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"));
 		ck_assert_ptr_nonnull(strstr(text, "setmaxnreg.dec.sync.aligned.u32"));
+		if (kp.cluster > 1) /* the row sums travel between the cluster's CTAs */
+			ck_assert(strstr(text, "st.async.shared::cluster.mbarrier::complete_tx::bytes") &&
+				  strstr(text, "barrier.cluster.wait.acquire.aligned") && strstr(text, "%clusterid.x"));
 		snprintf(path, sizeof(path), "%s/%s_%d.ptx", dir, kp.entry, archs[a]);
 		tu_write_file(path, text, strlen(text));
 		st = run_ptxas(ptxas, path, archs[a], &log);
 		ck_assert_msg(st == 0, "ptxas sm_%da rejected %s:\n%.3000s", archs[a], kp.entry, log);
 		ck_assert_msg(!strstr(log, "C7508"), "%s: setmaxnreg ignored:\n%.2000s", kp.entry, log);
 		sp = spills(log, kp.entry);
-		printf("ptxas sm_%da %-36s bdimx %3u bdimy %u unroll %u stages %2u est %3u budget %3u spill %d\n",
+		printf("ptxas sm_%da %-39s bdimx %3u bdimy %u unroll %u stages %2u est %3u budget %3u spill %d\n",
 		       archs[a], kp.entry, kp.bdimx, kp.bdimy, kp.unroll, kp.stages, kp.est_regs, kp.regs_compute, sp);
 		ck_assert_msg(sp >= 0, "ptxas -v said nothing about %s", kp.entry);
 		if (kp.est_regs <= kp.regs_compute && sp) {
@@ -503,10 +558,20 @@ START_TEST(test_ws_ptxas)
 		for (size_t t = 0; t < WSN_ARRAY_SIZE(all_dtypes); t++)
 			for (size_t i = 0; i < WSN_ARRAY_SIZE(hs); i++)
 				if (all_dtypes[t] != WSN_F32 || hs[i] <= 8192)
-					bad += ptxas_plan(ptxas, dir, all_ops[o], all_dtypes[t], hs[i], 0, 0);
+					bad += ptxas_plan(ptxas, dir, all_ops[o], all_dtypes[t], hs[i], 0, 0, 0);
 	/* forced shapes: two groups of four rows per stage */
 	for (size_t o = 0; o < WSN_ARRAY_SIZE(all_ops); o++)
-		bad += ptxas_plan(ptxas, dir, all_ops[o], WSN_BF16, 1000, 2, 4);
+		bad += ptxas_plan(ptxas, dir, all_ops[o], WSN_BF16, 1000, 2, 4, 0);
+	/* rows split over clusters: the planner's at 32768, forced ones at 4096 and 8192 */
+	for (size_t o = 0; o < WSN_ARRAY_SIZE(all_ops); o++) {
+		if (!wsn_op_is_backward(all_ops[o]))
+			continue;
+		for (size_t t = 0; t < WSN_ARRAY_SIZE(all_dtypes); t++) {
+			bad += ptxas_plan(ptxas, dir, all_ops[o], all_dtypes[t], 32768, 0, 0, 0);
+			bad += ptxas_plan(ptxas, dir, all_ops[o], all_dtypes[t], 8192, 0, 0, 2);
+			bad += ptxas_plan(ptxas, dir, all_ops[o], all_dtypes[t], 4096, 2, 2, 8);
+		}
+	}
 	tu_rmtree(dir);
 	free(dir);
 	ck_assert_msg(!bad, "%d kernels spill where the plan said their registers fit (FAIL lines above)", bad);

@@ -49,6 +49,7 @@ struct wsn_plan_options {
 	int groups;         /* bdimy */
 	int unroll;         /* rows per iteration (iter_unroll) */
 	int stages;         /* circular-buffer stages (ws) */
+	int cluster;        /* CTAs sharing each row (ws backward: 1, 2, 4, 8) */
 	int arch;           /* 90, 100: target for codegen; 0 = the device's */
 	int autotune;       /* GPU, approach auto, nothing forced: time the kernel families once on the device
 			     * and cache the winner under $XDG_CACHE_HOME/wsnorm/tune; default 0 */

@@ -64,6 +64,7 @@
 	X(cuFuncSetAttribute, 12000)                      \
 	X(cuOccupancyMaxActiveBlocksPerMultiprocessor, 12000) \
 	X(cuLaunchKernelEx, 12000)                        \
+	X(cuOccupancyMaxActiveClusters, 12000)            \
 	X(cuTensorMapEncodeTiled, 12000)
 
 /*
@@ -172,6 +173,9 @@ struct wsn__cu_kernel {
 	unsigned block;    /* threads per CTA the plan launches with */
 	unsigned dyn_smem; /* dynamic shared memory per CTA the plan launches with */
 	int ctas_per_sm;   /* measured occupancy at (block, dyn_smem) */
+	int pdl;           /* launch as a programmatic dependent of the stream's previous kernel: the
+			    * kernel runs griddepcontrol.wait before touching global memory (0 after
+			    * wsn__cu_kernel_get; see wsn__cu_pdl_allowed) */
 };
 
 /*
@@ -185,10 +189,15 @@ int wsn__cu_kernel_get(const struct wsn__cu_module *m, const char *name, unsigne
 /*
  * Launch k with cuLaunchKernelEx: grid x 1 x 1 CTAs of k->block threads, k->dyn_smem bytes of
  * dynamic shared memory, on stream s (NULL: the context's default stream), params per the kernel's
- * parameter list. cluster > 1 adds a cluster-dimension attribute (grid must be a multiple).
+ * parameter list. cluster > 1 adds a cluster-dimension attribute (grid must be a multiple);
+ * k->pdl the programmatic-stream-serialization attribute (dependent launch).
  * Returns 0, WSN_EINVAL or WSN_ELAUNCH naming the kernel and the driver's error.
  */
 int wsn__cu_launch(const struct wsn__cu_kernel *k, unsigned grid, unsigned cluster, CUstream s, void **params);
+/* How many clusters of `cluster` CTAs of k can be resident at once on the device (*n, 0 when none). */
+int wsn__cu_max_clusters(const struct wsn__cu_kernel *k, unsigned cluster, int *n);
+/* Whether generated kernels launch as programmatic dependents: yes unless WSNORM_PDL is 0. */
+int wsn__cu_pdl_allowed(void);
 
 /* ---- TMA descriptors (tma.c) ---- */
 

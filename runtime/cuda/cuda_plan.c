@@ -100,8 +100,24 @@ static int plan_compile(const struct wsn__gpu_props *g, const struct wsn__plan_p
 			goto err;
 		cp->has_finish = 1;
 	}
+	/* every generated kernel waits for its predecessor's grid before touching memory */
+	cp->main.pdl = cp->finish.pdl = wsn__cu_pdl_allowed();
 	/* persistent grid: no more CTAs than the SMs hold at once with the registers the JIT really used */
 	cap = (unsigned)cp->main.ctas_per_sm * (unsigned)(g->sms > 0 ? g->sms : 1);
+	if (cp->kp.cluster > 1) {
+		/* a cluster's CTAs share a GPC: as many clusters as the GPCs hold at once */
+		int nc;
+		if ((err = wsn__cu_max_clusters(&cp->main, cp->kp.cluster, &nc)) < 0)
+			goto err;
+		if (nc < 1) {
+			err = wsn__error(WSN_ELAUNCH, "kernel %s: no cluster of %u CTAs (%u threads, %u bytes of shared memory "
+					 "each) fits on this device at once", cp->kp.entry, cp->kp.cluster, cp->kp.block_threads,
+					 cp->kp.smem_bytes);
+			goto err;
+		}
+		if ((unsigned)nc * cp->kp.cluster < cap)
+			cap = (unsigned)nc * cp->kp.cluster;
+	}
 	if (cp->kp.max_grid > cap)
 		cp->kp.max_grid = cap;
 	if (cp->kp.ws_bytes) {
@@ -172,6 +188,8 @@ static int forced_by(const struct wsn__plan_params *p, char *buf, size_t len)
 		appendf(buf, len, &off, "%sunroll %d", off ? ", " : "", o->unroll);
 	if (o->stages)
 		appendf(buf, len, &off, "%sstages %d", off ? ", " : "", o->stages);
+	if (o->cluster)
+		appendf(buf, len, &off, "%scluster %d", off ? ", " : "", o->cluster);
 	return off > 0;
 }
 
@@ -618,8 +636,9 @@ int wsn__cuda_plan_describe(void *ctx, const void *plan, char *buf, size_t len)
 		appendf(buf, len, &off, "grid: one CTA per row block, %u resident at once (planner %u; %d CTAs/SM x %d SMs measured)\n",
 			cp->kp.max_grid, cp->planned_grid, cp->main.ctas_per_sm, cp->sms);
 	else
-		appendf(buf, len, &off, "grid: up to %u CTAs (planner %u; %d CTAs/SM x %d SMs measured)\n", cp->kp.max_grid,
-			cp->planned_grid, cp->main.ctas_per_sm, cp->sms);
+		appendf(buf, len, &off, "grid: up to %u CTAs%s (planner %u; %d CTAs/SM x %d SMs measured%s)\n",
+			cp->kp.max_grid, cp->kp.cluster > 1 ? " in clusters" : "", cp->planned_grid, cp->main.ctas_per_sm,
+			cp->sms, cp->kp.cluster > 1 ? ", clusters as many as fit at once" : "");
 	if (cp->ws_bytes)
 		appendf(buf, len, &off, "workspace: %zu bytes of f32 partial sums\n", cp->ws_bytes);
 	return (int)off;
@@ -654,7 +673,8 @@ static int launch_backward(struct cuda_plan *cp, const struct wsn__exec *ex, uns
 	CUdeviceptr dw = dptr(&a->dweight), db = dptr(&a->dbias);
 	uint64_t rows = (uint64_t)ex->rows, dy_ld = (uint64_t)ex->dy_ld, x_ld = (uint64_t)ex->x_ld;
 	uint64_t dx_ld = (uint64_t)ex->dx_ld, stats_ld = (uint64_t)ex->stats_ld;
-	uint32_t nparts = grid;
+	unsigned cluster = cp->kp.cluster > 1 ? cp->kp.cluster : 1;
+	uint32_t nparts = grid / cluster; /* a cluster writes one partial row */
 	void *params[] = { &dy, &x, &w, &mean, &rstd, &dx, &ws, &rows, &dy_ld, &x_ld, &dx_ld, &stats_ld };
 	void *fparams[] = { &ws, &dw, &db, &nparts };
 	int err;
@@ -665,7 +685,7 @@ static int launch_backward(struct cuda_plan *cp, const struct wsn__exec *ex, uns
 		return wsn__error(WSN_EINVAL, "tensor 'dbias' given, but the plan was made without a bias");
 	if ((dw || db) && (!cp->has_finish || !cp->ws))
 		return wsn__error(WSN_ENOTSUP, "dweight/dbias: the kernel plan has no finish kernel or workspace");
-	if ((err = wsn__cu_launch(&cp->main, grid, 1, s, params)) < 0)
+	if ((err = wsn__cu_launch(&cp->main, grid, cluster, s, params)) < 0)
 		return err;
 	if (!dw && !db)
 		return 0;

@@ -146,10 +146,40 @@ int wsn__cu_kernel_get(const struct wsn__cu_module *m, const char *name, unsigne
 	return 0;
 }
 
+int wsn__cu_max_clusters(const struct wsn__cu_kernel *k, unsigned cluster, int *n)
+{
+	CUlaunchAttribute a;
+	CUlaunchConfig cfg;
+
+	*n = 0;
+	memset(&cfg, 0, sizeof(cfg));
+	memset(&a, 0, sizeof(a));
+	a.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+	a.value.clusterDim.x = cluster;
+	a.value.clusterDim.y = a.value.clusterDim.z = 1;
+	cfg.gridDimX = cluster;
+	cfg.gridDimY = cfg.gridDimZ = 1;
+	cfg.blockDimX = k->block;
+	cfg.blockDimY = cfg.blockDimZ = 1;
+	cfg.sharedMemBytes = k->dyn_smem;
+	cfg.attrs = &a;
+	cfg.numAttrs = 1;
+	return WSN_CU(cuOccupancyMaxActiveClusters, (n, k->fn, &cfg), "measuring how many clusters of %u CTAs of kernel %s "
+		      "fit at once", cluster, k->name);
+}
+
+int wsn__cu_pdl_allowed(void)
+{
+	const char *e = getenv("WSNORM_PDL");
+
+	return !(e && !strcmp(e, "0"));
+}
+
 int wsn__cu_launch(const struct wsn__cu_kernel *k, unsigned grid, unsigned cluster, CUstream s, void **params)
 {
-	CUlaunchAttribute attrs[1];
+	CUlaunchAttribute attrs[2];
 	CUlaunchConfig cfg;
+	unsigned n = 0;
 
 	if (grid < 1 || grid > 0x7fffffffu)
 		return wsn__error(WSN_EINVAL, "kernel %s: grid of %u CTAs out of range", k->name, grid);
@@ -165,14 +195,23 @@ int wsn__cu_launch(const struct wsn__cu_kernel *k, unsigned grid, unsigned clust
 		if (grid % cluster)
 			return wsn__error(WSN_EINVAL, "kernel %s: grid of %u CTAs is not a multiple of the cluster size %u",
 					  k->name, grid, cluster);
-		attrs[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-		attrs[0].value.clusterDim.x = cluster;
-		attrs[0].value.clusterDim.y = 1;
-		attrs[0].value.clusterDim.z = 1;
-		cfg.attrs = attrs;
-		cfg.numAttrs = 1;
+		attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+		attrs[n].value.clusterDim.x = cluster;
+		attrs[n].value.clusterDim.y = 1;
+		attrs[n].value.clusterDim.z = 1;
+		n++;
 	}
+	if (k->pdl) {
+		/* the kernel may start while the previous one drains; it waits (griddepcontrol.wait)
+		 * before its first global access */
+		attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+		attrs[n].value.programmaticStreamSerializationAllowed = 1;
+		n++;
+	}
+	cfg.attrs = n ? attrs : NULL;
+	cfg.numAttrs = n;
 	return wsn__cu_result_as(WSN_ELAUNCH, wsn__cu.cuLaunchKernelEx(&cfg, k->fn, params, NULL), "cuLaunchKernelEx",
-				 "launching kernel %s: %u CTAs x %u threads, %u bytes of dynamic shared memory%s", k->name,
-				 grid, k->block, k->dyn_smem, cluster > 1 ? ", in clusters" : "");
+				 "launching kernel %s: %u CTAs x %u threads, %u bytes of dynamic shared memory%s%s", k->name,
+				 grid, k->block, k->dyn_smem, cluster > 1 ? ", in clusters" : "",
+				 k->pdl ? ", dependent launch" : "");
 }
