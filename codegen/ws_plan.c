@@ -2,6 +2,7 @@
 /* codegen/ws_plan.c: warp-specialised plans: register and shared-memory budgets, the heuristic search, its verdict, and the auto rule. */
 #include "codegen.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,13 +24,46 @@
 #define FINISH_SLICES 8
 
 /*
+ * Measured splits: where a row that one CTA could hold runs faster split over a cluster (more
+ * stages in the ring, each CTA's part cached in registers). H100, bf16, 16384 rows, TB/s whole row
+ * / split, two runs each (bench/NOTES.md v5); applied by row bytes (hidden x element size) so that
+ * the other dtypes get the split of the same ring footprint. Where the split does not fit or does
+ * not divide the row into whole vectors, the search starts from a CTA per row as usual.
+ */
+static const struct ws_split {
+	enum wsn_op op;
+	int64_t min_bytes, max_bytes; /* row bytes, inclusive */
+	unsigned cluster;
+	const char *basis;
+} ws_splits[] = {
+	{ WSN_LAYERNORM_BWD, 4096, 6143, 4, "LayerNorm bwd 2K: 2.44 split over 4 vs 2.39 whole" },
+	{ WSN_LAYERNORM_BWD, 6144, 24575, 8, "LayerNorm bwd 4K/8K: 2.62-2.65/2.71-2.72 split over 8 vs 2.50-2.54/2.60 whole" },
+	{ WSN_LAYERNORM_BWD, 24576, 49151, 2, "LayerNorm bwd 16K: 2.74-2.75 split over 2 vs 2.69 whole" },
+	{ WSN_RMSNORM_BWD, 12288, 49151, 2, "RMSNorm bwd 8K/16K: 2.77-2.80/2.83 split over 2 vs 2.70-2.73/2.77 whole" },
+};
+
+/* The measured split for p (0: none). */
+static const struct ws_split *measured_split(const struct wsn__plan_params *p)
+{
+	int64_t bytes = p->hidden * (int64_t)wsn_dtype_size(p->dtype);
+
+	for (size_t i = 0; i < WSN_ARRAY_SIZE(ws_splits); i++)
+		if (ws_splits[i].op == p->op && bytes >= ws_splits[i].min_bytes && bytes <= ws_splits[i].max_bytes &&
+		    p->hidden % ((int64_t)ws_splits[i].cluster * (16 / (int64_t)wsn_dtype_size(p->dtype))) == 0)
+			return &ws_splits[i];
+	return NULL;
+}
+
+/*
  * Auto-selection: ws where the heuristic calls it good, a rule below covers the op and hidden
  * size, and each SM gets more than min_rows_per_sm rows (fewer leave the ring's fill and drain
  * uncovered); else multi-wave. Measured on the H100 (bf16, TB/s ws / multi-wave, copy 2.97 TB/s;
  * bench/NOTES.md v4): at 16384 rows (124 per SM) ws is ahead from 2K to 16K; with fewer rows the
  * short rows lose first (2K at 62 rows per SM: -9 % LayerNorm, -1 % RMSNorm; at 15: -4 %) while
  * 8K at 15 rows per SM still gains (+7 % LayerNorm, +4 % RMSNorm). nvFuser's thresholds (> 16
- * LayerNorm, > 4 RMSNorm) hold for 4K-16K; rows of 1K-2K need > 96 rows per SM.
+ * LayerNorm, > 4 RMSNorm) hold for 4K-16K; rows of 1K-2K need > 96 rows per SM. Past 16K the ws
+ * kernels split each row over a cluster while multi-wave re-reads it from L2 (or from memory, at
+ * 64K): ws at any row count.
  */
 static const struct ws_rule {
 	enum wsn_op op;
@@ -39,10 +73,14 @@ static const struct ws_rule {
 } ws_rules[] = {
 	{ WSN_LAYERNORM_BWD, 4096, 16384, 8,
 	  "ws 2.52/2.61/2.67 vs 2.41/2.32/2.61 TB/s at 4K/8K/16K x 16384 rows; 8K x 2048 rows 1.46 vs 1.36" },
+	{ WSN_LAYERNORM_BWD, 16385, INT64_MAX, 0,
+	  "ws split over a cluster 2.78-2.81/2.74 vs 1.88/0.28 TB/s at 32K/64K x 16384 rows; 32K x 1024 rows 1.61 vs 0.88" },
 	{ WSN_LAYERNORM_BWD, 2048, 2048, 96,
 	  "ws 2.40 vs 2.34 TB/s at 16384 rows; 1.83 vs 2.01 at 8192, 1.08 vs 1.13 at 2048; 1K multi-wave" },
 	{ WSN_RMSNORM_BWD, 4096, 16384, 4,
 	  "ws 2.66/2.73/2.76 vs 2.59/2.70/2.75 TB/s at 4K/8K/16K x 16384 rows; 8K x 2048 rows 1.89 vs 1.82" },
+	{ WSN_RMSNORM_BWD, 16385, INT64_MAX, 0,
+	  "ws split over a cluster 2.85/2.78 vs 2.68/0.60 TB/s at 32K/64K x 16384 rows; 32K x 1024 rows 1.95 vs 1.53" },
 	{ WSN_RMSNORM_BWD, 1, 2048, 96,
 	  "ws 2.26/2.49 vs 2.25/2.46 TB/s at 1K/2K x 16384 rows; 2K 2.19 vs 2.20 at 8192, 1.34 vs 1.40 at 2048" },
 };
@@ -55,6 +93,7 @@ struct cfg {
 	int dw_smem, db_smem; /* dweight / dbias sums in shared memory (bdimy 1 only) */
 	/* derived by eval() */
 	unsigned nvec, threads, r_entry, r_compute, est, smem;
+	unsigned xregs; /* of est: the cluster exchange's, live after the row's loads (not spare for them) */
 };
 
 /* What a search step or fallback recorded, for the plan's explanation. */
@@ -120,10 +159,17 @@ static void apply(struct wsn__kernel_plan *kp, const struct cfg *c)
  * live), LayerNorm forward's unpacked row, and the reduction's loads (warps x values).
  */
 #define WS_REG_MARGIN 12
-#define WS_CLUSTER_REGS 16
+#define WS_CLUSTER_REGS 12
 static unsigned ws_reg_margin(unsigned unroll)
 {
 	return WS_REG_MARGIN + 4 * unroll;
+}
+
+static unsigned cluster_regs(const struct wsn__kernel_plan *kp, unsigned unroll)
+{
+	if (kp->cluster < 2 || !wsn_op_is_backward(kp->op))
+		return 0;
+	return WS_CLUSTER_REGS + unroll * (is_ln(kp->op) ? 2 : 1) * kp->cluster / 2;
 }
 
 static unsigned estimate_regs(const struct wsn__kernel_plan *kp, const struct cfg *c)
@@ -143,10 +189,10 @@ static unsigned estimate_regs(const struct wsn__kernel_plan *kp, const struct cf
 	/* the fit under-estimates more with more rows; f16 unpacks through cvt with 16-bit temporaries
 	 * that ptxas keeps live across a vector (backward: up to 10 registers per vector and row) */
 	r = (r + 99) / 100 + ws_reg_margin(U);
-	/* a row split over a cluster: the exchange's addresses, barrier and parts stay live beside the
-	 * row (LayerNorm bwd 8K over 2 CTAs spilled 24 bytes at an estimate 12 under the budget) */
-	if (kp->cluster > 1)
-		r += WS_CLUSTER_REGS;
+	/* a row split over a cluster: the exchange's addresses and barrier stay live beside the row, and
+	 * ptxas loads every CTA's parts at once (LayerNorm bwd 8K spilled 24 bytes over 2 CTAs at an
+	 * estimate 12 under the budget, and over 8 CTAs with 4 rows per stage at 24 under) */
+	r += cluster_regs(kp, U);
 	if (kp->dtype == WSN_F16)
 		r += bwd ? 10 * nv * U : 8;
 	else if (kp->dtype == WSN_F32 && bwd)
@@ -172,6 +218,7 @@ static int eval(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp, str
 	if (c->r_compute > WS_MAX_REGS)
 		c->r_compute = WS_MAX_REGS;
 	c->est = estimate_regs(kp, c);
+	c->xregs = cluster_regs(kp, c->unroll);
 	wsn__ws_layout(kp, &l);
 	c->smem = l.total;
 	return c->threads <= WS_MAX_THREADS && C % 128 == 0 && (c->bdimx == 32 || c->bdimy <= WS_MAX_GROUPS) &&
@@ -312,7 +359,7 @@ static int is_good(const struct cfg *c, const char **why)
 		*why = "the row groups' registers are over budget: the kernel spills";
 		return 0;
 	}
-	if (c->bdimy == 1 && c->direct && c->est + WS_GOOD_FREE_REGS > c->r_compute) {
+	if (c->bdimy == 1 && c->direct && c->est - c->xregs + WS_GOOD_FREE_REGS > c->r_compute) {
 		*why = "one row group with direct loads and fewer than 8 registers spare";
 		return 0;
 	}
@@ -411,6 +458,7 @@ int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *
 	struct cfg c;
 	int spill_ok = 0; /* fallback 3 keeps a ring of 2+ stages over the register budget */
 	unsigned cluster = 1;
+	const struct ws_split *split;
 	char steps[2048];
 	struct trace t = { steps, sizeof(steps), 0 }, why;
 
@@ -456,6 +504,22 @@ int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *
 			return wsn__error(WSN_EINVAL, "plan: ws cluster %u: hidden %lld does not split into %u parts of whole "
 					  "16-byte vectors (%u elements)", cluster, (long long)p->hidden, cluster, kp->vec);
 	}
+	/* nothing forced and a measured split for this shape: that cluster, if it fits with a ring */
+	split = p->opts.cluster > 0 || f.bdimx || f.bdimy || f.unroll || f.stages ? NULL : measured_split(p);
+	if (split) {
+		kp->cluster = split->cluster;
+		fit = search_all(g, kp, &f, p->rows, &c, &t, &spill_ok);
+		if (fit && !spill_ok && c.stages >= 2) {
+			t.n = 0;
+			steps[0] = 0;
+			tr(&t, "measured split: the row over a cluster of %u CTAs, %lld columns each (%s); ", split->cluster,
+			   (long long)(p->hidden / split->cluster), split->basis);
+			fit = search_all(g, kp, &f, p->rows, &c, &t, &spill_ok);
+			goto planned;
+		}
+		t.n = 0;
+		steps[0] = 0;
+	}
 	/* a whole row per CTA; where nothing fits (the backward's sums and a ring of two rows of dy and
 	 * x) and no parameter is forced, the row split over a cluster of 2, 4 or 8 CTAs, each covering
 	 * whole 16-byte vectors */
@@ -472,6 +536,7 @@ int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *
 		tr(&t, "no fit with %u CTA%s per row: the row split over a cluster of %u CTAs, %lld columns each; ",
 		   cluster / 2, cluster > 2 ? "s" : "", cluster, (long long)(p->hidden / cluster));
 	}
+planned:
 	if (!fit && !spill_ok) {
 		eval(g, kp, &c);
 		if (c.smem > (unsigned)g->smem_per_block_optin)

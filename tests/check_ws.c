@@ -91,12 +91,14 @@ static void check_ws_plan(const struct wsn__gpu_props *g, const struct wsn__kern
 	ck_assert_ptr_nonnull(strstr(kp->why, "heuristic:"));
 }
 
+/* The heuristic's own search: a CTA per row (cluster 1 forced, so no measured split). */
 static struct wsn__kernel_plan plan_ok(const struct wsn__gpu_props *g, enum wsn_op op, enum wsn_dtype dt, int64_t h)
 {
 	struct wsn__plan_params p;
 	struct wsn__kernel_plan kp;
 
 	params(&p, op, dt, h, 16384);
+	p.opts.cluster = 1;
 	ck_assert_msg(wsn__ws_plan(g, &p, &kp) == 0, "%s %s %lld: %s", wsn_op_name(op), wsn_dtype_name(dt),
 		      (long long)h, wsn_last_error());
 	check_ws_plan(g, &kp);
@@ -403,14 +405,41 @@ START_TEST(test_ws_auto)
 	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
 	ck_assert_int_eq(kp.approach, WSN_APPROACH_MULTIWAVE);
 	ck_assert_ptr_nonnull(strstr(kp.why, "no ws rule for layernorm-fwd"));
-	/* no ws kernel fits: multi-wave, saying why */
-	params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 32768, 16384);
+	/* past 16K: ws (the row split over a cluster) at any row count */
+	params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 32768, 1024);
+	p.opts.approach = WSN_APPROACH_AUTO;
+	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
+	ck_assert_int_eq(kp.approach, WSN_APPROACH_WS);
+	ck_assert_uint_eq(kp.cluster, 2);
+	ck_assert_ptr_nonnull(strstr(kp.why, "auto: ws, heuristic good and 7 rows per SM > 0"));
+	/* no ws kernel fits (an odd row does not split): multi-wave, saying why */
+	params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 32769, 16384);
 	p.opts.approach = WSN_APPROACH_AUTO;
 	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
 	ck_assert_int_eq(kp.approach, WSN_APPROACH_MULTIWAVE);
 	ck_assert_ptr_nonnull(strstr(kp.why, "auto: multi-wave, no ws kernel fits"));
+	/* measured splits: LayerNorm bwd 4K over 8 CTAs; forced parameters keep a CTA per row */
+	params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 4096, 16384);
+	p.opts.approach = WSN_APPROACH_AUTO;
+	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
+	ck_assert_int_eq(kp.approach, WSN_APPROACH_WS);
+	ck_assert_uint_eq(kp.cluster, 8);
+	ck_assert_ptr_nonnull(strstr(kp.why, "measured split: the row over a cluster of 8 CTAs, 512 columns each"));
+	p.opts.groups = 2;
+	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
+	ck_assert_uint_eq(kp.cluster, 1);
+	params(&p, WSN_RMSNORM_BWD, WSN_BF16, 4096, 16384); /* whole rows measured level: not split */
+	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), 0);
+	ck_assert_uint_eq(kp.cluster, 1);
+	params(&p, WSN_RMSNORM_BWD, WSN_F32, 4096, 16384); /* the row bytes of bf16 8K: split over 2 */
+	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), 0);
+	ck_assert_uint_eq(kp.cluster, 2);
+	params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 4104, 16384); /* 513 vectors: 8 parts are not whole */
+	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), 0);
+	ck_assert_uint_eq(kp.cluster, 1);
 	/* forced ws where the heuristic says no: ws anyway, and the plan says so */
 	params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 17408, 16384);
+	p.opts.cluster = 1; /* whole rows: 17408 is a measured split over 2 */
 	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
 	ck_assert_int_eq(kp.approach, WSN_APPROACH_WS);
 	ck_assert_int_eq(kp.ws_forced, 1);
