@@ -650,7 +650,11 @@ int wsn__ws_auto_pick(const struct wsn__gpu_props *g, const struct wsn__kernel_p
 int wsn__ws_describe(const struct wsn__kernel_plan *kp, char *buf, size_t len)
 {
 	int bwd = wsn_op_is_backward(kp->op);
+	char split[160] = "";
 
+	if (kp->cluster > 1)
+		snprintf(split, sizeof(split), "cluster:       %u CTAs per row, %lld columns each; row sums traded through "
+			 "distributed shared memory\n", kp->cluster, (long long)wsn__kernel_cols(kp));
 	return snprintf(buf, len,
 			"approach:      ws%s\n"
 			"kernel:        %s (sm_%da)\n"
@@ -658,6 +662,7 @@ int wsn__ws_describe(const struct wsn__kernel_plan *kp, char *buf, size_t len)
 			"op/dtype:      %s %s, hidden %lld, rows %lld, weight %s, bias %s\n"
 			"block:         %u threads = producer %u + bdimy %u row groups x bdimx %u; %u vectors (%u elements) "
 			"per thread per row, vec %u\n"
+			"%s"
 			"pipeline:      %u stages x %u rows (unroll) of %u bytes per tensor; stage %s\n"
 			"storage:       params %s, dweight %s, dbias %s\n"
 			"budget:        registers %u at entry, producer %u, row groups %u (~%u needed); %u B dynamic shared "
@@ -668,7 +673,7 @@ int wsn__ws_describe(const struct wsn__kernel_plan *kp, char *buf, size_t len)
 			kp->entry, kp->arch, kp->finish_entry[0] ? kp->finish_entry : "(none)", wsn_op_name(kp->op),
 			wsn_dtype_name(kp->dtype), (long long)kp->hidden, (long long)kp->rows, kp->has_weight ? "yes" : "no",
 			kp->has_bias ? "yes" : "no", kp->block_threads, kp->producer_threads, kp->bdimy, kp->bdimx, kp->nvec,
-			kp->per_thread, kp->vec, kp->stages, kp->unroll, kp->row_bytes,
+			kp->per_thread, kp->vec, split, kp->stages, kp->unroll, kp->row_bytes,
 			kp->cache_rows ? "copied into registers" : "read from shared memory",
 			kp->param_store == WSN_STORE_REG ? "registers" : "shared memory",
 			bwd && kp->has_weight ? (kp->dw_store == WSN_STORE_REG ? "registers" : "shared memory") : "-",
