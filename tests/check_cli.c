@@ -353,6 +353,51 @@ START_TEST(test_plan_emit_cpu)
 }
 END_TEST
 
+/*
+ * --cluster: a forced split is planned and named, the planner splits a row no CTA holds, emit
+ * prints the exchange, and a split the op or hidden size cannot take is an error naming why.
+ */
+START_TEST(test_plan_cluster)
+{
+	struct tu_proc p;
+
+	RUN(&p, "plan", "--op", "layernorm-bwd", "--hidden", "4096", "--cluster", "2");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	ck_assert_ptr_nonnull(strstr(p.out, "wsn_ws_layernorm_bwd_bf16_h4096_c2"));
+	ck_assert_ptr_nonnull(strstr(p.out, "cluster:       2 CTAs per row, 2048 columns each"));
+	tu_proc_free(&p);
+	RUN(&p, "plan", "--op", "rmsnorm-bwd", "--dtype", "f32", "--hidden", "32768");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	ck_assert_ptr_nonnull(strstr(p.out, "approach:      ws"));
+	ck_assert_ptr_nonnull(strstr(p.out, "cluster:       4 CTAs per row, 8192 columns each"));
+	ck_assert_ptr_nonnull(strstr(p.out, "no fit with 2 CTAs per row"));
+	tu_proc_free(&p);
+	RUN(&p, "emit", "--op", "rmsnorm-bwd", "--hidden", "4096", "--cluster", "4");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	ck_assert_ptr_nonnull(strstr(p.out, "st.async.shared::cluster.mbarrier::complete_tx::bytes"));
+	ck_assert_ptr_nonnull(strstr(p.out, "barrier.cluster.arrive.release.aligned"));
+	ck_assert_ptr_nonnull(strstr(p.out, "griddepcontrol.wait"));
+	tu_proc_free(&p);
+	RUN(&p, "plan", "--op", "layernorm-fwd", "--hidden", "4096", "--cluster", "2");
+	ck_assert_int_eq(p.status, 3);
+	ck_assert_ptr_nonnull(strstr(p.err, "only the backward splits a row over a cluster"));
+	ck_assert_str_eq(p.out, "");
+	tu_proc_free(&p);
+	RUN(&p, "plan", "--op", "layernorm-bwd", "--hidden", "4100", "--cluster", "2");
+	ck_assert_int_eq(p.status, 3);
+	ck_assert_ptr_nonnull(strstr(p.err, "does not split into 2 parts of whole 16-byte vectors"));
+	tu_proc_free(&p);
+	RUN(&p, "plan", "--op", "layernorm-bwd", "--hidden", "4096", "--cluster", "2", "--approach", "multiwave");
+	ck_assert_int_eq(p.status, 3);
+	ck_assert_ptr_nonnull(strstr(p.err, "cluster=2 apply to the ws approach"));
+	tu_proc_free(&p);
+	RUN(&p, "bench", "--cluster", "0");
+	ck_assert_int_eq(p.status, 2);
+	ck_assert_ptr_nonnull(strstr(p.err, "bad value '0' for --cluster"));
+	tu_proc_free(&p);
+}
+END_TEST
+
 /* The same bytes in two files. */
 static int same_file(const char *a, const char *b)
 {
@@ -485,6 +530,7 @@ Suite *suite_cli(void)
 	tcase_add_test(tc, test_raw_input);
 	tcase_add_test(tc, test_demo);
 	tcase_add_test(tc, test_plan_emit_cpu);
+	tcase_add_test(tc, test_plan_cluster);
 	tcase_add_test(tc, test_autotune_cpu);
 	suite_add_tcase(s, tc);
 	return s;
