@@ -95,6 +95,14 @@ struct wsn__kernel_plan {
 	char why[3072];         /* the planner's reasoning, one clause per decision */
 };
 
+/* The backward's finish kernel (rowkernel.c): each of its CTAs sums WSN_FINISH_COLS columns of the
+ * partial rows, each of its warps a slice of the parts (parts s, s + slices, ...). */
+#define WSN_FINISH_COLS 32
+/* Warps (slices) per finish CTA for hidden columns on g: 32 where the grid covers at most a quarter
+ * of the SMs (hidden 1K: 32 CTAs; each thread then loads 4-5 parts instead of 17: +3 % for the
+ * whole backward), else 8 (32 measured 1-2 % behind at 2K and level at 4K; bench/NOTES.md v5). */
+unsigned wsn__finish_slices(const struct wsn__gpu_props *g, int64_t hidden);
+
 /* Shared-memory layout of a warp-specialised kernel: byte offsets into the dynamic window. */
 struct wsn__ws_layout {
 	unsigned bars;          /* full[stages] then empty[stages] mbarriers, 8 bytes each */

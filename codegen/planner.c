@@ -40,8 +40,6 @@ void wsn__gpu_props_b200(struct wsn__gpu_props *g)
 /* Register cap that lets a forward CTA share its SM with a second one (see fits()). */
 #define FWD_SQUEEZE_REGS 64
 /* Finish kernel shape: 32 columns x 8 partial slices. */
-#define FINISH_COLS 32
-#define FINISH_SLICES 8
 
 static int is_layernorm(enum wsn_op op)
 {
@@ -391,8 +389,8 @@ static int plan_multiwave(const struct wsn__gpu_props *g, const struct wsn__plan
 		 : (ln ? "layernorm_fwd" : "rmsnorm_fwd"), dtname, (long long)p->hidden);
 	if (bwd && (kp->has_weight || kp->has_bias)) {
 		snprintf(kp->finish_entry, sizeof(kp->finish_entry), "%.48s_finish", kp->entry);
-		kp->finish_threads = FINISH_COLS * FINISH_SLICES;
-		kp->finish_grid = (unsigned)((p->hidden + FINISH_COLS - 1) / FINISH_COLS);
+		kp->finish_threads = WSN_FINISH_COLS * wsn__finish_slices(g, p->hidden);
+		kp->finish_grid = (unsigned)((p->hidden + WSN_FINISH_COLS - 1) / WSN_FINISH_COLS);
 		kp->ws_bytes = (size_t)(kp->has_bias ? 2 : 1) * kp->max_grid * (size_t)p->hidden * 4;
 	}
 
@@ -504,6 +502,13 @@ int wsn__describe_kernel_plan(const struct wsn__kernel_plan *kp, char *buf, size
 		     kp->block_grid ? "one CTA per row block," : "persistent, up to", kp->max_grid,
 		     kp->block_grid ? " resident at once" : "", kp->finish_grid, kp->finish_threads, kp->ws_bytes, kp->why);
 	return n;
+}
+
+unsigned wsn__finish_slices(const struct wsn__gpu_props *g, int64_t hidden)
+{
+	int64_t grid = (hidden + WSN_FINISH_COLS - 1) / WSN_FINISH_COLS;
+
+	return grid * 4 <= g->sms ? 32 : 8;
 }
 
 unsigned wsn__kernel_grid(const struct wsn__kernel_plan *kp, int64_t rows)

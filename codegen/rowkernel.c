@@ -741,13 +741,14 @@ void wsn__rk_bwd_epilogue(struct rk_gen *g, struct rk_acc *accs[2], const char *
 }
 
 /* Finish: column c of dweight (dbias) = sum over parts p = 0..nparts-1 of ws[p][c] ([nparts + p][c]), in a
- * fixed order: slice s (of 8) adds parts s, s+8, ... in turn, then slices 0..7 are added in turn. */
+ * fixed order: slice s (one warp of finish_threads / 32) adds parts s, s + slices, ... in turn, then the
+ * slices are added in turn. */
 int wsn__rk_gen_finish(struct ptx_module *m, const struct wsn__kernel_plan *kp)
 {
 	struct ptx_kernel *k = ptx_kernel_begin(m, kp->finish_entry);
 	int E = (int)wsn_dtype_size(kp->dtype), nacc = kp->has_bias ? 2 : 1;
 	long long H = kp->hidden;
-	const int UNR = 4, SL = 8;
+	const int UNR = 4, SL = (int)kp->finish_threads / 32;
 
 	if (!k)
 		return m->err;

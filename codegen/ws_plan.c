@@ -20,8 +20,6 @@
 				 * here LayerNorm backward 8K with 58 spare ran 12 % ahead of multi-wave,
 				 * 16K with 17 spare 2 % ahead, RMSNorm backward 16K with 12 even */
 #define WS_TAIL_MAX 0.02        /* unroll doubles only while the busiest CTA does <= 2 % above the mean */
-#define FINISH_COLS 32          /* the finish kernel (rowkernel.c): 32 columns x 8 partial slices */
-#define FINISH_SLICES 8
 
 /*
  * Measured splits: where a row that one CTA could hold runs faster split over a cluster (more
@@ -578,8 +576,8 @@ planned:
 		 kp->cluster == 2 ? "_c2" : kp->cluster == 4 ? "_c4" : kp->cluster == 8 ? "_c8" : "");
 	if (bwd && (kp->has_weight || kp->has_bias)) {
 		snprintf(kp->finish_entry, sizeof(kp->finish_entry), "%.48s_finish", kp->entry);
-		kp->finish_threads = FINISH_COLS * FINISH_SLICES;
-		kp->finish_grid = (unsigned)((p->hidden + FINISH_COLS - 1) / FINISH_COLS);
+		kp->finish_threads = WSN_FINISH_COLS * wsn__finish_slices(g, p->hidden);
+		kp->finish_grid = (unsigned)((p->hidden + WSN_FINISH_COLS - 1) / WSN_FINISH_COLS);
 		kp->ws_bytes = (size_t)(kp->has_bias ? 2 : 1) * (kp->max_grid / kp->cluster) * (size_t)p->hidden * 4;
 	}
 

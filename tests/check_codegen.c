@@ -366,6 +366,19 @@ START_TEST(test_planner_modelled_devices)
 	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
 	ck_assert(kp.dw_store != WSN_STORE_REG || kp.db_store != WSN_STORE_REG);
 	ck_assert_ptr_nonnull(strstr(kp.why, "dbias sums in"));
+	/* the finish kernel: 32 slices of the parts where its grid covers at most a quarter of the SMs */
+	for (int a = 0; a < 2; a++) {
+		params_init(&p, WSN_RMSNORM_BWD, WSN_BF16, 1024);
+		p.opts.approach = a ? WSN_APPROACH_WS : WSN_APPROACH_MULTIWAVE;
+		ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
+		ck_assert_uint_eq(kp.finish_grid, 32);
+		ck_assert_uint_eq(kp.finish_threads, 1024);
+		params_init(&p, WSN_RMSNORM_BWD, WSN_BF16, 1088); /* 34 CTAs: more than 132 / 4 */
+		p.opts.approach = a ? WSN_APPROACH_WS : WSN_APPROACH_MULTIWAVE;
+		ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
+		ck_assert_uint_eq(kp.finish_grid, 34);
+		ck_assert_uint_eq(kp.finish_threads, 256);
+	}
 	/* RMSNorm has no bias; no weight means no finish kernel */
 	params_init(&p, WSN_RMSNORM_BWD, WSN_BF16, 4096);
 	p.opts.has_weight = 0;
