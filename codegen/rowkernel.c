@@ -563,12 +563,7 @@ const char *wsn__rk_dx_elem(struct rk_gen *g, const char *x, const char *dy, con
 	return o;
 }
 
-/*
- * Programmatic dependent launch: wait for the grids this one depends on (the previous kernel on the
- * stream, when the launch allows overlap) before any global memory access, then let the next grid
- * start launching: its CTAs take SMs as this grid's last CTAs leave and wait here in turn.
- */
-static void griddep(struct ptx_kernel *k)
+void wsn__rk_griddep(struct ptx_kernel *k)
 {
 	ptx_comment(k, "dependent launch: the previous grid's writes are visible past this point");
 	ptx_griddep_wait(k);
@@ -616,7 +611,8 @@ void wsn__rk_abi_params(struct rk_gen *g, int bwd, struct rk_abi *a)
 		ptx_ins(k, "mul.lo.u64 %s, %s, %d", a->ld[i], a->ld[i], g->E);
 	if (bwd)
 		ptx_ins(k, "shl.b64 %s, %s, 2", a->sld, a->sld);
-	griddep(k);
+	if (!g->griddep_later)
+		wsn__rk_griddep(k);
 }
 
 void wsn__rk_acc_zero(struct rk_gen *g, struct rk_acc *a)
@@ -764,7 +760,7 @@ int wsn__rk_gen_finish(struct ptx_module *m, const struct wsn__kernel_plan *kp)
 	ptx_ld_param(k, PTX_U64, dwp, "dweight");
 	ptx_ld_param(k, PTX_U64, dbp, "dbias");
 	ptx_ld_param(k, PTX_U32, np, "nparts");
-	griddep(k);
+	wsn__rk_griddep(k);
 	const char *tid = ptx_reg(k, PTX_U32, "thread"), *cx = ptx_reg(k, PTX_U32, "cx"), *sy = ptx_reg(k, PTX_U32, "sy");
 	const char *col = ptx_reg(k, PTX_U32, "col"), *pcol = ptx_reg(k, PTX_PRED, "p_col");
 	ptx_sreg(k, tid, "%tid.x");

@@ -53,6 +53,9 @@ struct rk_gen {
 	 * rank (.u32) the CTA's %cluster_ctarank; partial sums go to row %clusterid of the workspace at
 	 * column rank * H. NULL rank: a CTA per row. */
 	const char *rank;
+	/* The kernel emits the dependent-launch wait itself, after a prologue without global accesses
+	 * (the ws kernels' barrier set-up); 0: right after the parameters. */
+	int griddep_later;
 	const char *invH;
 	const char *cnt, *rcnt; /* LayerNorm forward: elements this thread owns and 1 / that */
 	/* Opaque zero of the current pass (NULL: none). Registers held across a row reduction are
@@ -74,7 +77,7 @@ struct rk_acc {
 
 /* ---- the kernel ABI (codegen.h) ---- */
 /* The entry's parameters, declared in ABI order and loaded; row strides scaled to bytes; then the
- * dependent-launch wait (no global access may come before it). */
+ * dependent-launch wait (wsn__rk_griddep) unless the kernel places it later itself. */
 struct rk_abi {
 	const char *pr[7];  /* pointers: fwd x, weight, bias, y, mean, rstd; bwd dy, x, weight, mean, rstd, dx, ws */
 	const char *rows;
@@ -83,6 +86,13 @@ struct rk_abi {
 	const char *eps;    /* fwd */
 };
 void wsn__rk_abi_params(struct rk_gen *g, int bwd, struct rk_abi *a);
+/*
+ * Programmatic dependent launch: wait for the grids this one depends on (the previous kernel on the
+ * stream, when the launch allows overlap) before any global memory access, then let the next grid
+ * start launching: its CTAs take SMs as this grid's last CTAs leave and wait at this point in turn.
+ * wsn__rk_abi_params emits it last unless g->griddep_later.
+ */
+void wsn__rk_griddep(struct ptx_kernel *k);
 
 /* ---- element access ---- */
 /* Is element e of slice j valid for this thread: NULL (always) or a predicate. */

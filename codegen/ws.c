@@ -894,6 +894,8 @@ static void prologue(struct ws *w)
 		ptx_cluster_sync(k);
 	else
 		ptx_bar_sync(k, 0, 0);
+	/* the set-up above overlaps the previous grid's tail; global memory only from here on */
+	wsn__rk_griddep(k);
 	ptx_ins(k, "setp.ge.u32 %s, %s, %u", pp, tid, kp->producer_threads);
 	ptx_guard(k, pp, 0);
 	ptx_bra(k, rowgroups);
@@ -1135,6 +1137,7 @@ int wsn__ws_generate(const struct wsn__kernel_plan *kp, char **ptx)
 	g->nfull = g->H / g->vec;
 	g->tail = g->H % g->vec;
 	g->tid_base = kp->producer_threads;
+	g->griddep_later = 1; /* prologue() */
 	w->U = (int)kp->unroll;
 	w->S = (int)kp->stages;
 	w->C = kp->cluster > 1 ? (int)kp->cluster : 1;
