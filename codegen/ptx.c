@@ -484,6 +484,11 @@ void ptx_bra(struct ptx_kernel *k, const char *label)
 	ptx_ins(k, "bra.uni %s", label);
 }
 
+void ptx_bra_div(struct ptx_kernel *k, const char *label)
+{
+	ptx_ins(k, "bra %s", label);
+}
+
 void ptx_ret(struct ptx_kernel *k)
 {
 	ptx_ins(k, "ret");

@@ -82,6 +82,9 @@ void ptx_guard(struct ptx_kernel *k, const char *pred, int neg);
 
 /* ---- control flow ---- */
 void ptx_bra(struct ptx_kernel *k, const char *label); /* honours a pending guard */
+/* bra.uni promises that every active thread of a warp takes the same way: ptx_bra only where the
+ * guard is warp-uniform; ptx_bra_div (a plain bra) where threads of one warp may part. */
+void ptx_bra_div(struct ptx_kernel *k, const char *label);
 void ptx_ret(struct ptx_kernel *k);
 /* exit: this thread is done (other warps of the CTA go on). */
 void ptx_exit(struct ptx_kernel *k);

@@ -826,7 +826,7 @@ int wsn__rk_gen_finish(struct ptx_module *m, const struct wsn__kernel_plan *kp)
 	ptx_ins(k, "setp.ne.u32 %s, %s, 0", p0, sy);
 	ptx_ins(k, "or.pred %s, %s, !%s", p0, p0, pcol);
 	ptx_guard(k, p0, 0);
-	ptx_bra(k, out);
+	ptx_bra_div(k, out); /* col < H differs across a warp's lanes */
 	for (int a = 0; a < nacc; a++) {
 		const char *dst = a ? dbp : dwp, *pz = ptx_tmp(k, PTX_PRED), *ga = ptx_tmp(k, PTX_U64);
 		for (int s = 0; s < SL; s++) {

@@ -519,7 +519,7 @@ static void exchange(struct ws *w, const char *tot[], int n, const char *it)
 	ptx_ins(k, "add.u32 %s, %s, %u", buf, buf, w->L.xch);
 	ptx_ins(k, "setp.ne.u32 %s, %s, 0", p, g->tx);
 	ptx_guard(k, p, 0);
-	ptx_ins(k, "bra %s", sent);
+	ptx_bra_div(k, sent);
 	{
 		const char *mine = ptx_tmp(k, PTX_U32);
 		ptx_mbarrier_arrive_expect_tx(k, bar, 0, (C - 1) * (unsigned)n * 4);
@@ -877,7 +877,7 @@ static void prologue(struct ws *w)
 	ptx_sreg(k, tid, "%tid.x");
 	ptx_ins(k, "setp.ne.u32 %s, %s, 0", p0, tid);
 	ptx_guard(k, p0, 0);
-	ptx_bra(k, skip);
+	ptx_bra_div(k, skip); /* thread 0 alone initialises */
 	ptx_comment(k, "full[s]: the producer's arrival plus the bytes; empty[s]: one arrival per warp of a group");
 	for (int s = 0; s < w->S; s++) {
 		ptx_mbarrier_init(k, w->bars, 8LL * s, 1);
