@@ -645,6 +645,20 @@ START_TEST(test_kernel_text)
 	/* the element path for unaligned rows exists */
 	ck_assert_ptr_nonnull(strstr(ptx, "ld.global.b16"));
 	free(ptx);
+	/* branches whose guard differs across a warp are plain bra, never bra.uni (which promises a
+	 * warp-uniform guard): thread 0's barrier set-up, the finish kernel's columns past hidden, the
+	 * cluster exchange's sender */
+	wsn_plan_options_init(&o, WSN_LAYERNORM_BWD);
+	o.approach = WSN_APPROACH_WS;
+	o.cluster = 2;
+	ck_assert_int_eq(wsn_emit_ptx(WSN_LAYERNORM_BWD, WSN_BF16, 1008, 16384, &o, &ptx, NULL), 0);
+	ck_assert_ptr_nonnull(strstr(ptx, " bra $Linit_done"));
+	ck_assert_ptr_nonnull(strstr(ptx, " bra $Lout"));
+	ck_assert_ptr_nonnull(strstr(ptx, " bra $Lxch_sent"));
+	ck_assert_ptr_null(strstr(ptx, "bra.uni $Linit_done"));
+	ck_assert_ptr_null(strstr(ptx, "bra.uni $Lout"));
+	ck_assert_ptr_null(strstr(ptx, "bra.uni $Lxch_sent"));
+	free(ptx);
 }
 END_TEST
 
