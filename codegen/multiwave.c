@@ -333,7 +333,7 @@ static void bwd_path(struct rk_gen *g, const char *rows, const char *row0, const
 		ptx_mov_f32(k, sgx[i], 0.0f);
 	}
 	for (int j = 0; j < g->nv; j++) {
-		const char *dv[4], *xv[4], *wv[4], *df[8], *xf[8], *wf[8], *fw[8], *fb[8];
+		const char *dv[4], *xv[4], *wv[4], *df[8], *xf[8], *wf[8] = { 0 }, *fw[8], *fb[8];
 		wsn__rk_get_vec(g, &dy, j, dv);
 		wsn__rk_get_vec(g, &x, j, xv);
 		wsn__rk_unpack(g, dv, df);
@@ -349,18 +349,7 @@ static void bwd_path(struct rk_gen *g, const char *rows, const char *row0, const
 		if (has_db)
 			wsn__rk_acc_get(g, db, j, fb);
 		for (int e = 0; e < g->vec; e++) {
-			const char *xh = ptx_tmp(k, PTX_F32), *gg = df[e];
-			if (g->ln) {
-				const char *d = ptx_tmp(k, PTX_F32);
-				ptx_sub_f32(k, d, xf[e], mean);
-				ptx_mul_f32(k, xh, d, rstd);
-			} else {
-				ptx_mul_f32(k, xh, xf[e], rstd);
-			}
-			if (kp->has_weight) {
-				gg = ptx_tmp(k, PTX_F32);
-				ptx_mul_f32(k, gg, df[e], wf[e]);
-			}
+			const char *xh = wsn__rk_xhat(g, xf[e], mean, rstd), *gg = wsn__rk_dy_w(g, df[e], wf[e]);
 			if (g->ln)
 				ptx_add_f32(k, sg[e % 2], sg[e % 2], gg);
 			ptx_fma_f32(k, sgx[e % 2], gg, xh, sgx[e % 2]);

@@ -506,22 +506,41 @@ void wsn__rk_acc_get(struct rk_gen *g, struct rk_acc *a, int j, const char *f[8]
 	}
 }
 
-const char *wsn__rk_norm_affine(struct rk_gen *g, const char *x, const char *mean, const char *rstd, const char *w,
-				const char *b)
+const char *wsn__rk_xhat(struct rk_gen *g, const char *x, const char *mean, const char *rstd)
 {
 	struct ptx_kernel *k = g->k;
-	const struct wsn__kernel_plan *kp = g->kp;
-	const char *n = ptx_tmp(k, PTX_F32), *o;
+	const char *xh = ptx_tmp(k, PTX_F32);
 
 	if (g->ln) {
 		/* (x - mean) * rstd: the subtraction is exact when x is near the mean, where
 		 * fma(x, rstd, -mean * rstd) would leave the rounding error of mean * rstd */
 		const char *d = ptx_tmp(k, PTX_F32);
 		ptx_sub_f32(k, d, x, mean);
-		ptx_mul_f32(k, n, d, rstd);
+		ptx_mul_f32(k, xh, d, rstd);
 	} else {
-		ptx_mul_f32(k, n, x, rstd);
+		ptx_mul_f32(k, xh, x, rstd);
 	}
+	return xh;
+}
+
+const char *wsn__rk_dy_w(struct rk_gen *g, const char *dy, const char *w)
+{
+	const char *gg;
+
+	if (!g->kp->has_weight)
+		return dy;
+	gg = ptx_tmp(g->k, PTX_F32);
+	ptx_mul_f32(g->k, gg, dy, w);
+	return gg;
+}
+
+const char *wsn__rk_norm_affine(struct rk_gen *g, const char *x, const char *mean, const char *rstd, const char *w,
+				const char *b)
+{
+	struct ptx_kernel *k = g->k;
+	const struct wsn__kernel_plan *kp = g->kp;
+	const char *n = wsn__rk_xhat(g, x, mean, rstd), *o;
+
 	if (!kp->has_weight && !kp->has_bias)
 		return n;
 	o = ptx_tmp(k, PTX_F32);
@@ -538,19 +557,8 @@ const char *wsn__rk_dx_elem(struct rk_gen *g, const char *x, const char *dy, con
 			    const char *rstd, const char *mg, const char *nmgx)
 {
 	struct ptx_kernel *k = g->k;
-	const char *xh = ptx_tmp(k, PTX_F32), *gg = dy, *t = ptx_tmp(k, PTX_F32), *o;
+	const char *xh = wsn__rk_xhat(g, x, mean, rstd), *gg = wsn__rk_dy_w(g, dy, w), *t = ptx_tmp(k, PTX_F32), *o;
 
-	if (g->ln) {
-		const char *d = ptx_tmp(k, PTX_F32);
-		ptx_sub_f32(k, d, x, mean);
-		ptx_mul_f32(k, xh, d, rstd);
-	} else {
-		ptx_mul_f32(k, xh, x, rstd);
-	}
-	if (g->kp->has_weight) {
-		gg = ptx_tmp(k, PTX_F32);
-		ptx_mul_f32(k, gg, dy, w);
-	}
 	if (g->ln) {
 		const char *u = ptx_tmp(k, PTX_F32);
 		ptx_sub_f32(k, u, gg, mg);

@@ -107,6 +107,11 @@ void wsn__rk_get_vec(struct rk_gen *g, struct rk_tens *t, int j, const char *out
 void wsn__rk_unpack(struct rk_gen *g, const char *const p[4], const char *f[8]);
 void wsn__rk_pack(struct rk_gen *g, const char *const f[8], const char *p[4]);
 
+/* xhat of one element: (x - mean) * rstd (LayerNorm) or x * rstd (RMSNorm; mean unused). */
+const char *wsn__rk_xhat(struct rk_gen *g, const char *x, const char *mean, const char *rstd);
+/* The backward's g of one element: dy * w with a weight, else dy itself. */
+const char *wsn__rk_dy_w(struct rk_gen *g, const char *dy, const char *w);
+
 /* Forward output of one element: (x - mean) * rstd (LayerNorm) or x * rstd (RMSNorm), then times w
  * and plus b as the plan has them (w, b unused otherwise). Returns the f32 register. */
 const char *wsn__rk_norm_affine(struct rk_gen *g, const char *x, const char *mean, const char *rstd, const char *w,

@@ -608,7 +608,7 @@ static void bwd_path(struct ws *w, const struct kargs *ka, struct rk_acc *dw, st
 		}
 	}
 	for (int v = 0; v < g->nv; v++) {
-		const char *wf[8], *fw[8], *fb[8];
+		const char *wf[8] = { 0 }, *fw[8], *fb[8];
 		if (kp->has_weight)
 			param_vec(w, &wt, v, g->zrow[0], wf);
 		if (has_dw)
@@ -622,19 +622,8 @@ static void bwd_path(struct ws *w, const struct kargs *ka, struct rk_acc *dw, st
 			wsn__rk_unpack(g, dv, df);
 			wsn__rk_unpack(g, xv, xf);
 			for (int e = 0; e < g->vec; e++) {
-				const char *xh = ptx_tmp(k, PTX_F32), *gg = df[e];
+				const char *xh = wsn__rk_xhat(g, xf[e], cm[j], cr[j]), *gg = wsn__rk_dy_w(g, df[e], wf[e]);
 				int h = e % nch;
-				if (g->ln) {
-					const char *d = ptx_tmp(k, PTX_F32);
-					ptx_sub_f32(k, d, xf[e], cm[j]);
-					ptx_mul_f32(k, xh, d, cr[j]);
-				} else {
-					ptx_mul_f32(k, xh, xf[e], cr[j]);
-				}
-				if (kp->has_weight) {
-					gg = ptx_tmp(k, PTX_F32);
-					ptx_mul_f32(k, gg, df[e], wf[e]);
-				}
 				if (g->ln)
 					ptx_add_f32(k, sg[j][h], sg[j][h], gg);
 				ptx_fma_f32(k, sgx[j][h], gg, xh, sgx[j][h]);
