@@ -593,13 +593,14 @@ START_TEST(test_ws_forced)
 }
 END_TEST
 
-/* The CTAs per row the ws planner picks on this GPU for a backward shape (0: no ws plan). */
-static unsigned ws_cluster(enum wsn_op op, enum wsn_dtype dt, int64_t hidden, int64_t rows)
+/* Whether the ws planner gives a plan for op/dt/hidden/rows on this GPU with default options (what
+ * autotune asks first); the CTAs that share a row in *cluster (1: a CTA per row; cluster may be NULL). */
+static int ws_plans(enum wsn_op op, enum wsn_dtype dt, int64_t hidden, int64_t rows, unsigned *cluster)
 {
 	struct wsn__cu_device *cd = gpu->ctx;
 	struct wsn__plan_params pp;
 	struct wsn__kernel_plan *kp = xcalloc(sizeof(*kp));
-	unsigned c = 0;
+	int ok;
 
 	memset(&pp, 0, sizeof(pp));
 	pp.op = op;
@@ -607,10 +608,11 @@ static unsigned ws_cluster(enum wsn_op op, enum wsn_dtype dt, int64_t hidden, in
 	pp.hidden = hidden;
 	pp.rows = rows;
 	wsn_plan_options_init(&pp.opts, op);
-	if (wsn__ws_plan(&cd->props, &pp, kp) == 0)
-		c = kp->cluster > 1 ? kp->cluster : 1;
+	ok = wsn__ws_plan(&cd->props, &pp, kp) == 0;
+	if (ok && cluster)
+		*cluster = kp->cluster > 1 ? kp->cluster : 1;
 	free(kp);
-	return c;
+	return ok;
 }
 
 /*
@@ -663,9 +665,9 @@ START_TEST(test_ws_cluster)
 		inputs_make(&in, "ws-cluster-32k", h, r, h, 0);
 		setup_init(&s, dt, h, r, h, 0, 0, in.x, in.dy, in.w, in.b);
 		for (size_t o = 0; o < 2; o++) {
-			unsigned c = ws_cluster(bops[o], dt, h, r);
-			ck_assert_msg(c > 1, "%s %s hidden 32768: the ws planner should split the row over a cluster "
-				      "(got %u)", wsn_op_name(bops[o]), wsn_dtype_name(dt), c);
+			unsigned c = 0;
+			ck_assert_msg(ws_plans(bops[o], dt, h, r, &c) && c > 1, "%s %s hidden 32768: the ws planner should "
+				      "split the row over a cluster (got %u)", wsn_op_name(bops[o]), wsn_dtype_name(dt), c);
 			fails += run_op(&s, bops[o], &po, "ws, the planner's cluster", rows32k, 2, 0);
 			plans++;
 		}
@@ -1095,25 +1097,6 @@ static struct wsn_plan *tune_plan(const struct setup *s, enum wsn_op op, const s
 	return p;
 }
 
-/* Whether the ws planner gives a plan for op/dt/hidden/rows on this GPU (what autotune asks first). */
-static int ws_plans(enum wsn_op op, enum wsn_dtype dt, int64_t hidden, int64_t rows)
-{
-	struct wsn__cu_device *cd = gpu->ctx;
-	struct wsn__plan_params pp;
-	struct wsn__kernel_plan *kp = xcalloc(sizeof(*kp));
-	int ok;
-
-	memset(&pp, 0, sizeof(pp));
-	pp.op = op;
-	pp.dtype = dt;
-	pp.hidden = hidden;
-	pp.rows = rows;
-	wsn_plan_options_init(&pp.opts, op);
-	ok = wsn__ws_plan(&cd->props, &pp, kp) == 0;
-	free(kp);
-	return ok;
-}
-
 /*
  * (a) The first autotune plan of each op (bf16, hidden 4096, 4096 rows) times both families and
  * writes exactly one entry naming the approach the plan runs; its results match the CPU reference.
@@ -1136,7 +1119,7 @@ START_TEST(test_autotune_measure_then_hit)
 		char *desc, *desc2, *path, *line, *line2, needle[96], want[160];
 		enum wsn_approach a;
 		double worst = 0;
-		int before = tune_entries(NULL, NULL), two = ws_plans(op, s.dt, h, r);
+		int before = tune_entries(NULL, NULL), two = ws_plans(op, s.dt, h, r, NULL);
 
 		gp = tune_plan(&s, op, NULL, &desc);
 		a = approach_of(desc);
@@ -1234,7 +1217,7 @@ START_TEST(test_autotune_stale_ws_entry)
 	size_t i;
 
 	for (i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
-		if (!ws_plans(WSN_LAYERNORM_BWD, shapes[i].dt, shapes[i].h, r))
+		if (!ws_plans(WSN_LAYERNORM_BWD, shapes[i].dt, shapes[i].h, r, NULL))
 			break;
 	ck_assert_msg(i < sizeof(shapes) / sizeof(shapes[0]),
 		      "the ws planner plans every LayerNorm backward shape this test knows: give it one it cannot");
