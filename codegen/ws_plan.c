@@ -40,14 +40,20 @@ static const struct ws_split {
 	{ WSN_RMSNORM_BWD, 12288, 49151, 2, "RMSNorm bwd 8K/16K: 2.77-2.80/2.83 split over 2 vs 2.70-2.73/2.77 whole" },
 };
 
-/* The measured split for p (0: none). */
-static const struct ws_split *measured_split(const struct wsn__plan_params *p)
+/* Whether hidden splits into cluster parts of whole 16-byte vectors (kp->vec elements). */
+static int splits_whole(const struct wsn__kernel_plan *kp, int64_t hidden, unsigned cluster)
+{
+	return hidden % ((int64_t)cluster * kp->vec) == 0;
+}
+
+/* The measured split for p (NULL: none). */
+static const struct ws_split *measured_split(const struct wsn__kernel_plan *kp, const struct wsn__plan_params *p)
 {
 	int64_t bytes = p->hidden * (int64_t)wsn_dtype_size(p->dtype);
 
 	for (size_t i = 0; i < WSN_ARRAY_SIZE(ws_splits); i++)
 		if (ws_splits[i].op == p->op && bytes >= ws_splits[i].min_bytes && bytes <= ws_splits[i].max_bytes &&
-		    p->hidden % ((int64_t)ws_splits[i].cluster * (16 / (int64_t)wsn_dtype_size(p->dtype))) == 0)
+		    splits_whole(kp, p->hidden, ws_splits[i].cluster))
 			return &ws_splits[i];
 	return NULL;
 }
@@ -457,6 +463,7 @@ int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *
 	int spill_ok = 0; /* fallback 3 keeps a ring of 2+ stages over the register budget */
 	unsigned cluster = 1;
 	const struct ws_split *split;
+	int forced; /* a parameter or the cluster given: no split of the planner's own */
 	char steps[2048];
 	struct trace t = { steps, sizeof(steps), 0 }, why;
 
@@ -498,23 +505,20 @@ int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *
 		if (cluster > 1 && !bwd)
 			return wsn__error(WSN_EINVAL, "plan: ws cluster %u: only the backward splits a row over a cluster",
 					  cluster);
-		if (p->hidden % ((int64_t)cluster * kp->vec))
+		if (!splits_whole(kp, p->hidden, cluster))
 			return wsn__error(WSN_EINVAL, "plan: ws cluster %u: hidden %lld does not split into %u parts of whole "
 					  "16-byte vectors (%u elements)", cluster, (long long)p->hidden, cluster, kp->vec);
 	}
 	/* nothing forced and a measured split for this shape: that cluster, if it fits with a ring */
-	split = p->opts.cluster > 0 || f.bdimx || f.bdimy || f.unroll || f.stages ? NULL : measured_split(p);
+	forced = p->opts.cluster > 0 || f.bdimx || f.bdimy || f.unroll || f.stages;
+	split = forced ? NULL : measured_split(kp, p);
 	if (split) {
 		kp->cluster = split->cluster;
+		tr(&t, "measured split: the row over a cluster of %u CTAs, %lld columns each (%s); ", split->cluster,
+		   (long long)(p->hidden / split->cluster), split->basis);
 		fit = search_all(g, kp, &f, p->rows, &c, &t, &spill_ok);
-		if (fit && !spill_ok && c.stages >= 2) {
-			t.n = 0;
-			steps[0] = 0;
-			tr(&t, "measured split: the row over a cluster of %u CTAs, %lld columns each (%s); ", split->cluster,
-			   (long long)(p->hidden / split->cluster), split->basis);
-			fit = search_all(g, kp, &f, p->rows, &c, &t, &spill_ok);
+		if (fit && !spill_ok && c.stages >= 2)
 			goto planned;
-		}
 		t.n = 0;
 		steps[0] = 0;
 	}
@@ -524,9 +528,7 @@ int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *
 	for (;;) {
 		kp->cluster = cluster;
 		fit = search_all(g, kp, &f, p->rows, &c, &t, &spill_ok);
-		if (fit || spill_ok || p->opts.cluster > 0 || f.bdimx || f.bdimy || f.unroll || f.stages || !bwd ||
-		    cluster >= WS_MAX_CLUSTER ||
-		    p->hidden % (2 * cluster * kp->vec))
+		if (fit || spill_ok || forced || !bwd || cluster >= WS_MAX_CLUSTER || !splits_whole(kp, p->hidden, 2 * cluster))
 			break;
 		cluster *= 2;
 		t.n = 0;
