@@ -146,24 +146,35 @@ int wsn__cu_kernel_get(const struct wsn__cu_module *m, const char *name, unsigne
 	return 0;
 }
 
+/* cfg for grid CTAs of k on stream s, with the cluster-dimension attribute in attrs[0] when cluster > 1;
+ * returns the attributes used (cfg.attrs/numAttrs are left to the caller). */
+static unsigned launch_config(const struct wsn__cu_kernel *k, unsigned grid, unsigned cluster, CUstream s,
+			      CUlaunchAttribute *attrs, CUlaunchConfig *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->gridDimX = grid;
+	cfg->gridDimY = cfg->gridDimZ = 1;
+	cfg->blockDimX = k->block;
+	cfg->blockDimY = cfg->blockDimZ = 1;
+	cfg->sharedMemBytes = k->dyn_smem;
+	cfg->hStream = s;
+	if (cluster < 2)
+		return 0;
+	memset(&attrs[0], 0, sizeof(attrs[0]));
+	attrs[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+	attrs[0].value.clusterDim.x = cluster;
+	attrs[0].value.clusterDim.y = attrs[0].value.clusterDim.z = 1;
+	return 1;
+}
+
 int wsn__cu_max_clusters(const struct wsn__cu_kernel *k, unsigned cluster, int *n)
 {
 	CUlaunchAttribute a;
 	CUlaunchConfig cfg;
 
 	*n = 0;
-	memset(&cfg, 0, sizeof(cfg));
-	memset(&a, 0, sizeof(a));
-	a.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-	a.value.clusterDim.x = cluster;
-	a.value.clusterDim.y = a.value.clusterDim.z = 1;
-	cfg.gridDimX = cluster;
-	cfg.gridDimY = cfg.gridDimZ = 1;
-	cfg.blockDimX = k->block;
-	cfg.blockDimY = cfg.blockDimZ = 1;
-	cfg.sharedMemBytes = k->dyn_smem;
+	cfg.numAttrs = launch_config(k, cluster, cluster, NULL, &a, &cfg);
 	cfg.attrs = &a;
-	cfg.numAttrs = 1;
 	return WSN_CU(cuOccupancyMaxActiveClusters, (n, k->fn, &cfg), "measuring how many clusters of %u CTAs of kernel %s "
 		      "fit at once", cluster, k->name);
 }
@@ -179,31 +190,18 @@ int wsn__cu_launch(const struct wsn__cu_kernel *k, unsigned grid, unsigned clust
 {
 	CUlaunchAttribute attrs[2];
 	CUlaunchConfig cfg;
-	unsigned n = 0;
+	unsigned n;
 
 	if (grid < 1 || grid > 0x7fffffffu)
 		return wsn__error(WSN_EINVAL, "kernel %s: grid of %u CTAs out of range", k->name, grid);
-	memset(&cfg, 0, sizeof(cfg));
-	memset(attrs, 0, sizeof(attrs));
-	cfg.gridDimX = grid;
-	cfg.gridDimY = cfg.gridDimZ = 1;
-	cfg.blockDimX = k->block;
-	cfg.blockDimY = cfg.blockDimZ = 1;
-	cfg.sharedMemBytes = k->dyn_smem;
-	cfg.hStream = s;
-	if (cluster > 1) {
-		if (grid % cluster)
-			return wsn__error(WSN_EINVAL, "kernel %s: grid of %u CTAs is not a multiple of the cluster size %u",
-					  k->name, grid, cluster);
-		attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-		attrs[n].value.clusterDim.x = cluster;
-		attrs[n].value.clusterDim.y = 1;
-		attrs[n].value.clusterDim.z = 1;
-		n++;
-	}
+	if (cluster > 1 && grid % cluster)
+		return wsn__error(WSN_EINVAL, "kernel %s: grid of %u CTAs is not a multiple of the cluster size %u",
+				  k->name, grid, cluster);
+	n = launch_config(k, grid, cluster, s, attrs, &cfg);
 	if (k->pdl) {
 		/* the kernel may start while the previous one drains; it waits (griddepcontrol.wait)
 		 * before its first global access */
+		memset(&attrs[n], 0, sizeof(attrs[n]));
 		attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
 		attrs[n].value.programmaticStreamSerializationAllowed = 1;
 		n++;
