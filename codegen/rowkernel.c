@@ -752,7 +752,10 @@ int wsn__rk_gen_finish(struct ptx_module *m, const struct wsn__kernel_plan *kp)
 	struct ptx_kernel *k = ptx_kernel_begin(m, kp->finish_entry);
 	int E = (int)wsn_dtype_size(kp->dtype), nacc = kp->has_bias ? 2 : 1;
 	long long H = kp->hidden;
-	const int UNR = 4, SL = (int)kp->finish_threads / 32;
+	const int SL = (int)kp->finish_threads / 32;
+	/* loads in flight per pass: all of a slice's parts at once (one round trip), up to 32 */
+	const int P = (int)(kp->max_grid / (kp->cluster > 1 ? kp->cluster : 1)), R = (P + SL - 1) / SL;
+	const int UNR = R < 1 ? 1 : R > 32 ? 32 : R;
 
 	if (!k)
 		return m->err;
@@ -799,24 +802,28 @@ int wsn__rk_gen_finish(struct ptx_module *m, const struct wsn__kernel_plan *kp)
 	ptx_ins(k, "and.pred %s, %s, %s", p, p, pcol);
 	ptx_loop_begin(k, &lp, "parts");
 	ptx_loop_break_if(k, &lp, p, 1);
-	for (int a = 0; a < nacc; a++) {
-		const char *v[4], *pu[4];
+	{
+		/* the loads of both sums first, then the adds in part order */
+		const char *v[2][32], *pu[32];
 		for (int u = 0; u < UNR; u++) {
 			const char *pi = ptx_tmp(k, PTX_U32);
-			v[u] = ptx_tmp(k, PTX_F32);
 			pu[u] = ptx_tmp(k, PTX_PRED);
 			ptx_ins(k, "add.u32 %s, %s, %d", pi, pp, u * SL);
 			ptx_ins(k, "setp.lt.u32 %s, %s, %s", pu[u], pi, np);
 			ptx_ins(k, "mul.wide.u32 %s, %s, %lld", po, pi, H * 4);
-			ptx_ins(k, "add.u64 %s, %s, %s", addr, base[a], po);
-			ptx_mov_f32(k, v[u], 0.0f);
-			ptx_guard(k, pu[u], 0);
-			ptx_ld_global(k, PTX_CACHE_LAST, PTX_F32, v[u], addr, 0);
+			for (int a = 0; a < nacc; a++) {
+				v[a][u] = ptx_tmp(k, PTX_F32);
+				ptx_ins(k, "add.u64 %s, %s, %s", addr, base[a], po);
+				ptx_mov_f32(k, v[a][u], 0.0f);
+				ptx_guard(k, pu[u], 0);
+				ptx_ld_global(k, PTX_CACHE_LAST, PTX_F32, v[a][u], addr, 0);
+			}
 		}
-		for (int u = 0; u < UNR; u++) {
-			ptx_guard(k, pu[u], 0);
-			ptx_add_f32(k, sum[a], sum[a], v[u]);
-		}
+		for (int a = 0; a < nacc; a++)
+			for (int u = 0; u < UNR; u++) {
+				ptx_guard(k, pu[u], 0);
+				ptx_add_f32(k, sum[a], sum[a], v[a][u]);
+			}
 	}
 	ptx_ins(k, "add.u32 %s, %s, %d", pp, pp, UNR * SL);
 	ptx_ins(k, "setp.lt.u32 %s, %s, %s", p, pp, np);
