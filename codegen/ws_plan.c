@@ -13,6 +13,8 @@
 #define WS_MAX_UNROLL 8         /* ws.c MAXU */
 #define WS_MAX_NVEC 16          /* vectors per thread per row the search considers */
 #define WS_MAX_STAGES 32
+#define WS_FILL_STAGES_BWD 16   /* leftover shared memory adds backward stages up to this: 32 stages of
+				 * LayerNorm bwd 2K over 4 and 4K over 8 measured 2-3 % behind 16 (NOTES v6) */
 #define WS_MAX_CLUSTER 8         /* CTAs sharing a row: the portable cluster size */
 #define WS_MAX_GROUPS 14        /* row groups of several warps: named barriers 1..14 (15 joins them all) */
 #define WS_GOOD_FREE_REGS 8     /* is_good: bdimy 1 with direct loads needs this many registers spare
@@ -341,7 +343,9 @@ static int search(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp, c
 /* Leftover shared memory: one more stage at a time while it fits. */
 static void more_stages(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp, struct cfg *c)
 {
-	while (c->stages < WS_MAX_STAGES) {
+	unsigned most = wsn_op_is_backward(kp->op) ? WS_FILL_STAGES_BWD : WS_MAX_STAGES;
+
+	while (c->stages < most) {
 		struct cfg n = *c;
 		n.stages++;
 		if (!smem_fits(g, kp, &n))
