@@ -600,7 +600,11 @@ planned:
 			WHY("each row split over a cluster of %u CTAs (%lld columns each): every row group sends its row "
 			    "sums to the others' shared memory (st.async onto their mbarriers) and adds theirs in rank "
 			    "order; ", kp->cluster, (long long)wsn__kernel_cols(kp));
-		WHY("%s%.*s; ", f.bdimx || f.bdimy || f.unroll || f.stages ? "forced parameters kept; " : "", (int)t.n, steps);
+		/* the steps end in "; " unless leftover stages came last: one separator either way */
+		size_t sn = strlen(steps);
+		if (sn >= 2 && steps[sn - 2] == ';' && steps[sn - 1] == ' ')
+			sn -= 2;
+		WHY("%s%.*s; ", f.bdimx || f.bdimy || f.unroll || f.stages ? "forced parameters kept; " : "", (int)sn, steps);
 		WHY("bdimx=%u: %u vectors of 16 bytes per thread per row; bdimy=%u; unroll=%u rows per stage (one grouped "
 		    "reduction per pass); stages=%u; ", kp->bdimx, kp->nvec, kp->bdimy, kp->unroll, kp->stages);
 		WHY("stage in %s; %s in %s", kp->cache_rows ? "registers (copied out, released before the compute)" :
