@@ -102,6 +102,9 @@ struct wsn__kernel_plan {
  * of the SMs (hidden 1K: 32 CTAs; each thread then loads 4-5 parts instead of 17: +3 % for the
  * whole backward), else 8 (32 measured 1-2 % behind at 2K and level at 4K; bench/NOTES.md v5). */
 unsigned wsn__finish_slices(const struct wsn__gpu_props *g, int64_t hidden);
+/* A backward plan's finish kernel (entry, threads, grid) and workspace for nparts partial rows of
+ * kp->hidden floats per sum: both planners call it once the main entry is named. */
+void wsn__finish_plan(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp, unsigned nparts);
 
 /* Shared-memory layout of a warp-specialised kernel: byte offsets into the dynamic window. */
 struct wsn__ws_layout {

@@ -39,7 +39,6 @@ void wsn__gpu_props_b200(struct wsn__gpu_props *g)
 #define MLP_MIN (32 * 1024)
 /* Register cap that lets a forward CTA share its SM with a second one (see fits()). */
 #define FWD_SQUEEZE_REGS 64
-/* Finish kernel shape: 32 columns x 8 partial slices. */
 
 static int is_layernorm(enum wsn_op op)
 {
@@ -388,10 +387,7 @@ static int plan_multiwave(const struct wsn__gpu_props *g, const struct wsn__plan
 	snprintf(kp->entry, sizeof(kp->entry), "wsn_%s_%s_h%lld", bwd ? (ln ? "layernorm_bwd" : "rmsnorm_bwd")
 		 : (ln ? "layernorm_fwd" : "rmsnorm_fwd"), dtname, (long long)p->hidden);
 	if (bwd && (kp->has_weight || kp->has_bias)) {
-		snprintf(kp->finish_entry, sizeof(kp->finish_entry), "%.48s_finish", kp->entry);
-		kp->finish_threads = WSN_FINISH_COLS * wsn__finish_slices(g, p->hidden);
-		kp->finish_grid = (unsigned)((p->hidden + WSN_FINISH_COLS - 1) / WSN_FINISH_COLS);
-		kp->ws_bytes = (size_t)(kp->has_bias ? 2 : 1) * kp->max_grid * (size_t)p->hidden * 4;
+		wsn__finish_plan(g, kp, kp->max_grid);
 	}
 
 	WHY("bdimx=%u: %u threads share a row so each holds %u vectors of 16 bytes (%u elements)%s; ",
@@ -502,6 +498,14 @@ int wsn__describe_kernel_plan(const struct wsn__kernel_plan *kp, char *buf, size
 		     kp->block_grid ? "one CTA per row block," : "persistent, up to", kp->max_grid,
 		     kp->block_grid ? " resident at once" : "", kp->finish_grid, kp->finish_threads, kp->ws_bytes, kp->why);
 	return n;
+}
+
+void wsn__finish_plan(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp, unsigned nparts)
+{
+	snprintf(kp->finish_entry, sizeof(kp->finish_entry), "%.48s_finish", kp->entry);
+	kp->finish_threads = WSN_FINISH_COLS * wsn__finish_slices(g, kp->hidden);
+	kp->finish_grid = (unsigned)((kp->hidden + WSN_FINISH_COLS - 1) / WSN_FINISH_COLS);
+	kp->ws_bytes = (size_t)(kp->has_bias ? 2 : 1) * nparts * (size_t)kp->hidden * 4;
 }
 
 unsigned wsn__finish_slices(const struct wsn__gpu_props *g, int64_t hidden)

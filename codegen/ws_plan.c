@@ -564,7 +564,7 @@ planned:
 		unsigned s0 = c.stages;
 		more_stages(g, kp, &c);
 		if (c.stages > s0)
-			tr(&t, "leftover shared memory: stages %u", c.stages);
+			tr(&t, "leftover shared memory: stages %u; ", c.stages);
 	}
 	eval(g, kp, &c);
 	apply(kp, &c);
@@ -581,10 +581,7 @@ planned:
 		 : (ln ? "layernorm_fwd" : "rmsnorm_fwd"), dtname, (long long)p->hidden,
 		 kp->cluster == 2 ? "_c2" : kp->cluster == 4 ? "_c4" : kp->cluster == 8 ? "_c8" : "");
 	if (bwd && (kp->has_weight || kp->has_bias)) {
-		snprintf(kp->finish_entry, sizeof(kp->finish_entry), "%.48s_finish", kp->entry);
-		kp->finish_threads = WSN_FINISH_COLS * wsn__finish_slices(g, p->hidden);
-		kp->finish_grid = (unsigned)((p->hidden + WSN_FINISH_COLS - 1) / WSN_FINISH_COLS);
-		kp->ws_bytes = (size_t)(kp->has_bias ? 2 : 1) * (kp->max_grid / kp->cluster) * (size_t)p->hidden * 4;
+		wsn__finish_plan(g, kp, kp->max_grid / kp->cluster); /* a partial row per cluster */
 	}
 
 	why.buf = kp->why;
@@ -600,11 +597,7 @@ planned:
 			WHY("each row split over a cluster of %u CTAs (%lld columns each): every row group sends its row "
 			    "sums to the others' shared memory (st.async onto their mbarriers) and adds theirs in rank "
 			    "order; ", kp->cluster, (long long)wsn__kernel_cols(kp));
-		/* the steps end in "; " unless leftover stages came last: one separator either way */
-		size_t sn = strlen(steps);
-		if (sn >= 2 && steps[sn - 2] == ';' && steps[sn - 1] == ' ')
-			sn -= 2;
-		WHY("%s%.*s; ", f.bdimx || f.bdimy || f.unroll || f.stages ? "forced parameters kept; " : "", (int)sn, steps);
+		WHY("%s%s", f.bdimx || f.bdimy || f.unroll || f.stages ? "forced parameters kept; " : "", steps);
 		WHY("bdimx=%u: %u vectors of 16 bytes per thread per row; bdimy=%u; unroll=%u rows per stage (one grouped "
 		    "reduction per pass); stages=%u; ", kp->bdimx, kp->nvec, kp->bdimy, kp->unroll, kp->stages);
 		WHY("stage in %s; %s in %s", kp->cache_rows ? "registers (copied out, released before the compute)" :
