@@ -26,7 +26,7 @@
 /*
  * Measured splits: where a row that one CTA could hold runs faster split over a cluster (more
  * stages in the ring, each CTA's part cached in registers). H100, bf16, 16384 rows, TB/s whole row
- * / split, two runs each (bench/NOTES.md v5); applied by row bytes (hidden x element size) so that
+ * / split, two or three runs each (bench/NOTES.md v5, RMSNorm 4K v8); applied by row bytes (hidden x element size) so that
  * the other dtypes get the split of the same ring footprint. Where the split does not fit or does
  * not divide the row into whole vectors, the search starts from a CTA per row as usual.
  */
@@ -39,6 +39,7 @@ static const struct ws_split {
 	{ WSN_LAYERNORM_BWD, 4096, 6143, 4, "LayerNorm bwd 2K: 2.44 split over 4 vs 2.39 whole" },
 	{ WSN_LAYERNORM_BWD, 6144, 24575, 8, "LayerNorm bwd 4K/8K: 2.62-2.65/2.71-2.72 split over 8 vs 2.50-2.54/2.60 whole" },
 	{ WSN_LAYERNORM_BWD, 24576, 49151, 2, "LayerNorm bwd 16K: 2.74-2.75 split over 2 vs 2.69 whole" },
+	{ WSN_RMSNORM_BWD, 6144, 12287, 8, "RMSNorm bwd 4K: 2.73-2.76 split over 8 vs 2.68-2.70 whole" },
 	{ WSN_RMSNORM_BWD, 12288, 49151, 2, "RMSNorm bwd 8K/16K: 2.77-2.80/2.83 split over 2 vs 2.70-2.73/2.77 whole" },
 };
 

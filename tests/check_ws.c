@@ -435,9 +435,16 @@ START_TEST(test_ws_auto)
 	p.opts.groups = 2;
 	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
 	ck_assert_uint_eq(kp.cluster, 1);
-	params(&p, WSN_RMSNORM_BWD, WSN_BF16, 4096, 16384); /* whole rows measured level: not split */
+	params(&p, WSN_RMSNORM_BWD, WSN_BF16, 4096, 16384); /* RMSNorm 4K: over 8 */
+	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), 0);
+	ck_assert_uint_eq(kp.cluster, 8);
+	ck_assert_ptr_nonnull(strstr(kp.why, "RMSNorm bwd 4K: 2.73-2.76 split over 8"));
+	params(&p, WSN_RMSNORM_BWD, WSN_BF16, 2048, 16384); /* whole rows measured level: not split */
 	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), 0);
 	ck_assert_uint_eq(kp.cluster, 1);
+	params(&p, WSN_RMSNORM_BWD, WSN_F32, 2048, 16384); /* the row bytes of bf16 4K: over 8 */
+	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), 0);
+	ck_assert_uint_eq(kp.cluster, 8);
 	params(&p, WSN_RMSNORM_BWD, WSN_F32, 4096, 16384); /* the row bytes of bf16 8K: split over 2 */
 	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), 0);
 	ck_assert_uint_eq(kp.cluster, 2);
