@@ -26,9 +26,10 @@
 /*
  * Measured splits: where a row that one CTA could hold runs faster split over a cluster (more
  * stages in the ring, each CTA's part cached in registers). H100, bf16, 16384 rows, TB/s whole row
- * / split, two or three runs each (bench/NOTES.md v5, RMSNorm 4K v8); applied by row bytes (hidden x element size) so that
- * the other dtypes get the split of the same ring footprint. Where the split does not fit or does
- * not divide the row into whole vectors, the search starts from a CTA per row as usual.
+ * / split, two or three runs each (bench/NOTES.md v5, RMSNorm 4K v8); applied by row bytes (hidden
+ * x element size) so that the other dtypes get the split of the same ring footprint. Where the
+ * split does not fit or does not divide the row into whole vectors, the search starts from a CTA
+ * per row as usual.
  */
 static const struct ws_split {
 	enum wsn_op op;

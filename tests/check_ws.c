@@ -49,7 +49,7 @@ static void check_ws_plan(const struct wsn__gpu_props *g, const struct wsn__kern
 	ck_assert_msg(K == 1 || (wsn_op_is_backward(kp->op) && kp->hidden % (K * kp->vec) == 0), "%s: split", e);
 	ck_assert_msg((K > 1) == (strstr(e, "_c") != NULL), "%s: entry names the cluster", e);
 	/* the reasoning's clauses are separated once, whichever step came last */
-	ck_assert_msg(!strstr(kp->why, "; ;") && !strstr(kp->why, ";;"), "%s: empty clause in '%s'", e, kp->why);
+	tu_assert_why_clauses(e, kp->why);
 	ck_assert_msg((int64_t)kp->nvec * kp->bdimx * kp->vec >= cols, "%s: columns not covered", e);
 	ck_assert_msg((int64_t)(kp->nvec - 1) * kp->bdimx * kp->vec < cols, "%s: an empty slice", e);
 	ck_assert_msg(kp->row_bytes % 16 == 0 && kp->row_bytes >= cols * E + 16, "%s: row bytes", e);

@@ -108,6 +108,11 @@ void tu_assert_golden(const char *got, const char *name)
 	free(want);
 }
 
+void tu_assert_why_clauses(const char *who, const char *why)
+{
+	ck_assert_msg(!strstr(why, "; ;") && !strstr(why, ";;"), "%s: empty clause in '%s'", who, why);
+}
+
 const char *tu_wsnorm_bin(void)
 {
 	const char *b = getenv("WSNORM_BIN");

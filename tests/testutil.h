@@ -36,6 +36,8 @@ void tu_proc_free(struct tu_proc *p);
 char *tu_golden(const char *name);
 /* ck_assert that got equals tests/golden/<name>, showing both when they differ. */
 void tu_assert_golden(const char *got, const char *name);
+/* ck_assert that a plan's reasoning has no empty clause ("; ;" or ";;"); who names the kernel. */
+void tu_assert_why_clauses(const char *who, const char *why);
 /* The wsnorm binary under test ($WSNORM_BIN). */
 const char *tu_wsnorm_bin(void);
 
