@@ -24,6 +24,7 @@ struct bench_opts {
 	enum wsn_approach approach;
 	int autotune;  /* plans time multiwave and ws once and cache the winner */
 	int force[5];  /* --block-threads, --groups, --unroll, --stages, --cluster; 0 = the planner's */
+	int weight, bias; /* affine weight, and bias for LayerNorm (--no-weight, --no-bias clear them) */
 	uint64_t copy_bytes;
 	int h2d;   /* host<->device copies from a ring of pinned buffers instead of kernels */
 	int json;
@@ -50,6 +51,8 @@ static void usage(FILE *f)
 		"                   and cache the winner, as for run (the approach column says tuned+)\n"
 		"  --block-threads N, --groups N, --unroll N, --stages N, --cluster N\n"
 		"                   force a plan parameter, as for plan (default: the planner's)\n"
+		"  --no-weight      no affine weight (and no dweight)\n"
+		"  --no-bias        no affine bias (and no dbias; LayerNorm)\n"
 		"  --copy-size SIZE bytes of the copy-bandwidth buffer (default 1G; 256M on the CPU), or\n"
 		"                   with --h2d of each copy (default 256M; 64M on the CPU)\n"
 		"  --h2d            instead of kernels, time host-to-device and device-to-host copies\n"
@@ -127,6 +130,7 @@ struct point {
 	enum wsn_op op;
 	enum wsn_dtype dt;
 	int64_t hidden, rows;
+	int weight, bias; /* affine weight; bias (LayerNorm only) */
 	double ms, bytes, tbs, frac;
 	int sets;
 	char approach[24]; /* "tuned+multiwave" */
@@ -172,8 +176,9 @@ static int bench_launch(struct wsn_plan *plan, const struct point *pt, const str
 
 	memset(&a, 0, sizeof(a));
 	wsn_tensor_2d(&a.x, st->x, pt->dt, mem, pt->rows, pt->hidden);
-	wsn_tensor_1d(&a.weight, w, pt->dt, mem, pt->hidden);
-	if (ln)
+	if (pt->weight)
+		wsn_tensor_1d(&a.weight, w, pt->dt, mem, pt->hidden);
+	if (pt->bias)
 		wsn_tensor_1d(&a.bias, b, pt->dt, mem, pt->hidden);
 	wsn_tensor_1d(&a.rstd, st->rstd, WSN_F32, mem, pt->rows);
 	if (ln)
@@ -181,8 +186,9 @@ static int bench_launch(struct wsn_plan *plan, const struct point *pt, const str
 	if (bwd) {
 		wsn_tensor_2d(&a.dy, st->dy, pt->dt, mem, pt->rows, pt->hidden);
 		wsn_tensor_2d(&a.dx, st->y, pt->dt, mem, pt->rows, pt->hidden);
-		wsn_tensor_1d(&a.dweight, dw, pt->dt, mem, pt->hidden);
-		if (ln)
+		if (pt->weight)
+			wsn_tensor_1d(&a.dweight, dw, pt->dt, mem, pt->hidden);
+		if (pt->bias)
 			wsn_tensor_1d(&a.dbias, db, pt->dt, mem, pt->hidden);
 	} else {
 		wsn_tensor_2d(&a.y, st->y, pt->dt, mem, pt->rows, pt->hidden);
@@ -195,7 +201,7 @@ static int bench_point(const struct bench_opts *o, struct timer *t, const struct
 {
 	size_t es = wsn_dtype_size(pt->dt), mat = (size_t)pt->rows * (size_t)pt->hidden * es;
 	size_t stats = (size_t)pt->rows * 4, vec = (size_t)pt->hidden * es, set_bytes;
-	int bwd = wsn_op_is_backward(pt->op), ln = pt->op == WSN_LAYERNORM_FWD || pt->op == WSN_LAYERNORM_BWD;
+	int bwd = wsn_op_is_backward(pt->op);
 	int nsets, err = 0, host = di->exec_mem == WSN_MEM_HOST;
 	struct set *sets = NULL;
 	void *w = NULL, *b = NULL, *dw = NULL, *db = NULL, *hbuf = NULL;
@@ -263,6 +269,8 @@ static int bench_point(const struct bench_opts *o, struct timer *t, const struct
 	po.unroll = o->force[2];
 	po.stages = o->force[3];
 	po.cluster = o->force[4];
+	po.has_weight = pt->weight;
+	po.has_bias = pt->bias;
 	if ((err = wsn_plan_create(t->dev, pt->op, pt->rows, pt->hidden, pt->dt, &po, &plan)) < 0) {
 		if (err != WSN_ESHAPE && err != WSN_EINVAL)
 			goto fail;
@@ -308,7 +316,7 @@ static int bench_point(const struct bench_opts *o, struct timer *t, const struct
 	if ((err = wsn_stream_sync(t->dev, t->s)) < 0)
 		goto fail;
 	pt->ms = cli_median(ms, o->iters);
-	pt->bytes = (double)wsn_op_min_bytes(pt->op, pt->rows, pt->hidden, pt->dt, 1, ln);
+	pt->bytes = (double)wsn_op_min_bytes(pt->op, pt->rows, pt->hidden, pt->dt, pt->weight, pt->bias);
 	pt->tbs = pt->bytes / (pt->ms * 1e-3) / 1e12;
 	pt->frac = copy_bps > 0 ? pt->tbs * 1e12 / copy_bps : 0;
 	goto out;
@@ -382,8 +390,9 @@ int cmd_bench(int argc, char **argv)
 		{ "h2d", no_argument, NULL, 'T' },            { "autotune", no_argument, NULL, 'A' },
 		{ "block-threads", required_argument, NULL, 'x' }, { "groups", required_argument, NULL, 'y' },
 		{ "unroll", required_argument, NULL, 'u' },  { "stages", required_argument, NULL, 's' },
-		{ "cluster", required_argument, NULL, 'C' },
-		{ "help", no_argument, NULL, 'h' },          { NULL, 0, NULL, 0 },
+		{ "cluster", required_argument, NULL, 'C' }, { "no-weight", no_argument, NULL, 'W' },
+		{ "no-bias", no_argument, NULL, 'B' },       { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
 	struct bench_opts o;
 	struct wsn_device_info di;
@@ -404,6 +413,7 @@ int cmd_bench(int argc, char **argv)
 	o.iters = CLI_DEFAULT_BENCH_ITERS;
 	o.warmup = CLI_DEFAULT_BENCH_WARMUP;
 	o.copy_bytes = 1ull << 30;
+	o.weight = o.bias = 1;
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
@@ -453,6 +463,8 @@ int cmd_bench(int argc, char **argv)
 		case 'j': o.json = 1; break;
 		case 'T': o.h2d = 1; break;
 		case 'A': o.autotune = 1; break;
+		case 'W': o.weight = 0; break;
+		case 'B': o.bias = 0; break;
 		case 'h': usage(stdout); return EXIT_PASS;
 		case ':': return cli_usage_error("bench", "option '%s' needs a value", argv[optind - 1]);
 		default: return cli_usage_error("bench", "unknown option '%s'", argv[optind - 1]);
@@ -489,8 +501,9 @@ int cmd_bench(int argc, char **argv)
 	if (o.json) {
 		jres = json_array();
 	} else {
-		printf("device %s (%s); device-to-device copy %.3f TB/s (read + write, %llu MiB)\n", di.spec, di.name,
-		       copy_bps / 1e12, (unsigned long long)(o.copy_bytes >> 20));
+		printf("device %s (%s); device-to-device copy %.3f TB/s (read + write, %llu MiB)%s%s\n", di.spec,
+		       di.name, copy_bps / 1e12, (unsigned long long)(o.copy_bytes >> 20),
+		       o.weight ? "" : "; no weight", o.bias ? "" : "; no bias");
 		printf("%-14s %-5s %7s %7s %10s %8s %7s %5s %s\n", "op", "dtype", "hidden", "rows", "time_us", "TB/s",
 		       "of_copy", "sets", "approach");
 	}
@@ -498,7 +511,8 @@ int cmd_bench(int argc, char **argv)
 		for (int d = 0; d < o.ndts; d++) {
 			for (int h = 0; h < o.nhidden; h++) {
 				struct point pt = { .op = (enum wsn_op)ops[i], .dt = (enum wsn_dtype)dts[d],
-						    .hidden = o.hidden[h], .rows = o.rows };
+						    .hidden = o.hidden[h], .rows = o.rows, .weight = o.weight };
+				pt.bias = o.bias && (pt.op == WSN_LAYERNORM_FWD || pt.op == WSN_LAYERNORM_BWD);
 				if ((ret = bench_point(&o, &t, &di, copy_bps, &pt)))
 					goto out;
 				if (pt.noplan[0]) {
@@ -531,6 +545,8 @@ int cmd_bench(int argc, char **argv)
 					json_object_set_new(p, "fraction_of_copy", cli_json_real(pt.frac));
 					json_object_set_new(p, "sets", json_integer(pt.sets));
 					json_object_set_new(p, "approach", json_string(pt.approach));
+					json_object_set_new(p, "weight", json_boolean(pt.weight));
+					json_object_set_new(p, "bias", json_boolean(pt.bias));
 					json_array_append_new(jres, p);
 				} else {
 					printf("%-14s %-5s %7lld %7lld %10.2f %8.3f %7.3f %5d %s\n", wsn_op_name(pt.op),

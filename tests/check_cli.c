@@ -350,6 +350,33 @@ START_TEST(test_plan_emit_cpu)
 		json_decref(j);
 	}
 	tu_proc_free(&p);
+	/* --no-weight / --no-bias: the plan, the launch and the byte count drop them */
+	for (int affine = 0; affine < 2; affine++) {
+		json_error_t je;
+		json_t *j, *r;
+		int64_t want = wsn_op_min_bytes(WSN_LAYERNORM_BWD, 64, 256, WSN_BF16, affine, affine);
+		if (affine)
+			RUN(&p, "bench", "--device", "cpu", "--op", "layernorm-bwd", "--hidden", "256", "--rows", "64",
+			    "--iters", "1", "--copy-size", "1M", "--json");
+		else
+			RUN(&p, "bench", "--device", "cpu", "--op", "layernorm-bwd", "--hidden", "256", "--rows", "64",
+			    "--iters", "1", "--copy-size", "1M", "--json", "--no-weight", "--no-bias");
+		ck_assert_msg(p.status == 0, "%s", p.err);
+		ck_assert_msg((j = json_loads(p.out, 0, &je)) != NULL, "bench --json: %s", je.text);
+		r = json_array_get(json_object_get(j, "results"), 0);
+		ck_assert_int_eq(json_integer_value(json_object_get(r, "bytes")), want);
+		ck_assert_int_eq(json_is_true(json_object_get(r, "weight")), affine);
+		ck_assert_int_eq(json_is_true(json_object_get(r, "bias")), affine);
+		json_decref(j);
+		tu_proc_free(&p);
+	}
+	ck_assert_int_lt(wsn_op_min_bytes(WSN_LAYERNORM_BWD, 64, 256, WSN_BF16, 0, 0),
+			 wsn_op_min_bytes(WSN_LAYERNORM_BWD, 64, 256, WSN_BF16, 1, 1));
+	RUN(&p, "bench", "--device", "cpu", "--op", "layernorm-bwd", "--hidden", "256", "--rows", "64", "--iters", "1",
+	    "--copy-size", "1M", "--no-bias");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	ck_assert_ptr_nonnull(strstr(p.out, "; no bias\n"));
+	tu_proc_free(&p);
 }
 END_TEST
 
