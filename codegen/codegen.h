@@ -114,6 +114,7 @@ struct wsn__ws_layout {
 	unsigned dw, db;        /* dweight / dbias sums when they live in shared memory */
 	unsigned stages;        /* the circular buffer: stages x stage_bytes */
 	unsigned xg;            /* the row groups' dweight/dbias fold after the loop (aliases the stages) */
+	unsigned xg_slots;      /* slots of nvec x bdimx x vec floats the fold has there (at least 1) */
 	unsigned xbar, xch;     /* cluster > 1: the row-sum exchange, per group 2 slots: an mbarrier each
 				 * (8 bytes), and cluster x red_slot bytes each (one part per CTA rank) */
 	unsigned total;         /* dynamic shared memory of the kernel */

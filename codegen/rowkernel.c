@@ -661,14 +661,127 @@ void wsn__rk_acc_put(struct rk_gen *g, struct rk_acc *a, int j, const char *cons
 	}
 }
 
+/* Global address of column 0 of this CTA's partial row of accumulator a (0 dweight, 1 dbias). */
+static const char *partial_row(struct rk_gen *g, int a, const char *cta, const char *nc, const char *wsp)
+{
+	struct ptx_kernel *k = g->k;
+	const char *part = ptx_tmp(k, PTX_U32), *ga = ptx_reg(k, PTX_U64, "ws_row%d", a);
+
+	if (a)
+		ptx_ins(k, "add.u32 %s, %s, %s", part, nc, cta);
+	else
+		ptx_mov(k, PTX_U32, part, cta);
+	ptx_ins(k, "mul.wide.u32 %s, %s, %lld", ga, part, (long long)g->kp->hidden * 4);
+	ptx_ins(k, "add.u64 %s, %s, %s", ga, ga, wsp);
+	if (g->rank) {
+		const char *rank = ptx_tmp(k, PTX_U32), *col = ptx_tmp(k, PTX_U64);
+		ptx_sreg(k, rank, "%cluster_ctarank");
+		ptx_ins(k, "mul.wide.u32 %s, %s, %lld", col, rank, g->H * 4);
+		ptx_ins(k, "add.u64 %s, %s, %s", ga, ga, col);
+	}
+	return ga;
+}
+
+/*
+ * The fold when sm_xg has a slot per row group and sum: once every group is past the row loop (the
+ * slots alias the ring), every group stores its sums (column c of the slot: vector c / vec of the row,
+ * as the groups hold them), one more barrier, then the CTA's threads take 4 columns at a time and add
+ * the groups' values in the serial fold's order, group bdimy - 1 first, each thread storing its own
+ * columns of the partial row. Two barriers on the last CTA's path instead of one per group and sum.
+ */
+static void fold_parallel(struct rk_gen *g, struct rk_acc *accs[2], const char *wsp, const char *cta,
+			  const char *nc)
+{
+	struct ptx_kernel *k = g->k;
+	const unsigned slot = (unsigned)(g->nv * g->bdimx * g->vec) * 4;
+	const int B = g->bdimy, T = g->bdimy * g->bdimx, NC4 = g->nv * g->bdimx * g->vec / 4;
+	const int v4 = g->H % 4 == 0 && g->kp->hidden % 4 == 0;
+	const char *xs = ptx_reg(k, PTX_U32, "xg_s"), *gi = ptx_reg(k, PTX_U32, "xg_id");
+	int n = 0;
+
+	ptx_comment(k, "every group's sums into its own slot, then all threads add them in group order");
+	ptx_bar_sync(k, g->all_bar, g->all_bar_count); /* the slots alias stages other groups may still read */
+	ptx_ins(k, "mad.lo.u32 %s, %s, %u, %s", xs, g->ty, slot, g->smem);
+	ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", xs, g->tx, g->vec * 4, xs);
+	ptx_ins(k, "add.u32 %s, %s, %u", xs, xs, g->sm_xg);
+	for (int a = 0; a < 2; a++) {
+		struct rk_acc *ac = accs[a];
+		if (!ac)
+			continue;
+		for (int j = 0; j < g->nv; j++)
+			for (int q = 0; q < g->vec / 4; q++)
+				ptx_st_shared_v4(k, xs, (long long)n * B * slot + ((long long)j * g->bdimx * g->vec + 4 * q) * 4,
+						 ac->r[j] + 4 * q);
+		n++;
+	}
+	ptx_bar_sync(k, g->all_bar, g->all_bar_count);
+	ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", gi, g->ty, g->bdimx, g->tx);
+	n = 0;
+	for (int a = 0; a < 2; a++) {
+		if (!accs[a])
+			continue;
+		const char *ga = partial_row(g, a, cta, nc, wsp);
+		for (int r = 0; r * T < NC4; r++) {
+			const char *u = ptx_tmp(k, PTX_U32), *sa = ptx_tmp(k, PTX_U32), *c0 = ptx_tmp(k, PTX_U32);
+			const char *ad = ptx_tmp(k, PTX_U64), *pin = ptx_tmp(k, PTX_PRED), *skip = ptx_label_new(k, "xg_skip");
+			const char *v[8][4], *sum[4];
+			ptx_ins(k, "add.u32 %s, %s, %d", u, gi, r * T);
+			if ((r + 1) * T > NC4) {
+				const char *pout = ptx_tmp(k, PTX_PRED);
+				ptx_ins(k, "setp.ge.u32 %s, %s, %d", pout, u, NC4);
+				ptx_guard(k, pout, 0);
+				ptx_bra_div(k, skip);
+			}
+			ptx_ins(k, "shl.b32 %s, %s, 2", c0, u);
+			ptx_ins(k, "mad.lo.u32 %s, %s, 16, %s", sa, u, g->smem);
+			for (int t = 0; t < B; t++) {
+				for (int i = 0; i < 4; i++)
+					v[t][i] = ptx_tmp(k, PTX_F32);
+				ptx_ld_shared_v4(k, v[t], sa, g->sm_xg + ((long long)n * B + t) * slot);
+			}
+			for (int i = 0; i < 4; i++) {
+				sum[i] = v[B - 1][i];
+				for (int t = B - 2; t >= 0; t--) {
+					const char *d = ptx_tmp(k, PTX_F32);
+					ptx_add_f32(k, d, v[t][i], sum[i]);
+					sum[i] = d;
+				}
+			}
+			ptx_ins(k, "mul.wide.u32 %s, %s, 16", ad, u);
+			ptx_ins(k, "add.u64 %s, %s, %s", ad, ad, ga);
+			if (v4) {
+				ptx_ins(k, "setp.lt.u32 %s, %s, %lld", pin, c0, g->H);
+				ptx_guard(k, pin, 0);
+				ptx_st_global_v4(k, PTX_CACHE_DEFAULT, ad, 0, sum);
+			} else {
+				for (int i = 0; i < 4; i++) {
+					const char *ci = ptx_tmp(k, PTX_U32), *pi = ptx_tmp(k, PTX_PRED);
+					ptx_ins(k, "add.u32 %s, %s, %d", ci, c0, i);
+					ptx_ins(k, "setp.lt.u32 %s, %s, %lld", pi, ci, g->H);
+					ptx_guard(k, pi, 0);
+					ptx_st_global(k, PTX_CACHE_DEFAULT, PTX_F32, ad, 4LL * i, sum[i]);
+				}
+			}
+			ptx_label(k, skip);
+		}
+		n++;
+	}
+}
+
 void wsn__rk_bwd_epilogue(struct rk_gen *g, struct rk_acc *accs[2], const char *wsp)
 {
 	struct ptx_kernel *k = g->k;
 	const char *cta = ptx_tmp(k, PTX_U32), *nc = ptx_tmp(k, PTX_U32);
+	int nacc = (accs[0] != NULL) + (accs[1] != NULL);
 
 	ptx_comment(k, "---- per-CTA partial column sums -> workspace ----");
 	ptx_sreg(k, cta, g->rank ? "%clusterid.x" : "%ctaid.x");
 	ptx_sreg(k, nc, g->rank ? "%nclusterid.x" : "%nctaid.x");
+	if (g->bdimy > 1 && g->bdimy <= 8 && g->xg_slots >= (unsigned)(nacc * g->bdimy) &&
+	    (!accs[0] || accs[0]->store == WSN_STORE_REG) && (!accs[1] || accs[1]->store == WSN_STORE_REG)) {
+		fold_parallel(g, accs, wsp, cta, nc);
+		return;
+	}
 	if (g->bdimy > 1) {
 		const char *xs = ptx_reg(k, PTX_U32, "xg_s"), *p = ptx_tmp(k, PTX_PRED);
 		ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", xs, g->tx, g->vec * 4, g->smem);
@@ -714,21 +827,9 @@ void wsn__rk_bwd_epilogue(struct rk_gen *g, struct rk_acc *accs[2], const char *
 		struct rk_acc *ac = accs[a];
 		if (!ac || ac->store == WSN_STORE_GLOBAL)
 			continue;
-		const char *part = ptx_tmp(k, PTX_U32), *ga = ptx_tmp(k, PTX_U64), *col = ptx_tmp(k, PTX_U64);
-		if (a)
-			ptx_ins(k, "add.u32 %s, %s, %s", part, nc, cta);
-		else
-			ptx_mov(k, PTX_U32, part, cta);
-		ptx_ins(k, "mul.wide.u32 %s, %s, %lld", ga, part, (long long)g->kp->hidden * 4);
-		ptx_ins(k, "add.u64 %s, %s, %s", ga, ga, wsp);
+		const char *ga = partial_row(g, a, cta, nc, wsp), *col = ptx_tmp(k, PTX_U64);
 		ptx_ins(k, "mul.wide.u32 %s, %s, %d", col, g->tx, g->vec * 4);
 		ptx_ins(k, "add.u64 %s, %s, %s", ga, ga, col);
-		if (g->rank) {
-			const char *rank = ptx_tmp(k, PTX_U32);
-			ptx_sreg(k, rank, "%cluster_ctarank");
-			ptx_ins(k, "mul.wide.u32 %s, %s, %lld", col, rank, g->H * 4);
-			ptx_ins(k, "add.u64 %s, %s, %s", ga, ga, col);
-		}
 		for (int j = 0; j < g->nv; j++) {
 			const char *f[8];
 			wsn__rk_acc_get(g, ac, j, f);

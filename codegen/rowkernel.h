@@ -43,6 +43,10 @@ struct rk_gen {
 	const char *tx, *ty, *smem;
 	const char *red_w, *red_r, *red_par, *p_lane0, *bar_id;
 	unsigned sm_red, sm_w, sm_dw, sm_db, sm_xg;
+	/* Slots of nv * bdimx * vec floats at sm_xg the dweight/dbias fold may use: with one per row group
+	 * and sum, every group stores its sums at once and all threads add them (one barrier); else (0 or
+	 * too few) the groups fold one after another through one slot. */
+	unsigned xg_slots;
 	/* Set by the warp-specialised generator, zero for multi-wave kernels: the %tid.x of the first
 	 * row-group thread, the bytes each warp writes per reduction buffer (0: 16, four floats), and
 	 * the named barrier (id, thread count) that joins every row group (0: bar.sync 0, the CTA). */
@@ -151,9 +155,10 @@ void wsn__rk_acc_get(struct rk_gen *g, struct rk_acc *a, int j, const char *f[8]
 void wsn__rk_acc_put(struct rk_gen *g, struct rk_acc *a, int j, const char *const f[8]);
 /* Set every slice of accumulator a to zero (registers directly, other storage through acc_put). */
 void wsn__rk_acc_zero(struct rk_gen *g, struct rk_acc *a);
-/* After the row loop: fold the row groups' register accumulators into group 0 through shared memory at
- * sm_xg (fixed order), then group 0 writes the CTA's partial rows: dweight at ws[ctaid][.], dbias at
- * ws[nctaid + ctaid][.] (rows of hidden floats; with g->rank: cluster ids and this CTA's columns). */
+/* After the row loop: fold the row groups' register accumulators through shared memory at sm_xg in a
+ * fixed order (group 0 + (group 1 + (... + group bdimy - 1))), then write the CTA's partial rows:
+ * dweight at ws[ctaid][.], dbias at ws[nctaid + ctaid][.] (rows of hidden floats; with g->rank: cluster
+ * ids and this CTA's columns). */
 void wsn__rk_bwd_epilogue(struct rk_gen *g, struct rk_acc *accs[2], const char *wsp);
 /* The finish kernel kp->finish_entry: dweight/dbias = the sum of the nparts partial rows in a fixed
  * order, converted to the plan's dtype. Returns 0 or the module's error. */

@@ -103,6 +103,7 @@ void wsn__ws_layout(const struct wsn__kernel_plan *kp, struct wsn__ws_layout *l)
 	end = off + kp->stages * kp->stage_bytes;
 	if (bwd && kp->bdimy > 1 && (kp->has_weight || kp->has_bias) && off + padded * kp->vec * 4 > end)
 		end = off + padded * kp->vec * 4;
+	l->xg_slots = (end - off) / (padded * kp->vec * 4);
 	l->total = end;
 }
 
@@ -1137,6 +1138,7 @@ int wsn__ws_generate(const struct wsn__kernel_plan *kp, char **ptx)
 	g->sm_red = w->L.red;
 	g->red_slot = w->L.red_slot;
 	g->sm_xg = w->L.xg;
+	g->xg_slots = w->L.xg_slots;
 	g->all_bar = 15; /* row groups use 1..14 (or none: a warp per row) */
 	g->all_bar_count = kp->bdimx * kp->bdimy;
 	if ((long long)g->nv * g->bdimx < g->NV || w->RB < (unsigned)(g->H * g->E) + 16 ||

@@ -82,6 +82,9 @@ static void check_ws_plan(const struct wsn__gpu_props *g, const struct wsn__kern
 	}
 	if (kp->bdimy > 1) /* sums in shared memory are per CTA, not per row group */
 		ck_assert(kp->dw_store == WSN_STORE_REG && kp->db_store == WSN_STORE_REG);
+	if (wsn_op_is_backward(kp->op) && kp->bdimy > 1 && (kp->has_weight || kp->has_bias)) /* the fold's slots */
+		ck_assert_msg(l.xg == l.stages && l.xg_slots >= 1 &&
+			      l.xg + l.xg_slots * kp->nvec * kp->bdimx * kp->vec * 4 <= l.total, "%s: fold slots", e);
 	ck_assert_uint_eq(wsn__kernel_grid(kp, 1), K);
 	ck_assert_uint_eq(wsn__kernel_grid(kp, 1000000), kp->max_grid);
 	ck_assert_uint_eq(wsn__kernel_grid(kp, kp->unroll * 3), 3 * K <= kp->max_grid ? 3 * K : kp->max_grid);
@@ -587,6 +590,66 @@ static int ptxas_plan(const char *ptxas, const char *dir, enum wsn_op op, enum w
 	return bad;
 }
 
+/* The named barriers (bar.sync 15, the row groups') from the partial sums' fold to the end of the entry. */
+static int fold_barriers(const struct wsn__kernel_plan *kp, int *parallel)
+{
+	char *ptx = NULL, *a, *end;
+	int n = 0;
+
+	ck_assert_int_eq(wsn__ws_generate(kp, &ptx), 0);
+	ck_assert_ptr_nonnull(a = strstr(ptx, "per-CTA partial column sums"));
+	ck_assert_ptr_nonnull(end = strstr(a, "\n}"));
+	*end = 0;
+	*parallel = strstr(a, "every group's sums into its own slot") != NULL;
+	for (; (a = strstr(a, "bar.sync 15,")); a++)
+		n++;
+	free(ptx);
+	return n;
+}
+
+/*
+ * The row groups' dweight/dbias fold: with a slot per group and sum in the (idle) ring, two barriers
+ * whatever the groups; with fewer, one per group and sum. The GPU cases check both give the CPU's sums.
+ */
+START_TEST(test_ws_fold)
+{
+	struct wsn__gpu_props g;
+	struct wsn__plan_params p;
+	struct wsn__kernel_plan kp;
+	struct wsn__ws_layout l;
+	int par;
+
+	wsn__gpu_props_h100(&g);
+	kp = plan_ok(&g, WSN_LAYERNORM_BWD, WSN_BF16, 1024);
+	ck_assert_uint_eq(kp.bdimy, 4);
+	ck_assert_int_eq(fold_barriers(&kp, &par), 2);
+	ck_assert_int_eq(par, 1);
+	kp = plan_ok(&g, WSN_RMSNORM_BWD, WSN_BF16, 2048);
+	ck_assert_uint_gt(kp.bdimy, 1);
+	ck_assert_int_eq(fold_barriers(&kp, &par), 2);
+	ck_assert_int_eq(par, 1);
+	/* two stages of one row: the ring holds 2 of the 4 slots two groups' dweight and dbias need */
+	params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 1024, 16384);
+	p.opts.groups = 2;
+	p.opts.unroll = 1;
+	p.opts.stages = 2;
+	p.opts.cluster = 1;
+	ck_assert_msg(wsn__ws_plan(&g, &p, &kp) == 0, "%s", wsn_last_error());
+	check_ws_plan(&g, &kp);
+	wsn__ws_layout(&kp, &l);
+	ck_assert_uint_lt(l.xg_slots, 4);
+	ck_assert_int_eq(fold_barriers(&kp, &par), 4);
+	ck_assert_int_eq(par, 0);
+	/* without dbias the same ring has a slot for each group's dweight */
+	p.opts.has_bias = 0;
+	ck_assert_msg(wsn__ws_plan(&g, &p, &kp) == 0, "%s", wsn_last_error());
+	wsn__ws_layout(&kp, &l);
+	ck_assert_uint_ge(l.xg_slots, 2);
+	ck_assert_int_eq(fold_barriers(&kp, &par), 2);
+	ck_assert_int_eq(par, 1);
+}
+END_TEST
+
 START_TEST(test_ws_ptxas)
 {
 	static const int64_t hs[] = { 3, 1000, 2048, 4096, 4097, 8192, 16384 };
@@ -631,6 +694,7 @@ Suite *suite_ws(void)
 	tcase_add_test(tc, test_ws_fallbacks);
 	tcase_add_test(tc, test_ws_forced_options);
 	tcase_add_test(tc, test_ws_auto);
+	tcase_add_test(tc, test_ws_fold);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("ptxas");
 	tcase_set_timeout(tc, 900);
