@@ -66,9 +66,10 @@ static const struct ws_split *measured_split(const struct wsn__kernel_plan *kp, 
  * Auto-selection: ws where the heuristic calls it good, a rule below covers the op and hidden
  * size, and each SM gets more than min_rows_per_sm rows (fewer leave the ring's fill and drain
  * uncovered); else multi-wave. Measured on the H100 (bf16, TB/s ws / multi-wave, copy 2.97 TB/s;
- * bench/NOTES.md v4): at 16384 rows (124 per SM) ws is ahead from 2K to 16K; with fewer rows the
- * short rows lose first (2K at 62 rows per SM: -9 % LayerNorm, -1 % RMSNorm; at 15: -4 %) while
- * 8K at 15 rows per SM still gains (+7 % LayerNorm, +4 % RMSNorm). nvFuser's thresholds (> 16
+ * bench/NOTES.md v4): at 16384 rows (124 per SM) ws is ahead from 2K to 16K (LayerNorm bwd from 1K,
+ * by 1-2 %: v7-v9); with fewer rows the short rows lose first (2K at 62 rows per SM: -9 % LayerNorm,
+ * -1 % RMSNorm; at 15: -4 %) while 8K at 15 rows per SM still gains (+7 % LayerNorm, +4 % RMSNorm).
+ * nvFuser's thresholds (> 16
  * LayerNorm, > 4 RMSNorm) hold for 4K-16K; rows of 1K-2K need > 96 rows per SM. Past 16K the ws
  * kernels split each row over a cluster while multi-wave re-reads it from L2 (or from memory, at
  * 64K): ws at any row count.
@@ -83,8 +84,8 @@ static const struct ws_rule {
 	  "ws 2.52/2.61/2.67 vs 2.41/2.32/2.61 TB/s at 4K/8K/16K x 16384 rows; 8K x 2048 rows 1.46 vs 1.36" },
 	{ WSN_LAYERNORM_BWD, 16385, INT64_MAX, 0,
 	  "ws split over a cluster 2.78-2.81/2.74 vs 1.88/0.28 TB/s at 32K/64K x 16384 rows; 32K x 1024 rows 1.61 vs 0.88" },
-	{ WSN_LAYERNORM_BWD, 2048, 2048, 96,
-	  "ws 2.40 vs 2.34 TB/s at 16384 rows; 1.83 vs 2.01 at 8192, 1.08 vs 1.13 at 2048; 1K multi-wave" },
+	{ WSN_LAYERNORM_BWD, 1, 2048, 96,
+	  "ws 2.33 vs 2.29-2.31 / 2.40 vs 2.34 TB/s at 1K/2K x 16384 rows; 2K 1.83 vs 2.01 at 8192, 1.08 vs 1.13 at 2048" },
 	{ WSN_RMSNORM_BWD, 4096, 16384, 4,
 	  "ws 2.66/2.73/2.76 vs 2.59/2.70/2.75 TB/s at 4K/8K/16K x 16384 rows; 8K x 2048 rows 1.89 vs 1.82" },
 	{ WSN_RMSNORM_BWD, 16385, INT64_MAX, 0,

@@ -398,6 +398,8 @@ START_TEST(test_ws_auto)
 	/* short rows need many more: 2K with 62 rows per SM stays multi-wave, 124 takes ws */
 	auto_pick(&h, WSN_LAYERNORM_BWD, 2048, 8192, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 62 rows per SM <= 96");
 	auto_pick(&h, WSN_LAYERNORM_BWD, 2048, 16384, WSN_APPROACH_WS, "auto: ws, ");
+	auto_pick(&h, WSN_LAYERNORM_BWD, 1024, 8192, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 62 rows per SM <= 96");
+	auto_pick(&h, WSN_LAYERNORM_BWD, 1024, 16384, WSN_APPROACH_WS, "auto: ws, ");
 	/* RMSNorm backward needs > 4 */
 	params(&p, WSN_RMSNORM_BWD, WSN_BF16, 4096, 1000);
 	p.opts.approach = WSN_APPROACH_AUTO;
