@@ -44,8 +44,8 @@ struct rk_gen {
 	const char *red_w, *red_r, *red_par, *p_lane0, *bar_id;
 	unsigned sm_red, sm_w, sm_dw, sm_db, sm_xg;
 	/* Slots of nv * bdimx * vec floats at sm_xg the dweight/dbias fold may use: with one per row group
-	 * and sum, every group stores its sums at once and all threads add them (one barrier); else (0 or
-	 * too few) the groups fold one after another through one slot. */
+	 * and sum, every group stores its sums at once and all threads add them (two barriers); else (0 or
+	 * too few) the groups fold one after another through one slot (a barrier per group and sum). */
 	unsigned xg_slots;
 	/* Set by the warp-specialised generator, zero for multi-wave kernels: the %tid.x of the first
 	 * row-group thread, the bytes each warp writes per reduction buffer (0: 16, four floats), and

@@ -69,10 +69,9 @@ static const struct ws_split *measured_split(const struct wsn__kernel_plan *kp, 
  * bench/NOTES.md v4): at 16384 rows (124 per SM) ws is ahead from 2K to 16K (LayerNorm bwd from 1K,
  * by 1-2 %: v7-v9); with fewer rows the short rows lose first (2K at 62 rows per SM: -9 % LayerNorm,
  * -1 % RMSNorm; at 15: -4 %) while 8K at 15 rows per SM still gains (+7 % LayerNorm, +4 % RMSNorm).
- * nvFuser's thresholds (> 16
- * LayerNorm, > 4 RMSNorm) hold for 4K-16K; rows of 1K-2K need > 96 rows per SM. Past 16K the ws
- * kernels split each row over a cluster while multi-wave re-reads it from L2 (or from memory, at
- * 64K): ws at any row count.
+ * nvFuser's thresholds (> 16 LayerNorm, > 4 RMSNorm) hold for 4K-16K; rows of 1K-2K need > 96 rows
+ * per SM. Past 16K the ws kernels split each row over a cluster while multi-wave re-reads it from L2
+ * (or from memory, at 64K): ws at any row count.
  */
 static const struct ws_rule {
 	enum wsn_op op;
