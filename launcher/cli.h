@@ -29,6 +29,9 @@ enum {
 #define CLI_DEFAULT_BENCH_ROWS 16384
 #define CLI_DEFAULT_BENCH_HIDDEN "1024,2048,4096,8192,16384,32768"
 #define CLI_DEFAULT_BENCH_OPS "layernorm-fwd,layernorm-bwd,rmsnorm-fwd,rmsnorm-bwd"
+/* A timed batch of GPU work (bench's kernels, the copy bandwidth) runs at least this many ms, so
+ * the host's time to submit its first launch to an idle GPU is under 0.3 % of it. */
+#define CLI_BATCH_MS 2.0
 
 extern const char *cli_prog; /* "wsnorm" */
 extern int cli_verbose;     /* -v count; -1 for -q */
@@ -86,9 +89,10 @@ int cli_parse_duration(const char *s, double *seconds);
 /* Median of n floats (sorts v). */
 float cli_median(float *v, int n);
 /*
- * Device-to-device copy bandwidth in bytes/s, counting bytes read plus written: the median of
- * iters copies of `bytes` between two device buffers, timed with events on stream s after two
- * warm-up copies. This is the roofline kernels are compared with. Returns 0 or a WSN_E* code.
+ * Device-to-device copy bandwidth in bytes/s, counting bytes read plus written: the median over
+ * iters batches of back-to-back copies of `bytes` between two device buffers (as many per batch
+ * as run CLI_BATCH_MS), timed with events on stream s after at least 100 ms of warm-up copies.
+ * This is the roofline kernels are compared with. Returns 0 or a WSN_E* code.
  */
 int cli_copy_bandwidth(struct wsn_device *dev, struct wsn_stream *s, uint64_t bytes, int iters, double *out);
 /*

@@ -21,6 +21,7 @@ struct bench_opts {
 	int nhidden;
 	int64_t rows;
 	int iters, warmup;
+	int batch;     /* launches per timed sample; 0: enough for BATCH_MS (GPU) or one per set (CPU) */
 	enum wsn_approach approach;
 	int autotune;  /* plans time multiwave and ws once and cache the winner */
 	int force[5];  /* --block-threads, --groups, --unroll, --stages, --cluster; 0 = the planner's */
@@ -36,15 +37,18 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: %s bench [OPTIONS]\n"
 		"Time each op on device-resident inputs, rotated over enough input sets to exceed the L2\n"
-		"cache, with events around many launches after a warm-up; report the median time, the\n"
-		"throughput over the fewest bytes the op must move, and its fraction of the device-to-device\n"
-		"copy bandwidth measured in the same run.\n\n"
+		"cache, with events around batches of back-to-back launches after a warm-up; report the\n"
+		"median time per launch, the throughput over the fewest bytes the op must move, and its\n"
+		"fraction of the device-to-device copy bandwidth measured in the same run.\n\n"
 		"  --device SPEC    cpu, cuda:N, amd:N or auto (default auto)\n"
 		"  --op LIST        ops, comma-separated (default %s)\n"
 		"  --dtype LIST     dtypes, comma-separated (default bf16)\n"
 		"  --hidden LIST    hidden sizes, comma-separated, K suffix allowed (default %s)\n"
 		"  --rows N         rows (default %d; %d on the CPU)\n"
 		"  --iters N        timed batches, the median is reported (default %d; %d on the CPU)\n"
+		"  --batch N        launches per timed batch (default: a multiple of the sets that runs\n"
+		"                   at least %d ms on a GPU, so the host's time to submit the first\n"
+		"                   launch is not counted; one launch per set on the CPU)\n"
 		"  --warmup N       untimed launches first (default %d)\n"
 		"  --approach A     auto, multiwave or ws (default auto)\n"
 		"  --autotune       with approach auto: time multiwave and ws once per shape on the GPU\n"
@@ -60,7 +64,8 @@ static void usage(FILE *f)
 		"  --json           machine-readable output\n"
 		"  -h, --help       show this help\n",
 		cli_prog, CLI_DEFAULT_BENCH_OPS, CLI_DEFAULT_BENCH_HIDDEN, CLI_DEFAULT_BENCH_ROWS, CPU_DEFAULT_ROWS,
-		CLI_DEFAULT_BENCH_ITERS, CPU_DEFAULT_ITERS, CLI_DEFAULT_BENCH_WARMUP, PL_DEFAULT_RING);
+		CLI_DEFAULT_BENCH_ITERS, CPU_DEFAULT_ITERS, (int)CLI_BATCH_MS, CLI_DEFAULT_BENCH_WARMUP,
+		PL_DEFAULT_RING);
 }
 
 /* Events and the stream the kernels are timed with. */
@@ -133,6 +138,7 @@ struct point {
 	int weight, bias; /* affine weight; bias (LayerNorm only) */
 	double ms, bytes, tbs, frac;
 	int sets;
+	int batch; /* launches per timed batch */
 	char approach[24]; /* "tuned+multiwave" */
 	char noplan[512];  /* not "": the shape has no plan with these options (why) */
 };
@@ -165,6 +171,8 @@ static void plan_approach(const struct wsn_plan *plan, enum wsn_approach asked, 
 
 /* Kernel time the warm-up runs for at least (milliseconds). */
 #define WARM_MS 100.0f
+/* Most launches in one timed batch (--batch and the automatic choice). */
+#define MAX_BATCH 100000
 
 /* Launch the plan once on set st. */
 static int bench_launch(struct wsn_plan *plan, const struct point *pt, const struct wsn_device_info *di, void *w,
@@ -207,7 +215,7 @@ static int bench_point(const struct bench_opts *o, struct timer *t, const struct
 	void *w = NULL, *b = NULL, *dw = NULL, *db = NULL, *hbuf = NULL;
 	struct wsn_plan *plan = NULL;
 	struct wsn_plan_options po;
-	float *ms = NULL;
+	float *ms = NULL, m = 0;
 
 	set_bytes = mat * (bwd ? 3 : 2) + stats * 2;
 	/* enough sets that one pass over all of them does not fit in L2 (twice over) */
@@ -287,7 +295,6 @@ static int bench_point(const struct bench_opts *o, struct timer *t, const struct
 	 * milliseconds drops its clocks, and the first batches would then read low).
 	 */
 	for (float warm = 0; !host && warm < WARM_MS;) {
-		float m = 0;
 		if ((err = wsn_event_record(t->e0, t->s)) < 0)
 			goto fail;
 		for (int k = 0; k < nsets && !err; k++)
@@ -297,14 +304,24 @@ static int bench_point(const struct bench_opts *o, struct timer *t, const struct
 			goto fail;
 		warm += m > 0.001f ? m : 0.001f;
 	}
-	for (int it = -o->warmup; it < o->iters; it++) {
-		float m = 0;
-		int batch = it < 0 ? 1 : nsets;
+	/*
+	 * Launches per timed batch. The first launch of a batch reaches an idle GPU some microseconds
+	 * after the start event (the host's time to submit it), and the launches after it queue behind
+	 * it; a batch of a few launches would count that time in every call (2-4 % of a 40 us call).
+	 * So a batch runs at least CLI_BATCH_MS, a whole number of passes over the sets.
+	 */
+	pt->batch = o->batch ? o->batch : nsets;
+	if (!o->batch && !host && m > 0) {
+		double passes = ceil(CLI_BATCH_MS / m);
+		pt->batch = nsets * (int)(passes > 1 ? (passes < MAX_BATCH / nsets ? passes : MAX_BATCH / nsets) : 1);
+	}
+	for (int it = -o->warmup, seq = 0; it < o->iters; it++) {
+		int batch = it < 0 ? 1 : pt->batch;
 
 		if (it >= 0 && (err = wsn_event_record(t->e0, t->s)) < 0)
 			goto fail;
 		for (int k = 0; k < batch; k++)
-			if ((err = bench_launch(plan, pt, di, w, b, dw, db, &sets[(it < 0 ? -it : k) % nsets], t->s)) < 0)
+			if ((err = bench_launch(plan, pt, di, w, b, dw, db, &sets[seq++ % nsets], t->s)) < 0)
 				goto fail;
 		if (it < 0)
 			continue;
@@ -391,7 +408,8 @@ int cmd_bench(int argc, char **argv)
 		{ "block-threads", required_argument, NULL, 'x' }, { "groups", required_argument, NULL, 'y' },
 		{ "unroll", required_argument, NULL, 'u' },  { "stages", required_argument, NULL, 's' },
 		{ "cluster", required_argument, NULL, 'C' }, { "no-weight", no_argument, NULL, 'W' },
-		{ "no-bias", no_argument, NULL, 'B' },       { "help", no_argument, NULL, 'h' },
+		{ "no-bias", no_argument, NULL, 'B' },       { "batch", required_argument, NULL, 'b' },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct bench_opts o;
@@ -443,6 +461,11 @@ int cmd_bench(int argc, char **argv)
 				o.iters = (int)v, o.have_iters = 1;
 			else
 				o.warmup = (int)v;
+			break;
+		case 'b':
+			if (cli_parse_i64(optarg, 1, MAX_BATCH, &v))
+				return cli_usage_error("bench", "bad --batch '%s' (expected 1..%d)", optarg, MAX_BATCH);
+			o.batch = (int)v;
 			break;
 		case 'a':
 			if (wsn_approach_parse(optarg, &o.approach) < 0)
@@ -504,8 +527,8 @@ int cmd_bench(int argc, char **argv)
 		printf("device %s (%s); device-to-device copy %.3f TB/s (read + write, %llu MiB)%s%s\n", di.spec,
 		       di.name, copy_bps / 1e12, (unsigned long long)(o.copy_bytes >> 20),
 		       o.weight ? "" : "; no weight", o.bias ? "" : "; no bias");
-		printf("%-14s %-5s %7s %7s %10s %8s %7s %5s %s\n", "op", "dtype", "hidden", "rows", "time_us", "TB/s",
-		       "of_copy", "sets", "approach");
+		printf("%-14s %-5s %7s %7s %10s %8s %7s %5s %5s %s\n", "op", "dtype", "hidden", "rows", "time_us", "TB/s",
+		       "of_copy", "sets", "batch", "approach");
 	}
 	for (int i = 0; i < o.nops; i++) {
 		for (int d = 0; d < o.ndts; d++) {
@@ -529,9 +552,9 @@ int cmd_bench(int argc, char **argv)
 					json_object_set_new(p, "error", json_string(pt.noplan));
 					json_array_append_new(jres, p);
 				} else if (pt.noplan[0]) {
-					printf("%-14s %-5s %7lld %7lld %10s %8s %7s %5s %s\n", wsn_op_name(pt.op),
+					printf("%-14s %-5s %7lld %7lld %10s %8s %7s %5s %5s %s\n", wsn_op_name(pt.op),
 					       wsn_dtype_name(pt.dt), (long long)pt.hidden, (long long)pt.rows, "-", "-", "-",
-					       "-", "no plan");
+					       "-", "-", "no plan");
 					fflush(stdout);
 				} else if (o.json) {
 					json_t *p = json_object();
@@ -544,14 +567,15 @@ int cmd_bench(int argc, char **argv)
 					json_object_set_new(p, "tbs", cli_json_real(pt.tbs));
 					json_object_set_new(p, "fraction_of_copy", cli_json_real(pt.frac));
 					json_object_set_new(p, "sets", json_integer(pt.sets));
+					json_object_set_new(p, "batch", json_integer(pt.batch));
 					json_object_set_new(p, "approach", json_string(pt.approach));
 					json_object_set_new(p, "weight", json_boolean(pt.weight));
 					json_object_set_new(p, "bias", json_boolean(pt.bias));
 					json_array_append_new(jres, p);
 				} else {
-					printf("%-14s %-5s %7lld %7lld %10.2f %8.3f %7.3f %5d %s\n", wsn_op_name(pt.op),
+					printf("%-14s %-5s %7lld %7lld %10.2f %8.3f %7.3f %5d %5d %s\n", wsn_op_name(pt.op),
 					       wsn_dtype_name(pt.dt), (long long)pt.hidden, (long long)pt.rows, pt.ms * 1e3,
-					       pt.tbs, pt.frac, pt.sets, pt.approach);
+					       pt.tbs, pt.frac, pt.sets, pt.batch, pt.approach);
 					fflush(stdout);
 				}
 			}

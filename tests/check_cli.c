@@ -76,6 +76,7 @@ START_TEST(test_usage_errors)
 		{ { "emit", "--op", "rmsnorm-fwd", NULL }, "err-emit-hidden.txt" },
 		{ { "bench", "--hidden", "1024,abc", NULL }, "err-bench-hidden.txt" },
 		{ { "bench", "--groups", "0", NULL }, "err-bench-groups.txt" },
+		{ { "bench", "--batch", "0", NULL }, "err-bench-batch.txt" },
 		{ { "plan", "--op", "rmsnorm-fwd", "--hidden", "4096", "--autotune", NULL }, "err-plan-autotune.txt" },
 	};
 
@@ -347,8 +348,17 @@ START_TEST(test_plan_emit_cpu)
 		ck_assert(json_real_value(json_object_get(r, "tbs")) > 0);
 		ck_assert(json_real_value(json_object_get(r, "fraction_of_copy")) > 0);
 		ck_assert_str_eq(json_string_value(json_object_get(r, "approach")), "cpu");
+		/* on the CPU a batch is one pass over the sets unless --batch says otherwise */
+		ck_assert_int_ge(json_integer_value(json_object_get(r, "sets")), 2);
+		ck_assert_int_eq(json_integer_value(json_object_get(r, "batch")),
+				 json_integer_value(json_object_get(r, "sets")));
 		json_decref(j);
 	}
+	tu_proc_free(&p);
+	RUN(&p, "bench", "--device", "cpu", "--op", "rmsnorm-fwd", "--hidden", "256", "--rows", "64", "--iters",
+	    "1", "--copy-size", "1M", "--batch", "5");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	ck_assert_msg(strstr(p.out, " sets batch approach\n") && strstr(p.out, "     5 cpu\n"), "%s", p.out);
 	tu_proc_free(&p);
 	/* --no-weight / --no-bias: the plan, the launch and the byte count drop them */
 	for (int affine = 0; affine < 2; affine++) {
