@@ -174,20 +174,32 @@ static void plan_approach(const struct wsn_plan *plan, enum wsn_approach asked, 
 /* Most launches in one timed batch (--batch and the automatic choice). */
 #define MAX_BATCH 100000
 
-/* Launch the plan once on set st. */
-static int bench_launch(struct wsn_plan *plan, const struct point *pt, const struct wsn_device_info *di, void *w,
-			void *b, void *dw, void *db, const struct set *st, struct wsn_stream *s)
+/* A point's plan and buffers, launched going round its input sets. */
+struct launcher {
+	struct wsn_plan *plan;
+	const struct point *pt;
+	const struct wsn_device_info *di;
+	void *w, *b, *dw, *db; /* weight, bias, dweight, dbias */
+	const struct set *sets;
+	int nsets, seq; /* the next launch takes sets[seq % nsets] */
+	struct timer *t;
+};
+
+/* Launch the plan once on the next set. */
+static int bench_launch(struct launcher *l)
 {
+	const struct point *pt = l->pt;
+	const struct set *st = &l->sets[l->seq++ % l->nsets];
 	int bwd = wsn_op_is_backward(pt->op), ln = pt->op == WSN_LAYERNORM_FWD || pt->op == WSN_LAYERNORM_BWD;
-	enum wsn_mem mem = di->exec_mem;
+	enum wsn_mem mem = l->di->exec_mem;
 	struct wsn_args a;
 
 	memset(&a, 0, sizeof(a));
 	wsn_tensor_2d(&a.x, st->x, pt->dt, mem, pt->rows, pt->hidden);
 	if (pt->weight)
-		wsn_tensor_1d(&a.weight, w, pt->dt, mem, pt->hidden);
+		wsn_tensor_1d(&a.weight, l->w, pt->dt, mem, pt->hidden);
 	if (pt->bias)
-		wsn_tensor_1d(&a.bias, b, pt->dt, mem, pt->hidden);
+		wsn_tensor_1d(&a.bias, l->b, pt->dt, mem, pt->hidden);
 	wsn_tensor_1d(&a.rstd, st->rstd, WSN_F32, mem, pt->rows);
 	if (ln)
 		wsn_tensor_1d(&a.mean, st->mean, WSN_F32, mem, pt->rows);
@@ -195,13 +207,28 @@ static int bench_launch(struct wsn_plan *plan, const struct point *pt, const str
 		wsn_tensor_2d(&a.dy, st->dy, pt->dt, mem, pt->rows, pt->hidden);
 		wsn_tensor_2d(&a.dx, st->y, pt->dt, mem, pt->rows, pt->hidden);
 		if (pt->weight)
-			wsn_tensor_1d(&a.dweight, dw, pt->dt, mem, pt->hidden);
+			wsn_tensor_1d(&a.dweight, l->dw, pt->dt, mem, pt->hidden);
 		if (pt->bias)
-			wsn_tensor_1d(&a.dbias, db, pt->dt, mem, pt->hidden);
+			wsn_tensor_1d(&a.dbias, l->db, pt->dt, mem, pt->hidden);
 	} else {
 		wsn_tensor_2d(&a.y, st->y, pt->dt, mem, pt->rows, pt->hidden);
 	}
-	return wsn_plan_execute(plan, &a, s);
+	return wsn_plan_execute(l->plan, &a, l->t->s);
+}
+
+/* n launches back to back between the timer's two events; *ms: their time. */
+static int timed_launches(struct launcher *l, int n, float *ms)
+{
+	int err;
+
+	if ((err = wsn_event_record(l->t->e0, l->t->s)) < 0)
+		return err;
+	for (int k = 0; k < n; k++)
+		if ((err = bench_launch(l)) < 0)
+			return err;
+	if ((err = wsn_event_record(l->t->e1, l->t->s)) < 0 || (err = wsn_event_sync(l->t->e1)) < 0)
+		return err;
+	return wsn_event_elapsed(l->t->e0, l->t->e1, ms);
 }
 
 static int bench_point(const struct bench_opts *o, struct timer *t, const struct wsn_device_info *di,
@@ -216,6 +243,7 @@ static int bench_point(const struct bench_opts *o, struct timer *t, const struct
 	struct wsn_plan *plan = NULL;
 	struct wsn_plan_options po;
 	float *ms = NULL, m = 0;
+	struct launcher l;
 
 	set_bytes = mat * (bwd ? 3 : 2) + stats * 2;
 	/* enough sets that one pass over all of them does not fit in L2 (twice over) */
@@ -289,21 +317,16 @@ static int bench_point(const struct bench_opts *o, struct timer *t, const struct
 		goto out;
 	}
 	plan_approach(plan, o->approach, host, pt->approach, sizeof(pt->approach));
+	l = (struct launcher){ .plan = plan, .pt = pt, .di = di, .w = w, .b = b, .dw = dw, .db = db, .sets = sets,
+			       .nsets = nsets, .t = t };
 	/*
-	 * Warm-up: the --warmup launches, then whole batches until about WARM_MS of kernel time, so the
-	 * clocks have ramped up again after the host-side set-up (a GPU idle for a few hundred
-	 * milliseconds drops its clocks, and the first batches would then read low).
+	 * Warm-up: whole passes over the sets until about WARM_MS of kernel time, so the clocks have
+	 * ramped up again after the host-side set-up (a GPU idle for a few hundred milliseconds drops
+	 * its clocks, and the first batches would then read low); the --warmup launches come after.
 	 */
-	for (float warm = 0; !host && warm < WARM_MS;) {
-		if ((err = wsn_event_record(t->e0, t->s)) < 0)
+	for (float warm = 0; !host && warm < WARM_MS; warm += m > 0.001f ? m : 0.001f)
+		if ((err = timed_launches(&l, nsets, &m)) < 0)
 			goto fail;
-		for (int k = 0; k < nsets && !err; k++)
-			err = bench_launch(plan, pt, di, w, b, dw, db, &sets[k], t->s);
-		if (err < 0 || (err = wsn_event_record(t->e1, t->s)) < 0 || (err = wsn_event_sync(t->e1)) < 0 ||
-		    (err = wsn_event_elapsed(t->e0, t->e1, &m)) < 0)
-			goto fail;
-		warm += m > 0.001f ? m : 0.001f;
-	}
 	/*
 	 * Launches per timed batch. The first launch of a batch reaches an idle GPU some microseconds
 	 * after the start event (the host's time to submit it), and the launches after it queue behind
@@ -312,23 +335,16 @@ static int bench_point(const struct bench_opts *o, struct timer *t, const struct
 	 */
 	pt->batch = o->batch ? o->batch : nsets;
 	if (!o->batch && !host && m > 0) {
-		double passes = ceil(CLI_BATCH_MS / m);
-		pt->batch = nsets * (int)(passes > 1 ? (passes < MAX_BATCH / nsets ? passes : MAX_BATCH / nsets) : 1);
+		double passes = ceil(CLI_BATCH_MS / m), most = MAX_BATCH / nsets;
+		pt->batch = nsets * (int)(passes < 1 ? 1 : passes > most ? most : passes);
 	}
-	for (int it = -o->warmup, seq = 0; it < o->iters; it++) {
-		int batch = it < 0 ? 1 : pt->batch;
-
-		if (it >= 0 && (err = wsn_event_record(t->e0, t->s)) < 0)
+	for (int i = 0; i < o->warmup; i++)
+		if ((err = bench_launch(&l)) < 0)
 			goto fail;
-		for (int k = 0; k < batch; k++)
-			if ((err = bench_launch(plan, pt, di, w, b, dw, db, &sets[seq++ % nsets], t->s)) < 0)
-				goto fail;
-		if (it < 0)
-			continue;
-		if ((err = wsn_event_record(t->e1, t->s)) < 0 || (err = wsn_event_sync(t->e1)) < 0 ||
-		    (err = wsn_event_elapsed(t->e0, t->e1, &m)) < 0)
+	for (int it = 0; it < o->iters; it++) {
+		if ((err = timed_launches(&l, pt->batch, &m)) < 0)
 			goto fail;
-		ms[it] = m / (float)batch;
+		ms[it] = m / (float)pt->batch;
 	}
 	if ((err = wsn_stream_sync(t->dev, t->s)) < 0)
 		goto fail;

@@ -307,8 +307,10 @@ int cli_copy_bandwidth(struct wsn_device *dev, struct wsn_stream *s, uint64_t by
 	for (float warm = 0; !err && warm < 100.0f; warm += m > 0.01f ? m : 0.01f)
 		err = timed_copy(dev, s, e0, e1, b, a, bytes, 1, &m);
 	/* copies per batch: at least CLI_BATCH_MS of them (the first one's submission is not counted) */
-	if (m > 0 && m < CLI_BATCH_MS)
-		n = (int)ceil(CLI_BATCH_MS / m) < 1000 ? (int)ceil(CLI_BATCH_MS / m) : 1000;
+	if (m > 0 && m < CLI_BATCH_MS) {
+		double c = ceil(CLI_BATCH_MS / m);
+		n = c < 1000 ? (int)c : 1000;
+	}
 	for (int i = 0; i < iters && !err; i++)
 		err = timed_copy(dev, s, e0, e1, b, a, bytes, n, &ms[i]);
 	if (!err) {
