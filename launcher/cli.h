@@ -46,20 +46,67 @@ int cmd_bench(int argc, char **argv);
 
 /* Print "wsnorm <cmd>: message" and a usage hint to stderr; returns EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/*
+ * A getopt_long error, from the option loop's `case ':'` (c == ':': "option 'NAME' needs a
+ * value") and `default:` ("unknown option 'NAME'"), with optstring "+:h" and opterr = 0. NAME is
+ * "-X" for a short option (also inside a cluster such as "-qx") and the argument as given for a
+ * long one ("--rows", "--bogus"). Returns cli_usage_error()'s EXIT_USAGE.
+ */
+int cli_option_error(const char *cmd, int c, char *const argv[]);
 /* Print "wsnorm: what: ERRNAME: detail" to stderr; returns EXIT_RUNTIME. */
 int cli_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/*
+ * cli_fail that also keeps the message, as printed after "wsnorm: ", in *keep (malloc'd, for
+ * --json; a message already there is freed; NULL when out of memory). Returns EXIT_RUNTIME.
+ */
+int cli_fail_keep(char **keep, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Informational line to stderr unless -q. */
 void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Parsers: 0 on success, -1 on a malformed value (the caller reports a usage error). */
-int cli_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out); /* accepts K/M/G suffix (x1024) */
-int cli_parse_size(const char *s, uint64_t *out);                         /* bytes with K/M/G suffix */
+/*
+ * Parsers: 0 on success, -1 on a malformed value (the caller reports a usage error).
+ * cli_parse_i64 and cli_parse_size take decimal digits (no sign, no space) and an optional
+ * suffix K, M or G, alone or followed by i, iB or B (KiB, KB: all x1024), as wsnorm(1) lists;
+ * cli_parse_u64 takes decimal digits, or 0x or 0X and hexadecimal digits, up to 2^64 - 1.
+ */
+int cli_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
+int cli_parse_size(const char *s, uint64_t *out); /* bytes, at least 1 */
 int cli_parse_f32(const char *s, float *out);
 int cli_parse_u64(const char *s, uint64_t *out);
 /* Comma-separated list of integers (with suffixes); returns count or -1. */
 int cli_parse_i64_list(const char *s, int64_t min, int64_t max, int64_t *out, int max_n);
 /* Parse "sm_90a"/"sm_100a"/"90"/"100" into 90/100; -1 on error. */
 int cli_parse_arch(const char *s);
+
+/*
+ * The GPU kernel parameters plan, emit and bench can force (--block-threads, --groups, --unroll,
+ * --stages, --cluster); force[k] == 0 leaves parameter k to the planner. Their long options take
+ * the getopt vals CLI_OPT_KPARAM + k, which are no characters.
+ */
+enum { CLI_KP_BLOCK_THREADS, CLI_KP_GROUPS, CLI_KP_UNROLL, CLI_KP_STAGES, CLI_KP_CLUSTER, CLI_KP_COUNT };
+#define CLI_OPT_KPARAM 0x100
+#define CLI_KPARAM_OPTIONS                                                                   \
+	{ "block-threads", required_argument, NULL, CLI_OPT_KPARAM + CLI_KP_BLOCK_THREADS }, \
+	{ "groups", required_argument, NULL, CLI_OPT_KPARAM + CLI_KP_GROUPS },               \
+	{ "unroll", required_argument, NULL, CLI_OPT_KPARAM + CLI_KP_UNROLL },               \
+	{ "stages", required_argument, NULL, CLI_OPT_KPARAM + CLI_KP_STAGES },               \
+	{ "cluster", required_argument, NULL, CLI_OPT_KPARAM + CLI_KP_CLUSTER }
+/* The switch cases of those options (the last one without its colon). */
+#define CLI_KPARAM_CASES                                                                 \
+	case CLI_OPT_KPARAM + CLI_KP_BLOCK_THREADS: case CLI_OPT_KPARAM + CLI_KP_GROUPS: \
+	case CLI_OPT_KPARAM + CLI_KP_UNROLL: case CLI_OPT_KPARAM + CLI_KP_STAGES:        \
+	case CLI_OPT_KPARAM + CLI_KP_CLUSTER
+/*
+ * Parse the value of forced parameter k into force[k], within the range wsnorm(1) documents for
+ * it (--block-threads a multiple of 32 up to 1024, --groups 1..32, --unroll 1..8, --stages 1..32,
+ * --cluster 1, 2, 4 or 8). Returns 0, or reports "bad --NAME 'S' (expected ...)" as a usage error
+ * of cmd and returns EXIT_USAGE.
+ */
+int cli_parse_kparam(const char *cmd, int k, const char *s, int force[CLI_KP_COUNT]);
+/* The option of the first forced parameter ("--groups"), or NULL when none is forced. */
+const char *cli_kparam_forced(const int force[CLI_KP_COUNT]);
+/* Copy the forced parameters into the plan options (0: the planner's choice). */
+void cli_kparam_apply(const int force[CLI_KP_COUNT], struct wsn_plan_options *po);
 
 /* Seconds, monotonic. */
 double cli_now(void);
@@ -81,6 +128,8 @@ void cli_json_print(json_t *v);
 /* JSON number that stays valid for inf/nan (null). */
 json_t *cli_json_real(double v);
 
+/* Whether spec has the form wsn_device_open() parses: auto, cpu, cuda or amd, optionally ":N". */
+int cli_device_spec_ok(const char *spec);
 /* Open a device, reporting failures; returns 0 or EXIT_RUNTIME. */
 int cli_open_device(const char *spec, int threads, struct wsn_device **out);
 

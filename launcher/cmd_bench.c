@@ -24,7 +24,7 @@ struct bench_opts {
 	int batch;     /* launches per timed sample; 0: enough for BATCH_MS (GPU) or one per set (CPU) */
 	enum wsn_approach approach;
 	int autotune;  /* plans time multiwave and ws once and cache the winner */
-	int force[5];  /* --block-threads, --groups, --unroll, --stages, --cluster; 0 = the planner's */
+	int force[CLI_KP_COUNT]; /* --block-threads, --groups, --unroll, --stages, --cluster; 0 = the planner's */
 	int weight, bias; /* affine weight, and bias for LayerNorm (--no-weight, --no-bias clear them) */
 	uint64_t copy_bytes;
 	int h2d;   /* host<->device copies from a ring of pinned buffers instead of kernels */
@@ -50,11 +50,12 @@ static void usage(FILE *f)
 		"                   at least %d ms on a GPU, so the host's time to submit the first\n"
 		"                   launch is not counted; one launch per set on the CPU)\n"
 		"  --warmup N       untimed launches first (default %d)\n"
-		"  --approach A     auto, multiwave or ws (default auto)\n"
+		"  --approach A     auto, multiwave or ws (default auto; the CPU ignores it)\n"
 		"  --autotune       with approach auto: time multiwave and ws once per shape on the GPU\n"
 		"                   and cache the winner, as for run (the approach column says tuned+)\n"
 		"  --block-threads N, --groups N, --unroll N, --stages N, --cluster N\n"
-		"                   force a plan parameter, as for plan (default: the planner's)\n"
+		"                   force a plan parameter, as for plan (default: the planner's; GPU only:\n"
+		"                   not with the CPU device)\n"
 		"  --no-weight      no affine weight (and no dweight)\n"
 		"  --no-bias        no affine bias (and no dbias; LayerNorm)\n"
 		"  --copy-size SIZE bytes of the copy-bandwidth buffer (default 1G; 256M on the CPU), or\n"
@@ -231,8 +232,12 @@ static int timed_launches(struct launcher *l, int n, float *ms)
 	return wsn_event_elapsed(l->t->e0, l->t->e1, ms);
 }
 
+/*
+ * Measure one point. A runtime error is reported (its message kept in *error for --json) and
+ * returns EXIT_RUNTIME; a shape with no plan is not an error (pt->noplan says why). 0 otherwise.
+ */
 static int bench_point(const struct bench_opts *o, struct timer *t, const struct wsn_device_info *di,
-		       double copy_bps, struct point *pt)
+		       double copy_bps, struct point *pt, char **error)
 {
 	size_t es = wsn_dtype_size(pt->dt), mat = (size_t)pt->rows * (size_t)pt->hidden * es;
 	size_t stats = (size_t)pt->rows * 4, vec = (size_t)pt->hidden * es, set_bytes;
@@ -300,11 +305,7 @@ static int bench_point(const struct bench_opts *o, struct timer *t, const struct
 	wsn_plan_options_init(&po, pt->op);
 	po.approach = o->approach;
 	po.autotune = o->autotune;
-	po.block_threads = o->force[0];
-	po.groups = o->force[1];
-	po.unroll = o->force[2];
-	po.stages = o->force[3];
-	po.cluster = o->force[4];
+	cli_kparam_apply(o->force, &po);
 	po.has_weight = pt->weight;
 	po.has_bias = pt->bias;
 	if ((err = wsn_plan_create(t->dev, pt->op, pt->rows, pt->hidden, pt->dt, &po, &plan)) < 0) {
@@ -356,8 +357,8 @@ static int bench_point(const struct bench_opts *o, struct timer *t, const struct
 oom:
 	err = WSN_ENOMEM;
 fail:
-	cli_fail(err, "bench: %s %s hidden %lld on %s", wsn_op_name(pt->op), wsn_dtype_name(pt->dt),
-		 (long long)pt->hidden, di->spec);
+	cli_fail_keep(error, err, "bench: %s %s hidden %lld on %s", wsn_op_name(pt->op), wsn_dtype_name(pt->dt),
+		      (long long)pt->hidden, di->spec);
 out:
 	wsn_plan_destroy(plan);
 	for (int k = 0; sets && k < nsets; k++) {
@@ -421,9 +422,7 @@ int cmd_bench(int argc, char **argv)
 		{ "warmup", required_argument, NULL, 'w' },  { "approach", required_argument, NULL, 'a' },
 		{ "copy-size", required_argument, NULL, 'c' }, { "json", no_argument, NULL, 'j' },
 		{ "h2d", no_argument, NULL, 'T' },            { "autotune", no_argument, NULL, 'A' },
-		{ "block-threads", required_argument, NULL, 'x' }, { "groups", required_argument, NULL, 'y' },
-		{ "unroll", required_argument, NULL, 'u' },  { "stages", required_argument, NULL, 's' },
-		{ "cluster", required_argument, NULL, 'C' }, { "no-weight", no_argument, NULL, 'W' },
+		CLI_KPARAM_OPTIONS,                          { "no-weight", no_argument, NULL, 'W' },
 		{ "no-bias", no_argument, NULL, 'B' },       { "batch", required_argument, NULL, 'b' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -436,6 +435,8 @@ int cmd_bench(int argc, char **argv)
 	double copy_bps = 0;
 	int64_t v;
 	json_t *jres = NULL;
+	char *error = NULL; /* the runtime error that ended the measurement, for --json */
+	const char *forced;
 
 	memset(&o, 0, sizeof(o));
 	o.device = "auto";
@@ -450,29 +451,38 @@ int cmd_bench(int argc, char **argv)
 	o.weight = o.bias = 1;
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'D': o.device = optarg; break;
+		case 'D':
+			if (!cli_device_spec_ok(optarg))
+				return cli_usage_error("bench", "bad --device '%s' (expected auto, cpu, cuda[:N] or amd[:N])",
+						       optarg);
+			o.device = optarg;
+			break;
 		case 'o':
 			if ((o.nops = parse_list(optarg, one_op, ops, WSN_OP_COUNT)) < 0)
-				return cli_usage_error("bench", "bad --op '%s'", optarg);
+				return cli_usage_error("bench", "bad --op '%s' (expected %s, comma-separated)", optarg,
+						       "layernorm-fwd, layernorm-bwd, rmsnorm-fwd or rmsnorm-bwd");
 			break;
 		case 'd':
 			if ((o.ndts = parse_list(optarg, one_dt, dts, WSN_DTYPE_COUNT)) < 0)
-				return cli_usage_error("bench", "bad --dtype '%s'", optarg);
+				return cli_usage_error("bench", "bad --dtype '%s' (expected f32, f16 or bf16, comma-separated)",
+						       optarg);
 			break;
 		case 'H':
 			if ((o.nhidden = cli_parse_i64_list(optarg, 1, CLI_MAX_HIDDEN, o.hidden, MAX_LIST)) < 0)
-				return cli_usage_error("bench", "bad --hidden '%s'", optarg);
+				return cli_usage_error("bench", "bad --hidden '%s' (expected up to %d sizes 1..%d, comma-separated)",
+						       optarg, MAX_LIST, CLI_MAX_HIDDEN);
 			break;
 		case 'r':
 			if (cli_parse_i64(optarg, 1, 1LL << 31, &o.rows))
-				return cli_usage_error("bench", "bad --rows '%s'", optarg);
+				return cli_usage_error("bench", "bad --rows '%s' (expected 1..2^31)", optarg);
 			o.have_rows = 1;
 			break;
 		case 'i': case 'w':
 			if (cli_parse_i64(optarg, c == 'i' ? 1 : 0, 100000, &v))
-				return cli_usage_error("bench", "bad %s '%s'", argv[optind - 1], optarg);
+				return cli_usage_error("bench", "bad %s '%s' (expected %d..100000)", c == 'i' ? "--iters" : "--warmup",
+						       optarg, c == 'i' ? 1 : 0);
 			if (c == 'i')
 				o.iters = (int)v, o.have_iters = 1;
 			else
@@ -489,15 +499,12 @@ int cmd_bench(int argc, char **argv)
 			break;
 		case 'c':
 			if (cli_parse_size(optarg, &o.copy_bytes) || o.copy_bytes < 4096)
-				return cli_usage_error("bench", "bad --copy-size '%s'", optarg);
+				return cli_usage_error("bench", "bad --copy-size '%s' (expected 4096 bytes or more)", optarg);
 			have_copy = 1;
 			break;
-		case 'x': case 'y': case 'u': case 's': case 'C':
-			if (cli_parse_i64(optarg, 1, 1024, &v))
-				return cli_usage_error("bench", "bad value '%s' for %s (expected 1..1024)", optarg,
-						       c == 'x' ? "--block-threads" : c == 'y' ? "--groups" : c == 'u' ? "--unroll" :
-						       c == 's' ? "--stages" : "--cluster");
-			o.force[c == 'x' ? 0 : c == 'y' ? 1 : c == 'u' ? 2 : c == 's' ? 3 : 4] = (int)v;
+		CLI_KPARAM_CASES:
+			if ((ret = cli_parse_kparam("bench", c - CLI_OPT_KPARAM, optarg, o.force)))
+				return ret;
 			break;
 		case 'j': o.json = 1; break;
 		case 'T': o.h2d = 1; break;
@@ -505,8 +512,8 @@ int cmd_bench(int argc, char **argv)
 		case 'W': o.weight = 0; break;
 		case 'B': o.bias = 0; break;
 		case 'h': usage(stdout); return EXIT_PASS;
-		case ':': return cli_usage_error("bench", "option '%s' needs a value", argv[optind - 1]);
-		default: return cli_usage_error("bench", "unknown option '%s'", argv[optind - 1]);
+		case ':':
+		default: return cli_option_error("bench", c, argv);
 		}
 	}
 	if (optind < argc)
@@ -514,6 +521,12 @@ int cmd_bench(int argc, char **argv)
 	if ((ret = cli_open_device(o.device, 0, &t.dev)))
 		return ret;
 	wsn_device_info(t.dev, &di);
+	/* the CPU has no GPU kernels whose parameters could be forced */
+	if (di.exec_mem == WSN_MEM_HOST && (forced = cli_kparam_forced(o.force))) {
+		ret = cli_usage_error("bench", "%s forces a GPU kernel parameter, but the CPU device%s has no GPU kernels",
+				      forced, strcmp(o.device, "auto") ? "" : " (--device auto found no GPU)");
+		goto out;
+	}
 	if (di.exec_mem == WSN_MEM_HOST) {
 		if (!o.have_rows)
 			o.rows = CPU_DEFAULT_ROWS;
@@ -533,13 +546,14 @@ int cmd_bench(int argc, char **argv)
 		ret = bench_h2d(&o, &t, &di);
 		goto out;
 	}
+	/* with --json, the document is printed at the end, also after a runtime error */
+	if (o.json)
+		jres = json_array();
 	if ((err = cli_copy_bandwidth(t.dev, t.s, o.copy_bytes, 10, &copy_bps)) < 0) {
-		ret = cli_fail(err, "bench: copy bandwidth on %s", di.spec);
+		ret = cli_fail_keep(&error, err, "bench: copy bandwidth on %s", di.spec);
 		goto out;
 	}
-	if (o.json) {
-		jres = json_array();
-	} else {
+	if (!o.json) {
 		printf("device %s (%s); device-to-device copy %.3f TB/s (read + write, %llu MiB)%s%s\n", di.spec,
 		       di.name, copy_bps / 1e12, (unsigned long long)(o.copy_bytes >> 20),
 		       o.weight ? "" : "; no weight", o.bias ? "" : "; no bias");
@@ -552,7 +566,7 @@ int cmd_bench(int argc, char **argv)
 				struct point pt = { .op = (enum wsn_op)ops[i], .dt = (enum wsn_dtype)dts[d],
 						    .hidden = o.hidden[h], .rows = o.rows, .weight = o.weight };
 				pt.bias = o.bias && (pt.op == WSN_LAYERNORM_FWD || pt.op == WSN_LAYERNORM_BWD);
-				if ((ret = bench_point(&o, &t, &di, copy_bps, &pt)))
+				if ((ret = bench_point(&o, &t, &di, copy_bps, &pt, &error)))
 					goto out;
 				if (pt.noplan[0]) {
 					fprintf(stderr, "%s: bench: %s %s hidden %lld: no plan: %s\n", cli_prog,
@@ -599,18 +613,20 @@ int cmd_bench(int argc, char **argv)
 	}
 	if (noplan)
 		ret = EXIT_RUNTIME; /* the table is whole, but not every point ran */
-	if (o.json) {
+out:
+	if (jres) {
+		/* the points measured; after a runtime error, those before it and the error's message */
 		json_t *root = json_object();
 		json_object_set_new(root, "device", json_string(di.spec));
 		json_object_set_new(root, "device_name", json_string(di.name));
-		json_object_set_new(root, "copy_tbs", cli_json_real(copy_bps / 1e12));
+		json_object_set_new(root, "copy_tbs", copy_bps > 0 ? cli_json_real(copy_bps / 1e12) : json_null());
 		json_object_set_new(root, "iters", json_integer(o.iters));
 		json_object_set_new(root, "results", jres);
-		jres = NULL;
+		if (ret == EXIT_RUNTIME && error)
+			json_object_set_new(root, "error", json_string(error));
 		cli_json_print(root);
 	}
-out:
-	json_decref(jres);
+	free(error);
 	wsn_event_destroy(t.e0);
 	wsn_event_destroy(t.e1);
 	wsn_stream_destroy(t.s);

@@ -78,11 +78,12 @@ int cmd_devices(int argc, char **argv)
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j': json = 1; break;
 		case 'h': usage(stdout); return EXIT_PASS;
-		default: return cli_usage_error("devices", "unknown option '%s'", argv[optind - 1]);
+		case ':':
+		default: return cli_option_error("devices", c, argv);
 		}
 	}
 	if (optind < argc)

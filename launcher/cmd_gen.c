@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static void usage(FILE *f)
 {
@@ -18,8 +19,9 @@ static void usage(FILE *f)
 		"  --dtype DT       f32, f16 or bf16 (default bf16)\n"
 		"  --rows N         rows (K/M suffixes allowed)\n"
 		"  --hidden H       hidden size (elements per row)\n"
-		"  --shards K       split the rows over K files in directory PATH (default 1: PATH is a file)\n"
-		"  --seed S         random seed (default %d)\n"
+		"  --shards K       split the rows over K files in directory PATH (default 1: PATH is a file);\n"
+		"                   if one fails, those written are removed\n"
+		"  --seed S         random seed: decimal, or 0x and hex digits (default %d)\n"
 		"  --eps E          epsilon used for the stats of backward inputs (default %g)\n"
 		"  --no-weight      no affine weight\n"
 		"  --no-bias        no affine bias (LayerNorm)\n"
@@ -135,6 +137,54 @@ out:
 	return ret;
 }
 
+/* Path of shard s of g in directory g->out. 0, or -1 when it does not fit. */
+static int shard_path(const struct gen *g, int s, char *path, size_t len)
+{
+	int n = snprintf(path, len, "%s/shard-%05d-of-%05d.safetensors", g->out, s, g->shards);
+
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+/*
+ * --shards > 1: the shards in directory g->out, created if it does not exist. On failure the
+ * shards this call wrote are removed again (and the directory, if it made it and it is empty),
+ * so a failed gen leaves no part of a dataset behind. Returns 0 or EXIT_RUNTIME.
+ */
+static int write_dir(const struct gen *g, struct wsn_device *cpu)
+{
+	char path[4096];
+	int made = 0, s, ret = EXIT_PASS;
+
+	if (mkdir(g->out, 0777) == 0) {
+		made = 1;
+	} else if (errno != EEXIST) {
+		fprintf(stderr, "%s: gen: cannot create directory '%s': %s\n", cli_prog, g->out, strerror(errno));
+		return EXIT_RUNTIME;
+	}
+	for (s = 0; s < g->shards; s++) {
+		int64_t r0 = g->rows * s / g->shards, r1 = g->rows * (s + 1) / g->shards;
+
+		if (shard_path(g, s, path, sizeof(path))) {
+			fprintf(stderr, "%s: gen: path too long: %s\n", cli_prog, g->out);
+			ret = EXIT_RUNTIME;
+			break;
+		}
+		if ((ret = write_shard(g, cpu, s, r1 - r0, path)))
+			break;
+	}
+	if (!ret)
+		return EXIT_PASS;
+	/* shards 0 .. s-1 were written; shard s failed, and wsn_st_write left nothing of it */
+	for (int k = 0; k < s; k++)
+		if (!shard_path(g, k, path, sizeof(path)) && unlink(path) < 0 && errno != ENOENT)
+			fprintf(stderr, "%s: gen: cannot remove '%s': %s\n", cli_prog, path, strerror(errno));
+	if (made && rmdir(g->out) < 0 && errno != ENOTEMPTY && errno != EEXIST)
+		fprintf(stderr, "%s: gen: cannot remove directory '%s': %s\n", cli_prog, g->out, strerror(errno));
+	if (s > 0)
+		cli_note("removed the %d shard%s written before the error\n", s, s > 1 ? "s" : "");
+	return ret;
+}
+
 int cmd_gen(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -153,7 +203,7 @@ int cmd_gen(int argc, char **argv)
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
 			if (wsn_op_parse(optarg, &g.op) < 0)
@@ -179,7 +229,8 @@ int cmd_gen(int argc, char **argv)
 			break;
 		case 's':
 			if (cli_parse_u64(optarg, &g.seed))
-				return cli_usage_error("gen", "bad --seed '%s'", optarg);
+				return cli_usage_error("gen", "bad --seed '%s' (expected 0..2^64-1, decimal or 0x and hex digits)",
+						       optarg);
 			break;
 		case 'e':
 			if (cli_parse_f32(optarg, &g.eps) || !(g.eps > 0) || g.eps > 1)
@@ -189,8 +240,8 @@ int cmd_gen(int argc, char **argv)
 		case 'B': g.bias = 0; break;
 		case 'O': g.out = optarg; break;
 		case 'h': usage(stdout); return EXIT_PASS;
-		case ':': return cli_usage_error("gen", "option '%s' needs a value", argv[optind - 1]);
-		default: return cli_usage_error("gen", "unknown option '%s'", argv[optind - 1]);
+		case ':':
+		default: return cli_option_error("gen", c, argv);
 		}
 	}
 	if (optind < argc)
@@ -207,25 +258,10 @@ int cmd_gen(int argc, char **argv)
 		return cli_usage_error("gen", "%lld x %lld is too large", (long long)g.rows, (long long)g.hidden);
 	if ((ret = cli_open_device("cpu", 0, &cpu)))
 		return ret;
-	if (g.shards == 1) {
+	if (g.shards == 1)
 		ret = write_shard(&g, cpu, 0, g.rows, g.out);
-	} else {
-		if (mkdir(g.out, 0777) < 0 && errno != EEXIST) {
-			fprintf(stderr, "%s: gen: cannot create directory '%s': %s\n", cli_prog, g.out, strerror(errno));
-			ret = EXIT_RUNTIME;
-		}
-		for (int s = 0; s < g.shards && !ret; s++) {
-			int64_t r0 = g.rows * s / g.shards, r1 = g.rows * (s + 1) / g.shards;
-			char path[4096];
-			if (snprintf(path, sizeof(path), "%s/shard-%05d-of-%05d.safetensors", g.out, s, g.shards) >=
-			    (int)sizeof(path)) {
-				fprintf(stderr, "%s: gen: path too long: %s\n", cli_prog, g.out);
-				ret = EXIT_RUNTIME;
-				break;
-			}
-			ret = write_shard(&g, cpu, s, r1 - r0, path);
-		}
-	}
+	else
+		ret = write_dir(&g, cpu);
 	wsn_device_close(cpu);
 	return ret;
 }

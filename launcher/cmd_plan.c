@@ -12,6 +12,7 @@ struct shape_opts {
 	enum wsn_dtype dt;
 	int64_t hidden, rows;
 	struct wsn_plan_options po;
+	int force[CLI_KP_COUNT]; /* forced GPU kernel parameters, 0: the planner's */
 	const char *device; /* plan: a real device instead of the modelled one */
 	int json;
 };
@@ -27,13 +28,14 @@ static void usage(FILE *f, const char *cmd)
 		"  --dtype DT         f32, f16 or bf16 (default bf16)\n"
 		"  --hidden H         hidden size\n"
 		"  --rows N           rows the plan is for (default %d)\n"
-		"  --approach A       auto, multiwave or ws (default auto)\n"
-		"  --arch ARCH        sm_90a or sm_100a (default sm_90a; with --device: the device's)\n"
-		"  --block-threads N  force threads per row (bdimx)\n"
-		"  --groups N         force rows per CTA (bdimy)\n"
-		"  --unroll N         force rows per iteration (ws)\n"
-		"  --stages N         force circular-buffer stages (ws)\n"
+		"  --approach A       auto, multiwave or ws (default auto%s)\n"
+		"  --arch ARCH        sm_90a or sm_100a (default sm_90a%s)\n"
+		"  --block-threads N  force threads per row (bdimx): a multiple of 32 up to 1024\n"
+		"  --groups N         force rows per CTA (bdimy): 1..32\n"
+		"  --unroll N         force rows per iteration (ws): 1..8\n"
+		"  --stages N         force circular-buffer stages (ws): 1..32\n"
 		"  --cluster N        force CTAs per row: 1, 2, 4 or 8 (ws backward)\n"
+		"%s"
 		"  --eps E            epsilon (default %g)\n"
 		"  --no-weight        no affine weight\n"
 		"  --no-bias          no affine bias\n"
@@ -45,30 +47,34 @@ static void usage(FILE *f, const char *cmd)
 		     : "Print the plan for this shape: the kernel family, every parameter, the shared-memory and\n"
 		       "register budgets, and which rule decided. Without --device it plans for a modelled\n"
 		       "H100 (or B200-like device with --arch sm_100a) and needs no GPU.",
-		CLI_DEFAULT_BENCH_ROWS, (double)WSN_DEFAULT_EPS,
+		CLI_DEFAULT_BENCH_ROWS, emit ? "" : "; the CPU ignores it", emit ? "" : "; with --device: the GPU's own",
+		emit ? "" : "                     (GPU only: with --device cpu, --arch and these five are errors)\n",
+		(double)WSN_DEFAULT_EPS,
 		emit ? "" : "  --device SPEC      plan on a real device (cpu, cuda:N)\n"
 			    "  --autotune         with --device: time multiwave and ws on the GPU once and cache the\n"
 			    "                     winner (auto approach, nothing forced; see FILES in wsnorm(1))\n"
 			    "  --json             machine-readable output\n");
 }
 
+/* The options of emit; plan takes these and PLAN_OPTIONS. */
+#define SHAPE_OPTIONS                                                                           \
+	{ "op", required_argument, NULL, 'o' }, { "dtype", required_argument, NULL, 'd' },      \
+	{ "hidden", required_argument, NULL, 'H' }, { "rows", required_argument, NULL, 'r' },   \
+	{ "approach", required_argument, NULL, 'a' }, { "arch", required_argument, NULL, 'A' }, \
+	CLI_KPARAM_OPTIONS, { "eps", required_argument, NULL, 'e' },                            \
+	{ "no-weight", no_argument, NULL, 'W' }, { "no-bias", no_argument, NULL, 'B' },         \
+	{ "help", no_argument, NULL, 'h' }
+#define PLAN_OPTIONS                                                                    \
+	{ "device", required_argument, NULL, 'D' }, { "json", no_argument, NULL, 'j' }, \
+	{ "autotune", no_argument, NULL, 'T' }
+
 static int parse(int argc, char **argv, const char *cmd, struct shape_opts *o)
 {
-	static const struct option opts[] = {
-		{ "op", required_argument, NULL, 'o' },        { "dtype", required_argument, NULL, 'd' },
-		{ "hidden", required_argument, NULL, 'H' },    { "rows", required_argument, NULL, 'r' },
-		{ "approach", required_argument, NULL, 'a' },  { "arch", required_argument, NULL, 'A' },
-		{ "block-threads", required_argument, NULL, 'x' }, { "groups", required_argument, NULL, 'y' },
-		{ "unroll", required_argument, NULL, 'u' },    { "stages", required_argument, NULL, 's' },
-		{ "cluster", required_argument, NULL, 'C' },
-		{ "eps", required_argument, NULL, 'e' },       { "no-weight", no_argument, NULL, 'W' },
-		{ "no-bias", no_argument, NULL, 'B' },         { "device", required_argument, NULL, 'D' },
-		{ "json", no_argument, NULL, 'j' },            { "help", no_argument, NULL, 'h' },
-		{ "autotune", no_argument, NULL, 'T' },        { NULL, 0, NULL, 0 },
-	};
-	int emit = !strcmp(cmd, "emit"), c, nb = -1, have_eps = 0;
+	static const struct option emit_opts[] = { SHAPE_OPTIONS, { NULL, 0, NULL, 0 } };
+	static const struct option plan_opts[] = { SHAPE_OPTIONS, PLAN_OPTIONS, { NULL, 0, NULL, 0 } };
+	const struct option *opts = strcmp(cmd, "emit") ? plan_opts : emit_opts;
+	int c, nb = -1, have_eps = 0, r;
 	float eps = WSN_DEFAULT_EPS;
-	int64_t v;
 
 	memset(o, 0, sizeof(*o));
 	o->dt = WSN_BF16;
@@ -76,7 +82,7 @@ static int parse(int argc, char **argv, const char *cmd, struct shape_opts *o)
 	wsn_plan_options_init(&o->po, WSN_LAYERNORM_FWD);
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
 			if (wsn_op_parse(optarg, &o->op) < 0)
@@ -93,7 +99,7 @@ static int parse(int argc, char **argv, const char *cmd, struct shape_opts *o)
 			break;
 		case 'r':
 			if (cli_parse_i64(optarg, 1, CLI_MAX_ROWS, &o->rows))
-				return cli_usage_error(cmd, "bad --rows '%s'", optarg);
+				return cli_usage_error(cmd, "bad --rows '%s' (expected 1..2^40)", optarg);
 			break;
 		case 'a':
 			if (wsn_approach_parse(optarg, &o->po.approach) < 0)
@@ -103,13 +109,9 @@ static int parse(int argc, char **argv, const char *cmd, struct shape_opts *o)
 			if ((o->po.arch = cli_parse_arch(optarg)) < 0)
 				return cli_usage_error(cmd, "bad --arch '%s' (expected sm_90a or sm_100a)", optarg);
 			break;
-		case 'x': case 'y': case 'u': case 's': case 'C':
-			if (cli_parse_i64(optarg, 1, 1024, &v))
-				return cli_usage_error(cmd, "bad value '%s' for %s (expected 1..1024)", optarg,
-						       c == 'x' ? "--block-threads" : c == 'y' ? "--groups" : c == 'u' ? "--unroll" :
-						       c == 's' ? "--stages" : "--cluster");
-			*(c == 'x' ? &o->po.block_threads : c == 'y' ? &o->po.groups : c == 'u' ? &o->po.unroll
-			  : c == 's' ? &o->po.stages : &o->po.cluster) = (int)v;
+		CLI_KPARAM_CASES:
+			if ((r = cli_parse_kparam(cmd, c - CLI_OPT_KPARAM, optarg, o->force)))
+				return r;
 			break;
 		case 'e':
 			if (cli_parse_f32(optarg, &eps) || !(eps > 0) || eps > 1)
@@ -119,23 +121,16 @@ static int parse(int argc, char **argv, const char *cmd, struct shape_opts *o)
 		case 'W': o->po.has_weight = 0; break;
 		case 'B': nb = 0; break;
 		case 'D':
-			if (emit)
-				return cli_usage_error(cmd, "unknown option '--device'");
+			if (!cli_device_spec_ok(optarg))
+				return cli_usage_error("plan", "bad --device '%s' (expected auto, cpu, cuda[:N] or amd[:N])",
+						       optarg);
 			o->device = optarg;
 			break;
-		case 'j':
-			if (emit)
-				return cli_usage_error(cmd, "unknown option '--json'");
-			o->json = 1;
-			break;
-		case 'T':
-			if (emit)
-				return cli_usage_error(cmd, "unknown option '--autotune'");
-			o->po.autotune = 1;
-			break;
+		case 'j': o->json = 1; break;
+		case 'T': o->po.autotune = 1; break;
 		case 'h': usage(stdout, cmd); return -1;
-		case ':': return cli_usage_error(cmd, "option '%s' needs a value", argv[optind - 1]);
-		default: return cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+		case ':':
+		default: return cli_option_error(cmd, c, argv);
 		}
 	}
 	if (optind < argc)
@@ -146,6 +141,7 @@ static int parse(int argc, char **argv, const char *cmd, struct shape_opts *o)
 		return cli_usage_error(cmd, "--hidden is required");
 	if (o->po.autotune && !o->device)
 		return cli_usage_error(cmd, "--autotune times kernels on a real GPU: give --device (e.g. --device cuda:0)");
+	cli_kparam_apply(o->force, &o->po);
 	{
 		struct wsn_plan_options d;
 		wsn_plan_options_init(&d, o->op);
@@ -171,6 +167,22 @@ int cmd_emit(int argc, char **argv)
 	return EXIT_PASS;
 }
 
+/*
+ * The CPU device has no GPU kernels: forcing one of their parameters or a GPU target on it is a
+ * usage error (the modelled devices and GPUs take them). Returns 0 or EXIT_USAGE.
+ */
+static int no_gpu_kernels(const struct shape_opts *o, struct wsn_device *dev)
+{
+	struct wsn_device_info di;
+	const char *opt = cli_kparam_forced(o->force);
+
+	if (wsn_device_info(dev, &di) < 0 || di.exec_mem != WSN_MEM_HOST || (!opt && !o->po.arch))
+		return 0;
+	return cli_usage_error("plan", "%s %s, but the CPU device%s has no GPU kernels", opt ? opt : "--arch",
+			       opt ? "forces a GPU kernel parameter" : "picks a GPU target",
+			       strcmp(o->device, "auto") ? "" : " (--device auto found no GPU)");
+}
+
 int cmd_plan(int argc, char **argv)
 {
 	struct shape_opts o;
@@ -186,6 +198,10 @@ int cmd_plan(int argc, char **argv)
 
 		if ((ret = cli_open_device(o.device, 0, &dev)))
 			return ret;
+		if ((ret = no_gpu_kernels(&o, dev))) {
+			wsn_device_close(dev);
+			return ret;
+		}
 		if ((err = wsn_plan_create(dev, o.op, o.rows, o.hidden, o.dt, &o.po, &plan)) < 0) {
 			ret = cli_fail(err, "plan: %s %s hidden %lld on %s", wsn_op_name(o.op), wsn_dtype_name(o.dt),
 				       (long long)o.hidden, o.device);

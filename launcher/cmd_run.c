@@ -173,15 +173,7 @@ static int dataset_setup(struct run_opts *o, struct pl_dataset *ds)
 	ds->cfg = cfg;
 	ds->shape.eps = o->have_eps ? o->eps : WSN_DEFAULT_EPS;
 	sh = &ds->shards[0];
-	if (o->raw_rows) {
-		if (!o->have_op || wsn_op_is_backward(o->op)) {
-			fprintf(stderr, "%s: run: %s: raw input holds only x: give a forward --op\n", cli_prog, o->input);
-			return EXIT_RUNTIME;
-		}
-		if (!o->have_dt) {
-			fprintf(stderr, "%s: run: %s: raw input needs --dtype\n", cli_prog, o->input);
-			return EXIT_RUNTIME;
-		}
+	if (o->raw_rows) { /* --op (forward) and --dtype come with --shape: the options check it */
 		pl_shape_init(&ds->shape, o->op, o->dt, o->raw_hidden, 0, 0, ds->shape.eps);
 		for (int i = 0; i < ds->n; i++)
 			ds->shards[i].rows = o->raw_rows;
@@ -234,7 +226,7 @@ static int dataset_setup(struct run_opts *o, struct pl_dataset *ds)
 		cfg->batch_rows = rows0 > 0 && rows0 < fit ? rows0 : fit;
 	}
 	if ((err = pl_shard_open(ds, 0, NULL, 1, msg, sizeof(msg)))) {
-		fprintf(stderr, "%s: run: %s\n", cli_prog, msg);
+		fprintf(stderr, "%s: %s\n", cli_prog, msg);
 		return EXIT_RUNTIME;
 	}
 	if (!o->raw_rows && o->have_dt && o->dt != ds->shape.dt) {
@@ -451,8 +443,8 @@ static json_t *stages_json(const struct run_opts *o, const struct pl_devres *r0,
 	return j;
 }
 
-static json_t *verify_json(const struct run_opts *o, const struct pl_devres *r, int64_t batches, int64_t bad,
-			   int64_t rows, const char *first)
+static json_t *verify_json(const struct run_opts *o, const struct pl_verdict *vd, int nv, int64_t batches,
+			   int64_t bad, int64_t rows, const char *first)
 {
 	json_t *v = json_object(), *vt = json_object();
 
@@ -460,14 +452,14 @@ static json_t *verify_json(const struct run_opts *o, const struct pl_devres *r, 
 	json_object_set_new(v, "rows", json_integer(rows));
 	json_object_set_new(v, "batches", json_integer(batches));
 	json_object_set_new(v, "mismatched_batches", json_integer(bad));
-	for (int i = 0; r && i < r->nv; i++) {
+	for (int i = 0; i < nv; i++) {
 		json_t *t = json_object();
-		json_object_set_new(t, "rel_l2", cli_json_real(r->v[i].rel));
-		json_object_set_new(t, "max_abs", cli_json_real(r->v[i].max_abs));
-		json_object_set_new(t, "tolerance", json_real(r->v[i].tol));
-		json_object_set_new(t, "nonfinite", json_integer(r->v[i].nonfinite));
-		json_object_set_new(t, "pass", json_boolean(r->v[i].pass));
-		json_object_set_new(vt, r->v[i].name, t);
+		json_object_set_new(t, "rel_l2", cli_json_real(vd[i].rel));
+		json_object_set_new(t, "max_abs", cli_json_real(vd[i].max_abs));
+		json_object_set_new(t, "tolerance", json_real(vd[i].tol));
+		json_object_set_new(t, "nonfinite", json_integer(vd[i].nonfinite));
+		json_object_set_new(t, "pass", json_boolean(vd[i].pass));
+		json_object_set_new(vt, vd[i].name, t);
 	}
 	json_object_set_new(v, "tensors", vt);
 	json_object_set_new(v, "pass", json_boolean(bad == 0));
@@ -543,9 +535,39 @@ struct summary {
 	double wall, e2e_rows_s, ratio, copy_bps;
 	int slowest;
 	int64_t rows, batches, vb, vbad, vrows;
+	struct pl_verdict v[8]; /* each tensor's worst over the devices */
+	int nv;
 	const char *first_mismatch;
 	const char *error;
 };
+
+/* Fold one device's verdicts into the run's: per tensor the error nearest its tolerance (with that tolerance),
+ * the largest difference, the non-finite values summed, a pass only where every device passed. */
+static void merge_verdicts(struct summary *sm, const struct pl_devres *r)
+{
+	for (int i = 0; i < r->nv; i++) {
+		const struct pl_verdict *d = &r->v[i];
+		struct pl_verdict *m = NULL;
+
+		for (int k = 0; k < sm->nv && !m; k++)
+			if (!strcmp(sm->v[k].name, d->name))
+				m = &sm->v[k];
+		if (!m) {
+			if (sm->nv == (int)(sizeof(sm->v) / sizeof(sm->v[0])))
+				continue;
+			sm->v[sm->nv++] = *d;
+			continue;
+		}
+		if (isnan(d->rel) || (!isnan(m->rel) && d->rel * m->tol > m->rel * d->tol)) { /* closer to its limit */
+			m->rel = d->rel;
+			m->tol = d->tol;
+		}
+		if (d->max_abs > m->max_abs || isnan(d->max_abs))
+			m->max_abs = d->max_abs;
+		m->nonfinite += d->nonfinite;
+		m->pass = m->pass && d->pass;
+	}
+}
 
 static json_t *report_json(const struct run_opts *o, const struct pl_run *run, const struct summary *sm)
 {
@@ -582,7 +604,7 @@ static json_t *report_json(const struct run_opts *o, const struct pl_run *run, c
 	json_object_set_new(j, "stages", stages_json(o, r0, sm->agg, sm->rates, sm->copy_bps));
 	io_sum(run, &io);
 	json_object_set_new(j, "io", io_json(&io));
-	json_object_set_new(j, "verify", verify_json(o, run->ndev == 1 ? r0 : NULL, sm->vb, sm->vbad, sm->vrows,
+	json_object_set_new(j, "verify", verify_json(o, sm->v, sm->nv, sm->vb, sm->vbad, sm->vrows,
 						     sm->first_mismatch));
 	if (o->cfg.standalone) {
 		json_t *e = json_object();
@@ -633,7 +655,7 @@ static json_t *report_json(const struct run_opts *o, const struct pl_run *run, c
 		json_object_set_new(d, "stages", stages_json(o, r, r->st, rates, r->copy_bps));
 		io_of(r, &io);
 		json_object_set_new(d, "io", io_json(&io));
-		json_object_set_new(d, "verify", verify_json(o, r, r->verified_batches, r->mismatched_batches,
+		json_object_set_new(d, "verify", verify_json(o, r->v, r->nv, r->verified_batches, r->mismatched_batches,
 							     r->verified_rows, r->first_mismatch));
 		json_array_append_new(devs, d);
 	}
@@ -704,20 +726,21 @@ static void stages_text(const struct run_opts *o, const struct pl_devres *r0, co
 	}
 }
 
-static void verify_text(const struct run_opts *o, const struct pl_devres *r, int64_t vb, int64_t bad, int64_t rows)
+static void verify_text(const struct run_opts *o, const struct pl_verdict *vd, int nv, int64_t vb, int64_t bad,
+			int64_t rows, const char *first)
 {
 	if (o->cfg.verify_rows <= 0 || o->cfg.read_only)
 		return;
 	printf("  checked  %lld batch%s verified, %lld mismatched, %lld sampled rows against the CPU reference",
 	       (long long)vb, vb == 1 ? "" : "es", (long long)bad, (long long)rows);
-	if (r && r->nv) {
+	if (nv) {
 		printf(":");
-		for (int i = 0; i < r->nv; i++)
-			printf(" %s %.2g%s", r->v[i].name, r->v[i].rel, r->v[i].pass ? "" : " (FAIL)");
+		for (int i = 0; i < nv; i++)
+			printf(" %s %.2g%s", vd[i].name, vd[i].rel, vd[i].pass ? "" : " (FAIL)");
 	}
 	printf("\n");
-	if (r && r->first_mismatch[0])
-		printf("           first mismatch: %s\n", r->first_mismatch);
+	if (first && first[0])
+		printf("           first mismatch: %s\n", first);
 }
 
 /* The plan's autotune line (cache hit, measured, ignored), when the plan has one. */
@@ -771,17 +794,13 @@ static void report_text(const struct run_opts *o, const struct pl_run *run, cons
 		}
 		io_of(r, &io);
 		stages_text(o, r, &io, r->st, rates, r->copy_bps);
-		verify_text(o, r, r->verified_batches, r->mismatched_batches, r->verified_rows);
+		verify_text(o, r->v, r->nv, r->verified_batches, r->mismatched_batches, r->verified_rows, r->first_mismatch);
 	}
 	if (run->ndev > 1)
 		printf(" all devices:\n");
 	io_sum(run, &io);
 	stages_text(o, r0, &io, sm->agg, sm->rates, sm->copy_bps);
-	if (run->ndev == 1)
-		verify_text(o, r0, sm->vb, sm->vbad, sm->vrows);
-	else if (o->cfg.verify_rows > 0 && !o->cfg.read_only)
-		printf("  checked  %lld batch%s verified, %lld mismatched, %lld sampled rows\n", (long long)sm->vb,
-		       sm->vb == 1 ? "" : "es", (long long)sm->vbad, (long long)sm->vrows);
+	verify_text(o, sm->v, sm->nv, sm->vb, sm->vbad, sm->vrows, sm->first_mismatch);
 	if (o->cfg.standalone && sm->slowest >= 0)
 		printf("  overall  %.3g rows/s end to end = %.2f x the slowest stage alone (%s, %.3g rows/s)\n",
 		       sm->e2e_rows_s, sm->ratio, pl_stage_names[sm->slowest], sm->agg[sm->slowest].alone_rows_s);
@@ -820,9 +839,7 @@ static int run_one(struct run_opts *o, json_t *collect, int *interrupted)
 		ret = EXIT_RUNTIME;
 		goto out;
 	}
-	if ((ret = dataset_setup(o, &ds)))
-		goto out;
-	if (o->devices) {
+	if (o->devices) { /* first: a misspelt list is a usage error whatever the input */
 		if ((ndev = pl_devices_parse(o->devices, specs, PL_MAX_DEVICES)) < 0) {
 			ret = -ndev;
 			goto out;
@@ -839,6 +856,8 @@ static int run_one(struct run_opts *o, json_t *collect, int *interrupted)
 		ret = cli_usage_error("run", "--inject-fault %d: there are %d devices", o->cfg.inject_fault, ndev);
 		goto out;
 	}
+	if ((ret = dataset_setup(o, &ds)))
+		goto out;
 	run.cfg = &o->cfg;
 	run.ds = &ds;
 	run.ndev = ndev;
@@ -877,6 +896,7 @@ static int run_one(struct run_opts *o, json_t *collect, int *interrupted)
 		sm->copy_bps += run.res[i].copy_bps;
 		if (!sm->first_mismatch && run.res[i].first_mismatch[0])
 			sm->first_mismatch = run.res[i].first_mismatch;
+		merge_verdicts(sm, &run.res[i]);
 	}
 	if (ds.err) {
 		fprintf(stderr, "%s: %s\n", cli_prog, ds.errmsg);
@@ -1081,7 +1101,7 @@ int cmd_run(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct run_opts o;
-	int demo = 0, c, ret, interrupted = 0;
+	int demo = 0, have_device = 0, c, ret, interrupted = 0;
 	int64_t v;
 	uint64_t u;
 
@@ -1095,7 +1115,7 @@ int cmd_run(int argc, char **argv)
 	wsn_reader_options_init(&o.cfg.rd);
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		switch (c) {
 		case OPT_INPUT: o.input = optarg; break;
 		case OPT_OP:
@@ -1108,7 +1128,13 @@ int cmd_run(int argc, char **argv)
 				return cli_usage_error("run", "%s", wsn_last_error());
 			o.have_dt = 1;
 			break;
-		case OPT_DEVICE: o.device = optarg; break;
+		case OPT_DEVICE:
+			if (!cli_device_spec_ok(optarg))
+				return cli_usage_error("run", "bad --device '%s' (expected auto, cpu, cuda[:N] or amd[:N])",
+						       optarg);
+			o.device = optarg;
+			have_device = 1;
+			break;
 		case OPT_DEVICES: o.devices = optarg; break;
 		case OPT_OUTPUT: o.cfg.output = optarg; break;
 		case OPT_JSON: o.json = 1; break;
@@ -1220,14 +1246,18 @@ int cmd_run(int argc, char **argv)
 		case OPT_STANDALONE: o.cfg.standalone = 1; break;
 		case OPT_READ_ONLY: o.cfg.read_only = 1; break;
 		case 'h': usage(stdout); return EXIT_PASS;
-		case ':': return cli_usage_error("run", "option '%s' needs a value", argv[optind - 1]);
-		default: return cli_usage_error("run", "unknown option '%s'", argv[optind - 1]);
+		case ':':
+		default: return cli_option_error("run", c, argv);
 		}
 	}
 	if (optind < argc)
 		return cli_usage_error("run", "unexpected argument '%s'", argv[optind]);
-	if (o.devices && strcmp(o.device, "auto"))
+	if (o.devices && have_device)
 		return cli_usage_error("run", "--device and --devices exclude each other");
+	if (o.raw_rows && (!o.have_op || wsn_op_is_backward(o.op)))
+		return cli_usage_error("run", "--shape reads raw files that hold only x: give a forward --op");
+	if (o.raw_rows && !o.have_dt)
+		return cli_usage_error("run", "--shape needs --dtype");
 	if (o.cfg.read_only && (o.cfg.output || o.cfg.inject_mismatch || o.cfg.inject_fault >= 0 ||
 				o.min_h2d_gbs > 0 || o.min_kernel_frac > 0))
 		return cli_usage_error("run", "--read-only runs no device stage: drop --output, --inject-*, "

@@ -2,6 +2,7 @@
 /* launcher/pipeline.c: the `wsnorm run` pipeline: read -> H2D -> kernel -> D2H -> verify -> write, per device. */
 #include "pipeline.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -139,7 +140,7 @@ static int bad_shard(char *buf, size_t len, const char *path, const char *fmt, .
 static int bad_shard(char *buf, size_t len, const char *path, const char *fmt, ...)
 {
 	va_list ap;
-	int n = snprintf(buf, len, "%s: ", path);
+	int n = snprintf(buf, len, "run: %s: ", path);
 
 	va_start(ap, fmt);
 	if (n >= 0 && (size_t)n < len)
@@ -176,6 +177,97 @@ static int add_name(char ***names, int *count, char *name)
 	return 0;
 }
 
+/* A shard's name PREFIX-I-of-K.safetensors (I and K decimal) in parts: 0, or -1 for another name. */
+struct shard_name {
+	size_t prefix;  /* PREFIX is base[0, prefix) */
+	long i, k;
+	int width;      /* digits of I */
+	const char *of; /* "-of-K.safetensors" */
+};
+
+static int shard_name(const char *base, struct shard_name *sn)
+{
+	const char *p, *end = base + strlen(base) - strlen(".safetensors");
+	char *e;
+
+	sn->of = NULL;
+	for (p = base; (p = strstr(p, "-of-")) && p < end; p++)
+		sn->of = p;
+	if (!sn->of || !isdigit((unsigned char)sn->of[4]))
+		return -1;
+	errno = 0;
+	sn->k = strtol(sn->of + 4, &e, 10);
+	if (e != end || errno)
+		return -1;
+	for (p = sn->of; p > base && isdigit((unsigned char)p[-1]); p--)
+		;
+	if (p == sn->of || p == base || p[-1] != '-' || sn->of - p > 9)
+		return -1;
+	sn->i = strtol(p, NULL, 10);
+	sn->width = (int)(sn->of - p);
+	sn->prefix = (size_t)(p - 1 - base);
+	return 0;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *b = strrchr(path, '/');
+	return b ? b + 1 : path;
+}
+
+/* Whether base is shard i (any i when i < 0) of the set that a (named aname) belongs to. */
+static int same_set(const char *aname, const struct shard_name *a, const char *base, long i)
+{
+	struct shard_name b;
+
+	return !shard_name(base, &b) && b.prefix == a->prefix && !strncmp(aname, base, a->prefix) && b.k == a->k &&
+	       (i < 0 || b.i == i);
+}
+
+/*
+ * Shards named PREFIX-I-of-K.safetensors (as `wsnorm gen --shards` and other writers name them) say how
+ * many there are: every one of a set must be present, numbered from 0 or from 1, so that a copy cut
+ * short is not taken for the whole dataset.
+ */
+static int check_shard_set(const char *dir, char **names, int n)
+{
+	for (int a = 0; a < n; a++) {
+		const char *ba = base_name(names[a]);
+		struct shard_name sa;
+		long first = 1, members = 0;
+		int earlier = 0;
+
+		if (shard_name(ba, &sa))
+			continue;
+		for (int b = 0; b < n; b++)
+			if (same_set(ba, &sa, base_name(names[b]), -1)) {
+				earlier |= b < a;
+				members++;
+			}
+		if (earlier) /* checked with the set's first name */
+			continue;
+		for (int b = 0; b < n; b++)
+			if (same_set(ba, &sa, base_name(names[b]), 0))
+				first = 0;
+		for (long want = first; want < first + sa.k; want++) {
+			int found = 0;
+			for (int b = 0; b < n && !found; b++)
+				found = same_set(ba, &sa, base_name(names[b]), want);
+			if (!found) {
+				fprintf(stderr, "%s: run: directory '%s': shard %.*s-%0*ld%s of %ld is missing (%ld found)\n",
+					cli_prog, dir, (int)sa.prefix, ba, sa.width, want, sa.of, sa.k, members);
+				return EXIT_RUNTIME;
+			}
+		}
+		if (members != sa.k) {
+			fprintf(stderr, "%s: run: directory '%s': %ld shards named %.*s-*%s, numbered outside %ld..%ld\n",
+				cli_prog, dir, members, (int)sa.prefix, ba, sa.of, first, first + sa.k - 1);
+			return EXIT_RUNTIME;
+		}
+	}
+	return 0;
+}
+
 /* The *.safetensors files of a directory, sorted. */
 static int list_dir(const char *path, char ***names, int *count)
 {
@@ -209,7 +301,7 @@ static int list_dir(const char *path, char ***names, int *count)
 		return EXIT_RUNTIME;
 	}
 	qsort(*names + first, (size_t)(*count - first), sizeof(**names), cmp_str);
-	return 0;
+	return check_shard_set(path, *names + first, *count - first);
 }
 
 int pl_dataset_list(struct pl_dataset *ds, const char *input, int raw)
@@ -224,7 +316,12 @@ int pl_dataset_list(struct pl_dataset *ds, const char *input, int raw)
 			fprintf(stderr, "%s: run: cannot open input '%s': %s\n", cli_prog, input, strerror(errno));
 			return EXIT_RUNTIME;
 		}
-		if (S_ISDIR(st.st_mode) && !raw) {
+		if (S_ISDIR(st.st_mode) && raw) {
+			fprintf(stderr, "%s: run: input '%s' is a directory: --shape reads raw files (give a file or a "
+				"comma-separated list of files)\n", cli_prog, input);
+			goto out;
+		}
+		if (S_ISDIR(st.st_mode)) {
 			if ((ret = list_dir(input, &names, &count)))
 				goto out;
 		} else if (add_name(&names, &count, strdup(input))) {
@@ -358,7 +455,7 @@ int pl_shard_open(struct pl_dataset *ds, int i, struct wsn_reader *r, int first,
 		uint64_t want = (uint64_t)sh->rows * ds->shape.in_unit[PL_IN_X];
 
 		if (stat(sh->path, &st) < 0) {
-			snprintf(msg, len, "cannot open input '%s': %s", sh->path, strerror(errno));
+			snprintf(msg, len, "run: cannot open input '%s': %s", sh->path, strerror(errno));
 			return WSN_ENOENT;
 		}
 		if ((uint64_t)st.st_size != want)
@@ -368,7 +465,7 @@ int pl_shard_open(struct pl_dataset *ds, int i, struct wsn_reader *r, int first,
 		sh->off[PL_IN_X] = 0;
 	} else {
 		if (!sh->st && (err = wsn_st_open(sh->path, r, &sh->st)) < 0) {
-			errf(msg, len, err, "cannot read '%s'", sh->path);
+			errf(msg, len, err, "run: cannot read '%s'", sh->path);
 			return err;
 		}
 		if ((err = check_shard(ds, sh, first, msg, len)))
@@ -538,10 +635,11 @@ int pl_devices_parse(const char *list, char specs[][32], int max)
 				return -EXIT_RUNTIME;
 			}
 			snprintf(specs[n++], 32, "%s:%lld", be, (long long)idx);
-		} else if (strlen(tok) < 32 && tok[0]) {
+		} else if (cli_device_spec_ok(tok)) {
 			snprintf(specs[n++], 32, "%s", tok);
 		} else {
-			cli_usage_error("run", "bad device '%s' in --devices", tok);
+			cli_usage_error("run", "bad device '%s' in --devices (expected a GPU number, cpu, cuda:N or amd:N)",
+					tok);
 			return -EXIT_USAGE;
 		}
 	}
@@ -1617,7 +1715,10 @@ static void *device_main(void *arg)
 
 	if ((err = wsn_device_open(res->spec, &d->dev)) < 0 ||
 	    (cfg->threads > 0 && (err = wsn_device_set_threads(d->dev, cfg->threads)) < 0)) {
-		errf(msg, sizeof(msg), err, "run: cannot open device %d '%s'", res->index, res->spec);
+		if (d->run->ndev > 1)
+			errf(msg, sizeof(msg), err, "run: cannot open device %d '%s'", res->index, res->spec);
+		else
+			errf(msg, sizeof(msg), err, "run: cannot open device '%s'", res->spec);
 		dev_fail(d, msg);
 		goto out;
 	}
@@ -1699,6 +1800,11 @@ static void *device_main(void *arg)
 	for (int i = 0; i < nstages; i++)
 		pthread_join(stages[i], NULL);
 	res->wall = cli_now() - t0;
+	if (d->fault_armed && !d->abort && !atomic_load(&run->ds->interrupted)) { /* no batch came: fire all the same */
+		snprintf(msg, sizeof(msg), "run: %s (%s): EDRIVER: injected fault (--inject-fault): the device got no "
+			 "batch, so it fails at the end of its run", res->spec, res->name);
+		dev_fail(d, msg);
+	}
 out:
 	if (!arrived)
 		arrive(run, 0);

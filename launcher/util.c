@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,17 +26,82 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
-int cli_fail(int err, const char *fmt, ...)
+int cli_option_error(const char *cmd, int c, char *const argv[])
+{
+	const char *last = optind > 0 ? argv[optind - 1] : NULL, *next = last ? argv[optind] : NULL;
+	char name[3] = { '-', (char)optopt, 0 };
+	int is_short;
+
+	/*
+	 * getopt_long sets optopt to the character of a bad short option, but also to the val of a
+	 * long option that lacks its value (or has one it does not take), so optopt alone does not
+	 * tell them apart. A long option is always the last argument getopt consumed; a short one
+	 * is in a cluster that is either that argument ("-qx", at its end) or, when the cluster
+	 * goes on, the next one, which getopt is still reading.
+	 */
+	is_short = optopt > 0 && optopt <= 0x7f && last;
+	if (is_short && !strncmp(last, "--", 2))
+		is_short = next && next[0] == '-' && next[1] && next[1] != '-' && strchr(next + 1, optopt);
+	if (c == ':')
+		return cli_usage_error(cmd, "option '%s' needs a value", is_short ? name : last ? last : "?");
+	return cli_usage_error(cmd, "unknown option '%s'", is_short ? name : last ? last : "?");
+}
+
+/*
+ * Print "wsnorm: what: ERRNAME: detail" to stderr and, when keep is not NULL, keep the message
+ * after "wsnorm: " in *keep (malloc'd; NULL when out of memory). Returns EXIT_RUNTIME.
+ */
+static int vfail(char **keep, int err, const char *fmt, va_list ap)
 {
 	const char *detail = wsn_last_error();
-	va_list ap;
+	char *what = NULL, *msg = NULL;
+	va_list copy;
 
-	fprintf(stderr, "%s: ", cli_prog);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, ": %s: %s\n", wsn_err_name(err), detail && detail[0] ? detail : wsn_strerror(err));
+	if (!detail || !detail[0])
+		detail = wsn_strerror(err);
+	va_copy(copy, ap);
+	if (vasprintf(&what, fmt, ap) < 0)
+		what = NULL;
+	else if (asprintf(&msg, "%s: %s: %s", what, wsn_err_name(err), detail) < 0)
+		msg = NULL;
+	if (msg) {
+		fprintf(stderr, "%s: %s\n", cli_prog, msg);
+	} else { /* no memory for the copy: straight to stderr */
+		fprintf(stderr, "%s: ", cli_prog);
+		vfprintf(stderr, fmt, copy);
+		fprintf(stderr, ": %s: %s\n", wsn_err_name(err), detail);
+	}
+	va_end(copy);
+	free(what);
+	if (keep) {
+		free(*keep);
+		*keep = msg;
+	} else {
+		free(msg);
+	}
 	return EXIT_RUNTIME;
+}
+
+int cli_fail(int err, const char *fmt, ...)
+{
+	va_list ap;
+	int ret;
+
+	va_start(ap, fmt);
+	ret = vfail(NULL, err, fmt, ap);
+	va_end(ap);
+	return ret;
+}
+
+int cli_fail_keep(char **keep, int err, const char *fmt, ...)
+{
+	va_list ap;
+	int ret;
+
+	va_start(ap, fmt);
+	ret = vfail(keep, err, fmt, ap);
+	va_end(ap);
+	return ret;
 }
 
 void cli_note(const char *fmt, ...)
@@ -49,35 +115,58 @@ void cli_note(const char *fmt, ...)
 	va_end(ap);
 }
 
+/*
+ * The multiplier of a size suffix, exactly as wsnorm(1) lists them: K, M or G alone or followed
+ * by i, iB or B, all powers of 1024; "" is 1. 0, or -1 for anything else.
+ */
 static int parse_suffix(const char *end, uint64_t *mult)
 {
+	static const char *const tails[] = { "", "i", "iB", "B" };
+	const char *units = "KMG", *lower = "kmg", *u;
+	int shift;
+
 	*mult = 1;
 	if (!*end)
 		return 0;
-	switch (*end) {
-	case 'k': case 'K': *mult = 1ull << 10; break;
-	case 'm': case 'M': *mult = 1ull << 20; break;
-	case 'g': case 'G': *mult = 1ull << 30; break;
-	default: return -1;
+	if ((u = strchr(units, *end)))
+		shift = (int)(u - units + 1) * 10;
+	else if ((u = strchr(lower, *end)))
+		shift = (int)(u - lower + 1) * 10;
+	else
+		return -1;
+	for (size_t i = 0; i < sizeof(tails) / sizeof(tails[0]); i++) {
+		if (!strcmp(end + 1, tails[i])) {
+			*mult = 1ull << shift;
+			return 0;
+		}
 	}
-	end++;
-	if (*end == 'i' || *end == 'B')
-		end++;
-	if (*end == 'B')
-		end++;
-	return *end ? -1 : 0;
+	return -1;
+}
+
+static int is_digit(char c)
+{
+	return c >= '0' && c <= '9';
 }
 
 int cli_parse_u64(const char *s, uint64_t *out)
 {
+	int base = 10;
 	char *end;
 	unsigned long long v;
 
-	if (!s || !*s || *s == '-')
+	if (!s)
 		return -1;
+	if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+		base = 16;
+		if (!s[2] || strspn(s + 2, "0123456789abcdefABCDEF") != strlen(s + 2))
+			return -1;
+	} else if (!*s || strspn(s, "0123456789") != strlen(s)) {
+		return -1;
+	}
+	/* only digits are left, so strtoull sees no sign, space or prefix of its own */
 	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || end == s || *end)
+	v = strtoull(s, &end, base);
+	if (errno || *end)
 		return -1;
 	*out = v;
 	return 0;
@@ -89,19 +178,60 @@ int cli_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
 	long long v;
 	uint64_t mult;
 
-	if (!s || !*s)
+	/* decimal digits first: no sign, no space (strtoll would take both) */
+	if (!s || !is_digit(s[0]))
 		return -1;
 	errno = 0;
 	v = strtoll(s, &end, 10);
 	if (errno || end == s || parse_suffix(end, &mult))
 		return -1;
-	if (mult > 1 && (v > (long long)(INT64_MAX / (int64_t)mult) || v < 0))
+	if (mult > 1 && v > (long long)(INT64_MAX / (int64_t)mult))
 		return -1;
 	v *= (long long)mult;
 	if (v < min || v > max)
 		return -1;
 	*out = v;
 	return 0;
+}
+
+static const struct {
+	const char *option;
+	int min, max, step; /* step: a multiple of it; -1: a power of two */
+	const char *expect;
+} kparams[CLI_KP_COUNT] = {
+	[CLI_KP_BLOCK_THREADS] = { "--block-threads", 32, 1024, 32, "a multiple of 32 up to 1024" },
+	[CLI_KP_GROUPS] = { "--groups", 1, 32, 1, "1..32" },
+	[CLI_KP_UNROLL] = { "--unroll", 1, 8, 1, "1..8" },
+	[CLI_KP_STAGES] = { "--stages", 1, 32, 1, "1..32" },
+	[CLI_KP_CLUSTER] = { "--cluster", 1, 8, -1, "1, 2, 4 or 8" },
+};
+
+int cli_parse_kparam(const char *cmd, int k, const char *s, int force[CLI_KP_COUNT])
+{
+	int64_t v;
+
+	if (cli_parse_i64(s, kparams[k].min, kparams[k].max, &v) ||
+	    (kparams[k].step > 0 ? v % kparams[k].step : v & (v - 1)))
+		return cli_usage_error(cmd, "bad %s '%s' (expected %s)", kparams[k].option, s, kparams[k].expect);
+	force[k] = (int)v;
+	return 0;
+}
+
+const char *cli_kparam_forced(const int force[CLI_KP_COUNT])
+{
+	for (int k = 0; k < CLI_KP_COUNT; k++)
+		if (force[k])
+			return kparams[k].option;
+	return NULL;
+}
+
+void cli_kparam_apply(const int force[CLI_KP_COUNT], struct wsn_plan_options *po)
+{
+	po->block_threads = force[CLI_KP_BLOCK_THREADS];
+	po->groups = force[CLI_KP_GROUPS];
+	po->unroll = force[CLI_KP_UNROLL];
+	po->stages = force[CLI_KP_STAGES];
+	po->cluster = force[CLI_KP_CLUSTER];
 }
 
 int cli_parse_size(const char *s, uint64_t *out)
@@ -366,4 +496,21 @@ void cli_op_io(enum wsn_op op, struct cli_op_io *io)
 uint64_t cli_tensor_seed(uint64_t seed, int shard, char tag)
 {
 	return seed * 0x9e3779b97f4a7c15ull + (uint64_t)shard * 0x100000001b3ull + (uint64_t)(unsigned char)tag;
+}
+
+int cli_device_spec_ok(const char *spec)
+{
+	static const char *const backends[] = { "cpu", "cuda", "amd" };
+	size_t n = strcspn(spec, ":");
+
+	if (!strcmp(spec, "auto"))
+		return 1;
+	for (size_t b = 0; b < sizeof(backends) / sizeof(backends[0]); b++)
+		if (n == strlen(backends[b]) && !strncmp(spec, backends[b], n)) {
+			if (!spec[n])
+				return 1;
+			spec += n + 1;
+			return *spec && strspn(spec, "0123456789") == strlen(spec) && strlen(spec) <= 4;
+		}
+	return 0;
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -62,7 +63,7 @@ END_TEST
 START_TEST(test_usage_errors)
 {
 	static const struct {
-		const char *args[8];
+		const char *args[10];
 		const char *golden;
 	} cases[] = {
 		{ { NULL }, "err-no-command.txt" },
@@ -78,22 +79,47 @@ START_TEST(test_usage_errors)
 		{ { "bench", "--groups", "0", NULL }, "err-bench-groups.txt" },
 		{ { "bench", "--batch", "0", NULL }, "err-bench-batch.txt" },
 		{ { "plan", "--op", "rmsnorm-fwd", "--hidden", "4096", "--autotune", NULL }, "err-plan-autotune.txt" },
+		/* an option without its value is named as such, not as unknown */
+		{ { "gen", "--op", "layernorm-fwd", "--rows", NULL }, "err-gen-rows-value.txt" },
+		{ { "plan", "--op", NULL }, "err-plan-op-value.txt" },
+		{ { "bench", "--device", NULL }, "err-bench-device-value.txt" },
+		/* an unknown short option is named by its letter, inside a cluster too */
+		{ { "gen", "-xq", NULL }, "err-gen-short.txt" },
+		{ { "gen", "--no-weight", "-xq", NULL }, "err-gen-short.txt" },
+		{ { "gen", "--op", "rmsnorm-fwd", "-qx", NULL }, "err-gen-short-q.txt" },
+		{ { "devices", "--bogus", NULL }, "err-devices-bogus.txt" },
+		/* bad values name their option, in either form */
+		{ { "bench", "--iters", "abc", NULL }, "err-bench-iters.txt" },
+		{ { "bench", "--iters=abc", NULL }, "err-bench-iters.txt" },
+		{ { "bench", "--warmup=-1", NULL }, "err-bench-warmup.txt" },
+		/* --seed: decimal, or 0x and hex digits; nothing else */
+		{ { "gen", "--op", "rmsnorm-fwd", "--seed", " -1", NULL }, "err-gen-seed-space.txt" },
+		{ { "gen", "--op", "rmsnorm-fwd", "--seed", "0x", NULL }, "err-gen-seed-0x.txt" },
+		/* sizes: digits and exactly the suffixes wsnorm(1) lists */
+		{ { "gen", "--op", "rmsnorm-fwd", "--rows", "1KBB", NULL }, "err-gen-rows-kbb.txt" },
+		{ { "gen", "--op", "rmsnorm-fwd", "--rows", " 16", NULL }, "err-gen-rows-space.txt" },
+		{ { "gen", "--op", "rmsnorm-fwd", "--rows", "+16", NULL }, "err-gen-rows-plus.txt" },
+		/* forced GPU kernel parameters: outside their documented ranges on every device ... */
+		{ { "plan", "--op", "layernorm-fwd", "--hidden", "4096", "--cluster", "3", NULL }, "err-plan-cluster.txt" },
+		{ { "plan", "--op", "layernorm-fwd", "--hidden", "4096", "--device", "cpu", "--cluster", "3", NULL },
+		  "err-plan-cluster.txt" },
+		{ { "bench", "--device", "cpu", "--cluster", "3", NULL }, "err-bench-cluster.txt" },
+		{ { "bench", "--device", "cpu", "--groups", "33", NULL }, "err-bench-groups-33.txt" },
+		{ { "emit", "--op", "layernorm-bwd", "--hidden", "4096", "--block-threads", "48", NULL },
+		  "err-emit-block-threads.txt" },
+		/* ... and on the CPU device, which has no GPU kernels, at all; --arch too */
+		{ { "plan", "--op", "layernorm-fwd", "--hidden", "4096", "--device", "cpu", "--cluster", "2", NULL },
+		  "err-plan-cpu-cluster.txt" },
+		{ { "plan", "--op", "layernorm-fwd", "--hidden", "4096", "--device", "cpu", "--arch", "sm_100a", NULL },
+		  "err-plan-cpu-arch.txt" },
+		{ { "bench", "--device", "cpu", "--cluster", "2", NULL }, "err-bench-cpu-cluster.txt" },
+		{ { "bench", "--device", "cpu", "--op", "rmsnorm-fwd", "--groups", "1", NULL }, "err-bench-cpu-groups.txt" },
+		/* emit takes none of plan's device options */
+		{ { "emit", "--op", "rmsnorm-fwd", "--hidden", "4096", "--device", "cpu", NULL }, "err-emit-device.txt" },
 	};
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		char *argv[10] = { (char *)tu_wsnorm_bin() };
-		struct tu_proc p;
-		int n = 1;
-
-		for (int k = 0; cases[i].args[k]; k++)
-			argv[n++] = (char *)cases[i].args[k];
-		argv[n] = NULL;
-		tu_run(argv, 60, &p);
-		ck_assert_msg(p.status == 2, "case %zu (%s): exit %d, stderr %s", i, cases[i].golden, p.status, p.err);
-		ck_assert_str_eq(p.out, "");
-		tu_assert_golden(p.err, cases[i].golden);
-		tu_proc_free(&p);
-	}
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		tu_assert_usage_golden(cases[i].args, cases[i].golden);
 }
 END_TEST
 
@@ -430,7 +456,7 @@ START_TEST(test_plan_cluster)
 	tu_proc_free(&p);
 	RUN(&p, "bench", "--cluster", "0");
 	ck_assert_int_eq(p.status, 2);
-	ck_assert_ptr_nonnull(strstr(p.err, "bad value '0' for --cluster"));
+	ck_assert_ptr_nonnull(strstr(p.err, "bad --cluster '0' (expected 1, 2, 4 or 8)"));
 	tu_proc_free(&p);
 }
 END_TEST
@@ -549,6 +575,214 @@ START_TEST(test_autotune_cpu)
 }
 END_TEST
 
+/* emit's help lists only what emit takes: no --device, --autotune or --json (those are plan's). */
+START_TEST(test_emit_help)
+{
+	struct tu_proc p;
+
+	RUN(&p, "emit", "--help");
+	ck_assert_int_eq(p.status, 0);
+	ck_assert_str_eq(p.err, "");
+	tu_assert_golden(p.out, "help-emit.txt");
+	ck_assert_ptr_null(strstr(p.out, "--device"));
+	tu_proc_free(&p);
+	RUN(&p, "plan", "--help");
+	ck_assert_ptr_nonnull(strstr(p.out, "--device SPEC"));
+	ck_assert_ptr_nonnull(strstr(p.out, "--arch ARCH        sm_90a or sm_100a (default sm_90a; with --device"));
+	tu_proc_free(&p);
+}
+END_TEST
+
+/* gen into path with the given --seed; returns the exit status. */
+static int gen_seed(const char *seed, const char *path)
+{
+	struct tu_proc p;
+	int st;
+
+	RUN(&p, "gen", "--op", "rmsnorm-fwd", "--dtype", "f32", "--rows", "4", "--hidden", "8", "--seed", (char *)seed,
+	    "--out", (char *)path);
+	st = p.status;
+	ck_assert_msg(st == 0 || p.out[0] == 0, "gen --seed '%s' wrote to stdout: %s", seed, p.out);
+	tu_proc_free(&p);
+	return st;
+}
+
+/* --seed is decimal (a leading 0 is no octal) or 0x and hex digits. */
+START_TEST(test_seed_syntax)
+{
+	char *dir = tu_tmpdir(), *a = path_in(dir, "a.safetensors"), *b = path_in(dir, "b.safetensors");
+
+	/* pairs that must give the same bytes: decimal without octal, hex either case, the largest value */
+	static const char *const same[][2] = { { "010", "10" }, { "09", "9" }, { "0x10", "16" }, { "0XfF", "255" },
+					       { "18446744073709551615", "0xffffffffffffffff" } };
+	for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
+		ck_assert_int_eq(gen_seed(same[i][0], a), 0);
+		ck_assert_int_eq(gen_seed(same[i][1], b), 0);
+		ck_assert_msg(same_file(a, b), "--seed %s and --seed %s differ", same[i][0], same[i][1]);
+	}
+	ck_assert_int_eq(gen_seed("010", a), 0);
+	ck_assert_int_eq(gen_seed("8", b), 0);
+	ck_assert_msg(!same_file(a, b), "--seed 010 is --seed 8 (octal)");
+	/* no sign, no space, no overflow, no empty digits */
+	static const char *const bad[] = { " -1", "-1", "+1", " 1", "1 ", "0x", "0x-1", "18446744073709551616",
+					   "0x10000000000000000", "1e3", "", "0b1" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(gen_seed(bad[i], a) == 2, "--seed '%s' was accepted", bad[i]);
+	tu_rmtree(dir);
+	free(a);
+	free(b);
+	free(dir);
+}
+END_TEST
+
+/* Size suffixes: K, Ki, KiB and KB (all x1024), likewise M and G; nothing else. */
+START_TEST(test_size_suffixes)
+{
+	static const struct {
+		const char *rows;
+		int64_t want; /* 0: a usage error */
+	} cases[] = {
+		{ "1KiB", 1024 }, { "1K", 1024 }, { "1Ki", 1024 }, { "1KB", 1024 }, { "2", 2 }, { "010", 10 },
+		{ "1k", 1024 },   { "1m", 1 << 20 }, { "1kiB", 1024 },
+		{ "1KBB", 0 },    { "1KiBB", 0 }, { "1KiK", 0 },   { "1Bi", 0 },    { "1B", 0 }, { "1kb", 0 },
+		{ " 16", 0 },     { "+16", 0 },   { "-16", 0 },    { "16 ", 0 },    { "K", 0 },  { "0x10", 0 },
+	};
+	char *dir = tu_tmpdir(), *out = path_in(dir, "x.safetensors");
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct tu_proc p;
+
+		unlink(out);
+		RUN(&p, "gen", "--op", "rmsnorm-fwd", "--dtype", "f32", "--rows", (char *)cases[i].rows, "--hidden", "4",
+		    "--out", out);
+		if (!cases[i].want) {
+			ck_assert_msg(p.status == 2, "--rows '%s': exit %d", cases[i].rows, p.status);
+			ck_assert_msg(strstr(p.err, "bad --rows"), "--rows '%s': %s", cases[i].rows, p.err);
+			ck_assert_str_eq(p.out, "");
+		} else {
+			struct wsn_st_file *f;
+			const struct wsn_st_entry *e;
+
+			ck_assert_msg(p.status == 0, "--rows '%s': exit %d: %s", cases[i].rows, p.status, p.err);
+			ck_assert_int_eq(wsn_st_open(out, NULL, &f), 0);
+			ck_assert_ptr_nonnull(e = wsn_st_find(f, "x"));
+			ck_assert_msg(e->shape[0] == cases[i].want, "--rows '%s': %lld rows", cases[i].rows,
+				      (long long)e->shape[0]);
+			wsn_st_close(f);
+		}
+		tu_proc_free(&p);
+	}
+	/* the same parser serves every size: bench --copy-size, plan --hidden */
+	{
+		struct tu_proc p;
+
+		RUN(&p, "bench", "--device", "cpu", "--copy-size", "4KBB");
+		ck_assert_int_eq(p.status, 2);
+		ck_assert_ptr_nonnull(strstr(p.err, "bad --copy-size '4KBB'"));
+		tu_proc_free(&p);
+		RUN(&p, "plan", "--op", "rmsnorm-fwd", "--hidden", " 4096");
+		ck_assert_int_eq(p.status, 2);
+		ck_assert_ptr_nonnull(strstr(p.err, "bad --hidden ' 4096'"));
+		tu_proc_free(&p);
+		RUN(&p, "plan", "--op", "rmsnorm-fwd", "--hidden", "4KiB");
+		ck_assert_msg(p.status == 0, "%s", p.err);
+		ck_assert_ptr_nonnull(strstr(p.out, "wsn_rmsnorm_fwd_bf16_h4096"));
+		tu_proc_free(&p);
+	}
+	tu_rmtree(dir);
+	free(out);
+	free(dir);
+}
+END_TEST
+
+/*
+ * bench --json after a runtime error: the document still comes, with the points measured before
+ * it and the error's message, and the exit status is 3. Hidden 16M over 2M f32 rows needs a
+ * 128 TiB buffer, which no mapping gets (at once, with no memory used); hidden 1 comes first.
+ */
+START_TEST(test_bench_json_error)
+{
+	struct tu_proc p;
+	json_error_t je;
+	json_t *j, *res, *e;
+
+	RUN(&p, "bench", "--device", "cpu", "--op", "rmsnorm-fwd", "--dtype", "f32", "--hidden", "1,16M", "--rows", "2M",
+	    "--iters", "1", "--warmup", "0", "--batch", "1", "--copy-size", "64K", "--json");
+	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
+	ck_assert_msg((j = json_loads(p.out, 0, &je)) != NULL, "bench --json after an error: %s\n%s", je.text, p.out);
+	res = json_object_get(j, "results");
+	ck_assert_int_eq(json_array_size(res), 1);
+	ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(res, 0), "hidden")), 1);
+	ck_assert(json_real_value(json_object_get(json_array_get(res, 0), "tbs")) > 0);
+	ck_assert(json_real_value(json_object_get(j, "copy_tbs")) > 0);
+	e = json_object_get(j, "error");
+	ck_assert_msg(json_is_string(e), "no error member: %s", p.out);
+	ck_assert_ptr_nonnull(strstr(json_string_value(e), "hidden 16777216"));
+	/* the same message as on stderr, after "wsnorm: " */
+	{
+		char *line;
+		ck_assert(asprintf(&line, "wsnorm: %s\n", json_string_value(e)) > 0);
+		ck_assert_msg(strstr(p.err, line) != NULL, "stderr %s\njson error %s", p.err, json_string_value(e));
+		free(line);
+	}
+	json_decref(j);
+	tu_proc_free(&p);
+	/* the text table has the same row before the error */
+	RUN(&p, "bench", "--device", "cpu", "--op", "rmsnorm-fwd", "--dtype", "f32", "--hidden", "1,16M", "--rows", "2M",
+	    "--iters", "1", "--warmup", "0", "--batch", "1", "--copy-size", "64K");
+	ck_assert_int_eq(p.status, 3);
+	ck_assert_ptr_nonnull(strstr(p.out, "rmsnorm-fwd    f32         1 2097152"));
+	ck_assert_ptr_null(strstr(p.out, "16777216"));
+	tu_proc_free(&p);
+}
+END_TEST
+
+/* A gen --shards that fails leaves none of the shards it wrote, nor a directory it made. */
+START_TEST(test_gen_shards_cleanup)
+{
+	char *dir = tu_tmpdir(), *ds = path_in(dir, "D"), *blocker = path_in(ds, "shard-00001-of-00003.safetensors");
+	struct tu_proc p;
+	struct stat st;
+	int n = 0;
+
+	ck_assert_int_eq(mkdir(ds, 0777), 0);
+	ck_assert_int_eq(mkdir(blocker, 0777), 0);
+	RUN(&p, "gen", "--op", "rmsnorm-fwd", "--rows", "9", "--hidden", "8", "--shards", "3", "--out", ds);
+	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
+	ck_assert_ptr_nonnull(strstr(p.err, "shard-00001-of-00003.safetensors"));
+	ck_assert_str_eq(p.out, "");
+	tu_proc_free(&p);
+	/* only the directory that was in the way is left */
+	{
+		DIR *d = opendir(ds);
+		struct dirent *e;
+
+		ck_assert_ptr_nonnull(d);
+		while ((e = readdir(d)))
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+				ck_assert_msg(!strcmp(e->d_name, "shard-00001-of-00003.safetensors"), "left behind: %s",
+					      e->d_name);
+				n++;
+			}
+		closedir(d);
+	}
+	ck_assert_int_eq(n, 1);
+	ck_assert_int_eq(stat(blocker, &st), 0);
+	ck_assert(S_ISDIR(st.st_mode));
+	/* with the way clear the same command writes all three */
+	ck_assert_int_eq(rmdir(blocker), 0);
+	RUN(&p, "gen", "--op", "rmsnorm-fwd", "--rows", "9", "--hidden", "8", "--shards", "3", "--out", ds);
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	tu_proc_free(&p);
+	ck_assert_int_eq(stat(blocker, &st), 0);
+	ck_assert(S_ISREG(st.st_mode));
+	tu_rmtree(dir);
+	free(ds);
+	free(blocker);
+	free(dir);
+}
+END_TEST
+
 Suite *suite_cli(void)
 {
 	Suite *s = suite_create("cli");
@@ -569,6 +803,11 @@ Suite *suite_cli(void)
 	tcase_add_test(tc, test_plan_emit_cpu);
 	tcase_add_test(tc, test_plan_cluster);
 	tcase_add_test(tc, test_autotune_cpu);
+	tcase_add_test(tc, test_emit_help);
+	tcase_add_test(tc, test_seed_syntax);
+	tcase_add_test(tc, test_size_suffixes);
+	tcase_add_test(tc, test_bench_json_error);
+	tcase_add_test(tc, test_gen_shards_cleanup);
 	suite_add_tcase(s, tc);
 	return s;
 }

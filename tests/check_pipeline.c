@@ -669,13 +669,14 @@ static pid_t spawn(char *const argv[], const char *out, const char *err)
 	return pid;
 }
 
-static char *slurp(const char *path)
+/* A file's bytes, NUL-terminated (malloc'd); their count in *len unless len is NULL. */
+static char *slurp(const char *path, size_t *len)
 {
 	FILE *f = fopen(path, "rb");
 	char *buf;
 	long n;
 
-	ck_assert(f != NULL);
+	ck_assert_msg(f != NULL, "cannot open %s", path);
 	fseek(f, 0, SEEK_END);
 	n = ftell(f);
 	fseek(f, 0, SEEK_SET);
@@ -683,6 +684,8 @@ static char *slurp(const char *path)
 	ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
 	buf[n] = '\0';
 	fclose(f);
+	if (len)
+		*len = (size_t)n;
 	return buf;
 }
 
@@ -739,8 +742,8 @@ static void interrupt_run(int sig)
 	kill(pid, sig);
 	status = reap(pid);
 	(void)t0;
-	text = slurp(so);
-	err = slurp(se);
+	text = slurp(so, NULL);
+	err = slurp(se, NULL);
 	ck_assert_msg(status == 0, "exit %d after signal %d: %s", status, sig, err);
 	ck_assert_msg(strstr(err, sig == SIGINT ? "SIGINT" : "SIGTERM") != NULL, "%s", err);
 	j = json_loads(text, 0, &je);
@@ -864,6 +867,22 @@ START_TEST(test_devices)
 	ck_assert_int_eq(jint(j, "batches"), 48);
 	ck_assert_str_eq(jstr(j, "device"), "cpu,cpu");
 	ck_assert(json_is_true(json_object_get(json_object_get(j, "output"), "written")));
+	/* the run's verdict per tensor: the worst of the two devices' */
+	for (int t = 0; t < 3; t++) {
+		static const char *const tn[] = { "y", "mean", "rstd" };
+		char path[64];
+		double all, d0, d1;
+
+		snprintf(path, sizeof(path), "verify.tensors.%s.rel_l2", tn[t]);
+		all = jreal(j, path);
+		d0 = jreal(json_array_get(devs, 0), path);
+		d1 = jreal(json_array_get(devs, 1), path);
+		ck_assert_msg(all == (d0 > d1 ? d0 : d1), "%s: run %g, devices %g and %g", tn[t], all, d0, d1);
+		snprintf(path, sizeof(path), "verify.tensors.%s.tolerance", tn[t]);
+		ck_assert(jreal(j, path) > 0);
+	}
+	ck_assert(json_is_true(json_object_get(
+		json_object_get(json_object_get(json_object_get(j, "verify"), "tensors"), "y"), "pass")));
 	json_decref(j);
 	tu_proc_free(&p);
 	ck_assert_int_eq(dir_count(out, NULL, 0), 3);
@@ -961,11 +980,122 @@ START_TEST(test_lists_raw_modes)
 }
 END_TEST
 
+/* --output naming the input (a file, a symlink to it, a directory of shards): refused before anything
+ * is written, the input intact, no temporary file left. */
+START_TEST(test_output_onto_input)
+{
+	char *dir = tu_tmpdir(), *in = path_in(dir, "in.safetensors"), *ln = path_in(dir, "link.safetensors");
+	char *ds = path_in(dir, "ds"), *shard = path_in(ds, "shard-00001-of-00002.safetensors"), names[512];
+	char *before, *after;
+	size_t nb, na;
+	struct tu_proc p;
+
+	gen("layernorm-bwd", "bf16", "40", "64", "1", in);
+	before = slurp(in, &nb);
+	ck_assert_int_eq(symlink(in, ln), 0);
+	for (int k = 0; k < 2; k++) {
+		RUN(&p, "run", "--input", in, "--device", "cpu", "--output", k ? ln : in, "--copy-size", "64K");
+		ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
+		ck_assert_msg(strstr(p.err, "EEXIST") && strstr(p.err, in), "%s", p.err);
+		tu_proc_free(&p);
+		after = slurp(in, &na);
+		ck_assert_msg(na == nb && !memcmp(before, after, nb), "the input changed (output %s)", k ? ln : in);
+		free(after);
+	}
+	ck_assert_int_eq(dir_count(dir, names, sizeof(names)), 2); /* in and link: no temporary file */
+	free(before);
+
+	gen("rmsnorm-fwd", "f32", "30", "16", "2", ds);
+	before = slurp(shard, &nb);
+	RUN(&p, "run", "--input", ds, "--device", "cpu", "--output", ds, "--copy-size", "64K");
+	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
+	ck_assert_msg(strstr(p.err, "it is the input"), "%s", p.err);
+	tu_proc_free(&p);
+	after = slurp(shard, &na);
+	ck_assert_msg(na == nb && !memcmp(before, after, nb), "a shard changed");
+	ck_assert_int_eq(dir_count(ds, names, sizeof(names)), 2);
+	free(before);
+	free(after);
+	tu_rmtree(dir);
+	free(in);
+	free(ln);
+	free(shard);
+	free(ds);
+	free(dir);
+}
+END_TEST
+
+/* A directory whose shard names say how many there are: a missing or misnumbered shard is an error,
+ * sets numbered from 0 (wsnorm gen) or from 1 both run. */
+START_TEST(test_shard_set)
+{
+	char *dir = tu_tmpdir(), *ds = path_in(dir, "ds"), *held = path_in(dir, "held.safetensors");
+	char *s1 = path_in(ds, "shard-00001-of-00003.safetensors"), *s7 = path_in(ds, "shard-00007-of-00003.safetensors");
+	static const char *const one_based[] = { "part-1-of-3.safetensors", "part-2-of-3.safetensors",
+						 "part-3-of-3.safetensors" };
+	static const char *const zero_based[] = { "shard-00000-of-00003.safetensors", "shard-00001-of-00003.safetensors",
+						  "shard-00002-of-00003.safetensors" };
+	struct tu_proc p;
+
+	gen("rmsnorm-fwd", "bf16", "9", "8", "3", ds);
+	ck_assert_int_eq(rename(s1, held), 0);
+	RUN(&p, "run", "--input", ds, "--device", "cpu", "--copy-size", "64K");
+	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
+	ck_assert_msg(strstr(p.err, "shard-00001-of-00003.safetensors of 3 is missing"), "%s", p.err);
+	ck_assert_str_eq(p.out, "");
+	tu_proc_free(&p);
+	ck_assert_int_eq(rename(held, s1), 0);
+	ck_assert_int_eq(link(s1, s7), 0);
+	RUN(&p, "run", "--input", ds, "--device", "cpu", "--copy-size", "64K");
+	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
+	ck_assert_msg(strstr(p.err, "numbered outside 0..2"), "%s", p.err);
+	tu_proc_free(&p);
+	ck_assert_int_eq(unlink(s7), 0);
+	for (int i = 0; i < 3; i++) { /* renumber from 1 */
+		char *from = path_in(ds, zero_based[i]), *to = path_in(ds, one_based[i]);
+		ck_assert_int_eq(rename(from, to), 0);
+		free(from);
+		free(to);
+	}
+	RUN(&p, "run", "--input", ds, "--device", "cpu", "--copy-size", "64K");
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	ck_assert_ptr_nonnull(strstr(p.out, "9 rows x 8, 3 shards"));
+	tu_proc_free(&p);
+	tu_rmtree(dir);
+	free(ds);
+	free(held);
+	free(s1);
+	free(s7);
+	free(dir);
+}
+END_TEST
+
+/* --inject-fault on a device that gets no batch (one batch, two devices): the run still fails, every time. */
+START_TEST(test_fault_without_batch)
+{
+	char *dir = tu_tmpdir(), *in = path_in(dir, "in.safetensors");
+	struct tu_proc p;
+
+	gen("rmsnorm-fwd", "bf16", "20", "32", "1", in);
+	for (int i = 0; i < 16; i++) { /* which device takes the batch is a race: try both ways often */
+		RUN(&p, "run", "--input", in, "--devices", "cpu,cpu", "--inject-fault", i % 2 ? "1" : "0", "--copy-size",
+		    "64K");
+		ck_assert_msg(p.status == 3, "try %d: exit %d: %s", i, p.status, p.err);
+		ck_assert_msg(strstr(p.err, "injected fault"), "%s", p.err);
+		ck_assert_msg(strstr(p.out, "result   ERROR"), "%s", p.out);
+		tu_proc_free(&p);
+	}
+	tu_rmtree(dir);
+	free(in);
+	free(dir);
+}
+END_TEST
+
 /* Misuse of the pipeline options: exit 2 and the golden message. */
 START_TEST(test_usage_golden)
 {
 	static const struct {
-		const char *args[6];
+		const char *args[10];
 		const char *golden;
 	} cases[] = {
 		{ { "run", "--input", "x", "--duration", "5x", NULL }, "err-run-duration.txt" },
@@ -973,22 +1103,16 @@ START_TEST(test_usage_golden)
 		{ { "run", "--input", "x", "--kernel-loops", "0", NULL }, "err-run-kernel-loops.txt" },
 		{ { "run", "--input", "x", "--min-read-gbs", "-1", NULL }, "err-run-min-read.txt" },
 		{ { "run", "--device", "cpu", "--devices", "cpu", NULL }, "err-run-devices.txt" },
+		{ { "run", "--device", "auto", "--devices", "cpu", NULL }, "err-run-devices.txt" },
+		{ { "run", "--input", "x", "--device", "cuda:x", NULL }, "err-run-device-spec.txt" },
+		{ { "run", "--input", "x", "--devices", "cpu,gpu0", NULL }, "err-run-devices-spec.txt" },
+		{ { "run", "--input", "x", "--shape", "4x4", "--op", "layernorm-fwd", NULL }, "err-run-shape-dtype.txt" },
+		{ { "run", "--input", "x", "--shape", "4x4", "--dtype", "f32", "--op", "rmsnorm-bwd", NULL },
+		  "err-run-shape-op.txt" },
 	};
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		char *argv[8] = { (char *)tu_wsnorm_bin() };
-		struct tu_proc p;
-		int n = 1;
-
-		for (int k = 0; cases[i].args[k]; k++)
-			argv[n++] = (char *)cases[i].args[k];
-		argv[n] = NULL;
-		tu_run(argv, 60, &p);
-		ck_assert_msg(p.status == 2, "%s: exit %d: %s", cases[i].golden, p.status, p.err);
-		ck_assert_str_eq(p.out, "");
-		tu_assert_golden(p.err, cases[i].golden);
-		tu_proc_free(&p);
-	}
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		tu_assert_usage_golden(cases[i].args, cases[i].golden);
 }
 END_TEST
 
@@ -1272,6 +1396,9 @@ Suite *suite_pipeline(void)
 	tcase_add_test(tc, test_thresholds);
 	tcase_add_test(tc, test_devices);
 	tcase_add_test(tc, test_lists_raw_modes);
+	tcase_add_test(tc, test_output_onto_input);
+	tcase_add_test(tc, test_shard_set);
+	tcase_add_test(tc, test_fault_without_batch);
 	tcase_add_test(tc, test_usage_golden);
 	tcase_add_test(tc, test_bench_h2d);
 	tcase_add_test(tc, test_gpu_path_on_cpu);

@@ -108,6 +108,24 @@ void tu_assert_golden(const char *got, const char *name)
 	free(want);
 }
 
+void tu_assert_usage_golden(const char *const *args, const char *golden)
+{
+	char *argv[16] = { (char *)tu_wsnorm_bin() };
+	struct tu_proc p;
+	int n = 1;
+
+	for (int k = 0; args[k]; k++) {
+		ck_assert_int_lt(n, 15);
+		argv[n++] = (char *)args[k];
+	}
+	argv[n] = NULL;
+	tu_run(argv, 60, &p);
+	ck_assert_msg(p.status == 2, "%s: exit %d, stderr %s", golden, p.status, p.err);
+	ck_assert_str_eq(p.out, "");
+	tu_assert_golden(p.err, golden);
+	tu_proc_free(&p);
+}
+
 void tu_assert_why_clauses(const char *who, const char *why)
 {
 	ck_assert_msg(!strstr(why, "; ;") && !strstr(why, ";;"), "%s: empty clause in '%s'", who, why);

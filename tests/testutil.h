@@ -36,6 +36,9 @@ void tu_proc_free(struct tu_proc *p);
 char *tu_golden(const char *name);
 /* ck_assert that got equals tests/golden/<name>, showing both when they differ. */
 void tu_assert_golden(const char *got, const char *name);
+/* Run wsnorm with args (NULL-terminated, at most 14) and ck_assert a usage error: exit status 2, nothing
+ * on stdout, the message on stderr equal to tests/golden/<golden>. */
+void tu_assert_usage_golden(const char *const *args, const char *golden);
 /* ck_assert that a plan's reasoning has no empty clause ("; ;" or ";;"); who names the kernel. */
 void tu_assert_why_clauses(const char *who, const char *why);
 /* The wsnorm binary under test ($WSNORM_BIN). */
