@@ -130,8 +130,8 @@ json_t *cli_json_real(double v);
 
 /* Whether spec has the form wsn_device_open() parses: auto, cpu, cuda or amd, optionally ":N". */
 int cli_device_spec_ok(const char *spec);
-/* Open a device, reporting failures; returns 0 or EXIT_RUNTIME. */
-int cli_open_device(const char *spec, int threads, struct wsn_device **out);
+/* Open a device for command cmd, reporting failures ("wsnorm: cmd: cannot open device ..."); 0 or EXIT_RUNTIME. */
+int cli_open_device(const char *cmd, const char *spec, int threads, struct wsn_device **out);
 
 /* Parse a duration: a positive number of seconds with an optional s, m or h suffix. 0 or -1. */
 int cli_parse_duration(const char *s, double *seconds);

@@ -518,7 +518,7 @@ int cmd_bench(int argc, char **argv)
 	}
 	if (optind < argc)
 		return cli_usage_error("bench", "unexpected argument '%s'", argv[optind]);
-	if ((ret = cli_open_device(o.device, 0, &t.dev)))
+	if ((ret = cli_open_device("bench", o.device, 0, &t.dev)))
 		return ret;
 	wsn_device_info(t.dev, &di);
 	/* the CPU has no GPU kernels whose parameters could be forced */

@@ -256,7 +256,7 @@ int cmd_gen(int argc, char **argv)
 		return cli_usage_error("gen", "--shards %d is more than --rows %lld", g.shards, (long long)g.rows);
 	if (g.rows > (int64_t)(SIZE_MAX / 4) / g.hidden)
 		return cli_usage_error("gen", "%lld x %lld is too large", (long long)g.rows, (long long)g.hidden);
-	if ((ret = cli_open_device("cpu", 0, &cpu)))
+	if ((ret = cli_open_device("gen", "cpu", 0, &cpu)))
 		return ret;
 	if (g.shards == 1)
 		ret = write_shard(&g, cpu, 0, g.rows, g.out);
@@ -272,7 +272,7 @@ int cli_gen_file(enum wsn_op op, enum wsn_dtype dt, int64_t rows, int64_t hidden
 	struct gen g = { .op = op, .dt = dt, .rows = rows, .hidden = hidden, .shards = 1, .seed = seed,
 			 .eps = WSN_DEFAULT_EPS, .weight = 1, .bias = 1, .out = path };
 	struct wsn_device *cpu = NULL;
-	int ret = cli_open_device("cpu", 0, &cpu);
+	int ret = cli_open_device("gen", "cpu", 0, &cpu);
 
 	if (!ret)
 		ret = write_shard(&g, cpu, 0, rows, path);

@@ -196,7 +196,7 @@ int cmd_plan(int argc, char **argv)
 		struct wsn_plan *plan = NULL;
 		int n;
 
-		if ((ret = cli_open_device(o.device, 0, &dev)))
+		if ((ret = cli_open_device("plan", o.device, 0, &dev)))
 			return ret;
 		if ((ret = no_gpu_kernels(&o, dev))) {
 			wsn_device_close(dev);

@@ -984,7 +984,7 @@ static int run_demo(struct run_opts *o)
 	int ret = EXIT_PASS, r, verbose = cli_verbose, interrupted = 0;
 	enum wsn_dtype dt = o->have_dt ? o->dt : WSN_BF16;
 
-	if ((r = cli_open_device(o->device, o->cfg.threads, &dev))) {
+	if ((r = cli_open_device("run", o->device, o->cfg.threads, &dev))) {
 		json_decref(runs);
 		return r;
 	}

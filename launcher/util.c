@@ -347,16 +347,16 @@ json_t *cli_json_real(double v)
 	return isfinite(v) ? json_real(v) : json_null();
 }
 
-int cli_open_device(const char *spec, int threads, struct wsn_device **out)
+int cli_open_device(const char *cmd, const char *spec, int threads, struct wsn_device **out)
 {
 	int err = wsn_device_open(spec, out);
 
 	if (err < 0)
-		return cli_fail(err, "cannot open device '%s'", spec);
+		return cli_fail(err, "%s: cannot open device '%s'", cmd, spec);
 	if (threads > 0 && (err = wsn_device_set_threads(*out, threads)) < 0) {
 		wsn_device_close(*out);
 		*out = NULL;
-		return cli_fail(err, "cannot set %d threads", threads);
+		return cli_fail(err, "%s: cannot set %d threads", cmd, threads);
 	}
 	return 0;
 }

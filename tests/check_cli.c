@@ -260,10 +260,18 @@ START_TEST(test_bad_inputs)
 	ck_assert_ptr_nonnull(strstr(p.err, "'dy'"));
 	tu_proc_free(&p);
 
-	/* the device does not exist */
+	/* the device does not exist: a runtime error, named with the command */
 	RUN(&p, "run", "--input", in, "--device", "cpu:3");
 	ck_assert_int_eq(p.status, 3);
-	ck_assert_ptr_nonnull(strstr(p.err, "cpu:3"));
+	ck_assert_msg(strstr(p.err, "run: cannot open device 'cpu:3'"), "%s", p.err);
+	tu_proc_free(&p);
+	RUN(&p, "plan", "--op", "rmsnorm-fwd", "--hidden", "64", "--device", "cpu:3");
+	ck_assert_int_eq(p.status, 3);
+	ck_assert_msg(strstr(p.err, "wsnorm: plan: cannot open device 'cpu:3'"), "%s", p.err);
+	tu_proc_free(&p);
+	RUN(&p, "bench", "--op", "rmsnorm-fwd", "--hidden", "64", "--device", "cpu:3");
+	ck_assert_int_eq(p.status, 3);
+	ck_assert_msg(strstr(p.err, "wsnorm: bench: cannot open device 'cpu:3'"), "%s", p.err);
 	tu_proc_free(&p);
 	tu_rmtree(dir);
 	free(in);
