@@ -405,7 +405,9 @@ static int check_thresholds(const struct run_opts *o, const struct pl_run *run, 
 
 /* ---- the report ---- */
 
-static json_t *stage_json(const struct pl_stage *st, double gbs)
+/* A stage's numbers; per is the stage's rows per dataset row (the kernel's loops for compute), so that
+ * its rate alone is in the rows its own rate counts. */
+static json_t *stage_json(const struct pl_stage *st, double gbs, int per)
 {
 	json_t *o = json_object();
 
@@ -418,7 +420,7 @@ static json_t *stage_json(const struct pl_stage *st, double gbs)
 	json_object_set_new(o, "p50_ms", cli_json_real(pl_hist_quantile(&st->lat, 0.5) * 1e3));
 	json_object_set_new(o, "p99_ms", cli_json_real(pl_hist_quantile(&st->lat, 0.99) * 1e3));
 	if (st->alone_rows_s > 0) {
-		json_object_set_new(o, "alone_rows_per_s", cli_json_real(st->alone_rows_s));
+		json_object_set_new(o, "alone_rows_per_s", cli_json_real(st->alone_rows_s * per));
 		json_object_set_new(o, "alone_gbs", cli_json_real(st->alone_gbs));
 	}
 	return o;
@@ -430,7 +432,7 @@ static json_t *stages_json(const struct run_opts *o, const struct pl_devres *r0,
 	json_t *j = json_object();
 
 	for (int s = 0; s < ST_N; s++) {
-		json_t *x = stage_json(&st[s], rates[s]);
+		json_t *x = stage_json(&st[s], rates[s], s == ST_KERNEL ? o->cfg.kernel_loops : 1);
 		if (s == ST_KERNEL) {
 			double tbs = rates[s] / 1e3;
 			json_object_set_new(x, "tbs", cli_json_real(tbs));
@@ -518,10 +520,17 @@ static json_t *io_json(const struct io_view *r)
 	return io;
 }
 
-static const char *status_name(int status, int threshold_missed)
+/* A run's result: a wrong output outranks a missed threshold, as in the text report. */
+static const char *status_name(int status, int threshold_missed, int64_t mismatched)
 {
 	return status == EXIT_PASS ? "pass" : status == EXIT_RUNTIME ? "error" :
-	       threshold_missed && status == EXIT_MISMATCH ? "threshold" : "mismatch";
+	       threshold_missed && !mismatched ? "threshold" : "mismatch";
+}
+
+/* Passes over the dataset begun: the whole ones and, when the cursor stopped inside one, that one. */
+static unsigned long long passes_begun(const struct pl_dataset *ds)
+{
+	return (unsigned long long)ds->pass + (ds->cur > 0 || ds->cur_row > 0);
 }
 
 /* Everything the report needs beyond the run itself. */
@@ -595,7 +604,7 @@ static json_t *report_json(const struct run_opts *o, const struct pl_run *run, c
 	json_object_set_new(j, "ring", json_integer(o->cfg.ring));
 	json_object_set_new(j, "kernel_loops", json_integer(o->cfg.kernel_loops));
 	json_object_set_new(j, "kernel_rows", json_integer(kr));
-	json_object_set_new(j, "passes", json_integer((json_int_t)(ds->pass + (ds->cur > 0 ? 1 : 0))));
+	json_object_set_new(j, "passes", json_integer((json_int_t)passes_begun(ds)));
 	json_object_set_new(j, "wall_seconds", cli_json_real(sm->wall));
 	json_object_set_new(j, "rows_per_s", cli_json_real(sm->e2e_rows_s));
 	json_object_set_new(j, "interrupted", json_boolean(sm->interrupted_by != 0));
@@ -644,7 +653,7 @@ static json_t *report_json(const struct run_opts *o, const struct pl_run *run, c
 		json_object_set_new(d, "index", json_integer(r->index));
 		json_object_set_new(d, "device", json_string(r->spec));
 		json_object_set_new(d, "device_name", json_string(r->name));
-		json_object_set_new(d, "result", json_string(status_name(r->status, 0)));
+		json_object_set_new(d, "result", json_string(status_name(r->status, 0, r->mismatched_batches)));
 		if (r->status == EXIT_RUNTIME)
 			json_object_set_new(d, "error", json_string(r->errmsg));
 		json_object_set_new(d, "rows", json_integer(r->rows));
@@ -662,7 +671,7 @@ static json_t *report_json(const struct run_opts *o, const struct pl_run *run, c
 	json_object_set_new(j, "devices", devs);
 	if (sm->error)
 		json_object_set_new(j, "error", json_string(sm->error));
-	json_object_set_new(j, "result", json_string(status_name(sm->status, sm->threshold_missed)));
+	json_object_set_new(j, "result", json_string(status_name(sm->status, sm->threshold_missed, sm->vbad)));
 	return j;
 }
 
@@ -674,11 +683,11 @@ static void stage_line(const char *name, const struct pl_stage *st, double gbs, 
 	       tail ? "  " : "", tail ? tail : "");
 }
 
-static void alone_note(char *buf, size_t len, const struct pl_stage *st, int standalone)
+static void alone_note(char *buf, size_t len, const struct pl_stage *st, int standalone, int per)
 {
 	size_t n = strlen(buf);
 	if (standalone && st->alone_rows_s > 0)
-		snprintf(buf + n, len - n, "%salone %.3g rows/s", n ? "; " : "", st->alone_rows_s);
+		snprintf(buf + n, len - n, "%salone %.3g rows/s", n ? "; " : "", st->alone_rows_s * per);
 }
 
 static void stages_text(const struct run_opts *o, const struct pl_devres *r0, const struct io_view *io,
@@ -714,7 +723,7 @@ static void stages_text(const struct run_opts *o, const struct pl_devres *r0, co
 		default:
 			break;
 		}
-		alone_note(tail, sizeof(tail), &st[s], o->cfg.standalone);
+		alone_note(tail, sizeof(tail), &st[s], o->cfg.standalone, s == ST_KERNEL ? o->cfg.kernel_loops : 1);
 		if (s == ST_VERIFY) {
 			printf("  verify   %lld batch%s, p50 %.3g ms  p99 %.3g ms%s%s\n", (long long)st[s].batches,
 			       st[s].batches == 1 ? "" : "es",
@@ -771,7 +780,7 @@ static void report_text(const struct run_opts *o, const struct pl_run *run, cons
 		printf("%d devices\n", run->ndev);
 	printf("  pipeline %lld batch%s of up to %lld rows, ring %d, %llu pass%s, kernel x%d, %.3f s, %.3g rows/s%s\n",
 	       (long long)sm->batches, sm->batches == 1 ? "" : "es", (long long)o->cfg.batch_rows, o->cfg.ring,
-	       (unsigned long long)(ds->pass + (ds->cur > 0 ? 1 : 0)), ds->pass + (ds->cur > 0) == 1 ? "" : "es",
+	       passes_begun(ds), passes_begun(ds) == 1 ? "" : "es",
 	       o->cfg.kernel_loops, sm->wall, sm->e2e_rows_s, sm->interrupted_by ? " (interrupted)" : "");
 	if (cli_verbose > 0 && r0->plan[0])
 		printf("%s", r0->plan);

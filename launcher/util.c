@@ -366,11 +366,19 @@ int cli_parse_duration(const char *s, double *seconds)
 	char *end;
 	double v, mult = 1;
 
-	if (!s || !*s || *s == '-')
+	size_t digits;
+
+	if (!s)
+		return -1;
+	/* decimal digits with at most one point (90, 1.5, .5), then s, m or h: no sign, space, exponent or hex */
+	digits = strspn(s, "0123456789");
+	if (s[digits] == '.')
+		digits += 1 + strspn(s + digits + 1, "0123456789");
+	if (!digits || (digits == 1 && s[0] == '.'))
 		return -1;
 	errno = 0;
 	v = strtod(s, &end);
-	if (errno || end == s)
+	if (errno || end != s + digits)
 		return -1;
 	if (!strcmp(end, "m"))
 		mult = 60;

@@ -582,6 +582,18 @@ START_TEST(test_iterations_kernel_loops)
 	ck_assert(json_is_false(json_object_get(j, "interrupted")));
 	json_decref(j);
 	tu_proc_free(&p);
+	/* the kernel alone is rated in the rows its own rate counts, each launch counted: of the order of
+	 * that rate (other suites running at once move it by a few times), not 1/64 of it */
+	RUN(&p, "run", "--input", ds, "--device", "cpu", "--json", "--copy-size", "64K", "--batch-rows", "50",
+	    "--kernel-loops", "64", "--standalone", "--threads", "2");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	j = parse(&p);
+	{
+		double ratio = jreal(j, "stages.compute.alone_rows_per_s") / jreal(j, "stages.compute.rows_per_s");
+		ck_assert_msg(ratio > 0.1, "compute alone / in the pipeline = %g", ratio);
+	}
+	json_decref(j);
+	tu_proc_free(&p);
 	tu_rmtree(dir);
 	free(ds);
 	free(dir);
@@ -604,8 +616,27 @@ START_TEST(test_duration)
 	ck_assert(jint(j, "passes") >= 2);
 	ck_assert(jint(j, "rows") >= 128);
 	ck_assert_int_eq(jint(j, "rows") % 16, 0);
+	/* passes begun: the last one counts when the deadline stopped the cursor inside it */
+	ck_assert_int_eq(jint(j, "passes"), (jint(j, "rows") + 63) / 64);
 	json_decref(j);
 	tu_proc_free(&p);
+	/* a duration shorter than a batch still takes the first batch and verifies it */
+	RUN(&p, "run", "--input", in, "--device", "cpu", "--json", "--copy-size", "64K", "--duration", "0.0000001");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	j = parse(&p);
+	ck_assert(jint(j, "rows") >= 1);
+	ck_assert(jint(j, "verify.batches") >= 1);
+	ck_assert_int_eq(jint(j, "passes"), 1);
+	json_decref(j);
+	tu_proc_free(&p);
+	/* decimal digits, one point, s, m or h: nothing else */
+	static const char *const bad[] = { " 5", "+5", "1e3s", "0x10", "5 ", ".", "s", "5ms", "inf", "nan" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		RUN(&p, "run", "--input", in, "--device", "cpu", "--duration", (char *)bad[i]);
+		ck_assert_msg(p.status == 2 && strstr(p.err, "bad --duration"), "--duration '%s': exit %d: %s", bad[i],
+			      p.status, p.err);
+		tu_proc_free(&p);
+	}
 	tu_rmtree(dir);
 	free(in);
 	free(dir);
@@ -842,6 +873,20 @@ START_TEST(test_thresholds)
 	    "--copy-size", "64K");
 	ck_assert_msg(p.status == 0, "%s", p.err);
 	tu_proc_free(&p);
+	/* a wrong output and a missed threshold: the result is the mismatch, in the JSON as in the text */
+	for (int k = 0; k < 2; k++) {
+		RUN(&p, "run", "--input", in, "--device", "cpu", "--inject-mismatch", "--min-read-gbs", "1000000",
+		    "--copy-size", "64K", k ? "--json" : NULL);
+		ck_assert_int_eq(p.status, 1);
+		if (k) {
+			j = parse(&p);
+			ck_assert_str_eq(jstr(j, "result"), "mismatch");
+			json_decref(j);
+		} else {
+			ck_assert_msg(strstr(p.out, "FAIL: verification mismatch"), "%s", p.out);
+		}
+		tu_proc_free(&p);
+	}
 	tu_rmtree(dir);
 	free(in);
 	free(dir);

@@ -27,8 +27,8 @@ struct wsn_read_stats {
 	uint64_t bytes;       /* bytes delivered to callers */
 	uint64_t reads;       /* read requests completed */
 	uint64_t short_reads; /* reads that returned less than asked and were resubmitted */
-	uint64_t direct_files;   /* files opened with O_DIRECT */
-	uint64_t buffered_files; /* files read through the page cache */
+	uint64_t direct_files;   /* file opens with O_DIRECT (a file may be opened more than once) */
+	uint64_t buffered_files; /* file opens through the page cache */
 	double seconds;       /* wall time spent inside wsn_reader_read() */
 };
 
