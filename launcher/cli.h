@@ -105,6 +105,13 @@ enum { CLI_KP_BLOCK_THREADS, CLI_KP_GROUPS, CLI_KP_UNROLL, CLI_KP_STAGES, CLI_KP
 int cli_parse_kparam(const char *cmd, int k, const char *s, int force[CLI_KP_COUNT]);
 /* The option of the first forced parameter ("--groups"), or NULL when none is forced. */
 const char *cli_kparam_forced(const int force[CLI_KP_COUNT]);
+/*
+ * On the CPU device (di, opened from spec), which has no GPU kernels, forcing one of their parameters
+ * or a GPU target (arch != 0) is a usage error of cmd naming the option; 0 elsewhere or when nothing
+ * is forced, else EXIT_USAGE.
+ */
+int cli_kparam_gpu_only(const char *cmd, const char *spec, const struct wsn_device_info *di,
+			const int force[CLI_KP_COUNT], int arch);
 /* Copy the forced parameters into the plan options (0: the planner's choice). */
 void cli_kparam_apply(const int force[CLI_KP_COUNT], struct wsn_plan_options *po);
 

@@ -436,7 +436,6 @@ int cmd_bench(int argc, char **argv)
 	int64_t v;
 	json_t *jres = NULL;
 	char *error = NULL; /* the runtime error that ended the measurement, for --json */
-	const char *forced;
 
 	memset(&o, 0, sizeof(o));
 	o.device = "auto";
@@ -521,12 +520,8 @@ int cmd_bench(int argc, char **argv)
 	if ((ret = cli_open_device("bench", o.device, 0, &t.dev)))
 		return ret;
 	wsn_device_info(t.dev, &di);
-	/* the CPU has no GPU kernels whose parameters could be forced */
-	if (di.exec_mem == WSN_MEM_HOST && (forced = cli_kparam_forced(o.force))) {
-		ret = cli_usage_error("bench", "%s forces a GPU kernel parameter, but the CPU device%s has no GPU kernels",
-				      forced, strcmp(o.device, "auto") ? "" : " (--device auto found no GPU)");
+	if ((ret = cli_kparam_gpu_only("bench", o.device, &di, o.force, 0)))
 		goto out;
-	}
 	if (di.exec_mem == WSN_MEM_HOST) {
 		if (!o.have_rows)
 			o.rows = CPU_DEFAULT_ROWS;

@@ -167,22 +167,6 @@ int cmd_emit(int argc, char **argv)
 	return EXIT_PASS;
 }
 
-/*
- * The CPU device has no GPU kernels: forcing one of their parameters or a GPU target on it is a
- * usage error (the modelled devices and GPUs take them). Returns 0 or EXIT_USAGE.
- */
-static int no_gpu_kernels(const struct shape_opts *o, struct wsn_device *dev)
-{
-	struct wsn_device_info di;
-	const char *opt = cli_kparam_forced(o->force);
-
-	if (wsn_device_info(dev, &di) < 0 || di.exec_mem != WSN_MEM_HOST || (!opt && !o->po.arch))
-		return 0;
-	return cli_usage_error("plan", "%s %s, but the CPU device%s has no GPU kernels", opt ? opt : "--arch",
-			       opt ? "forces a GPU kernel parameter" : "picks a GPU target",
-			       strcmp(o->device, "auto") ? "" : " (--device auto found no GPU)");
-}
-
 int cmd_plan(int argc, char **argv)
 {
 	struct shape_opts o;
@@ -193,12 +177,14 @@ int cmd_plan(int argc, char **argv)
 		return r < 0 ? EXIT_PASS : r;
 	if (o.device) {
 		struct wsn_device *dev = NULL;
+		struct wsn_device_info di;
 		struct wsn_plan *plan = NULL;
 		int n;
 
 		if ((ret = cli_open_device("plan", o.device, 0, &dev)))
 			return ret;
-		if ((ret = no_gpu_kernels(&o, dev))) {
+		if (wsn_device_info(dev, &di) == 0 &&
+		    (ret = cli_kparam_gpu_only("plan", o.device, &di, o.force, o.po.arch))) {
 			wsn_device_close(dev);
 			return ret;
 		}

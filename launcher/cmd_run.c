@@ -405,8 +405,14 @@ static int check_thresholds(const struct run_opts *o, const struct pl_run *run, 
 
 /* ---- the report ---- */
 
-/* A stage's numbers; per is the stage's rows per dataset row (the kernel's loops for compute), so that
- * its rate alone is in the rows its own rate counts. */
+/* Rows stage s counts per dataset row: the kernel's loops for compute (each launch counts), else 1. Its
+ * rate alone, measured in dataset rows, is reported times this, in the rows its own rate counts. */
+static int stage_rows_per_row(const struct run_opts *o, int s)
+{
+	return s == ST_KERNEL ? o->cfg.kernel_loops : 1;
+}
+
+/* A stage's numbers; per: stage_rows_per_row(). */
 static json_t *stage_json(const struct pl_stage *st, double gbs, int per)
 {
 	json_t *o = json_object();
@@ -432,7 +438,7 @@ static json_t *stages_json(const struct run_opts *o, const struct pl_devres *r0,
 	json_t *j = json_object();
 
 	for (int s = 0; s < ST_N; s++) {
-		json_t *x = stage_json(&st[s], rates[s], s == ST_KERNEL ? o->cfg.kernel_loops : 1);
+		json_t *x = stage_json(&st[s], rates[s], stage_rows_per_row(o, s));
 		if (s == ST_KERNEL) {
 			double tbs = rates[s] / 1e3;
 			json_object_set_new(x, "tbs", cli_json_real(tbs));
@@ -723,7 +729,7 @@ static void stages_text(const struct run_opts *o, const struct pl_devres *r0, co
 		default:
 			break;
 		}
-		alone_note(tail, sizeof(tail), &st[s], o->cfg.standalone, s == ST_KERNEL ? o->cfg.kernel_loops : 1);
+		alone_note(tail, sizeof(tail), &st[s], o->cfg.standalone, stage_rows_per_row(o, s));
 		if (s == ST_VERIFY) {
 			printf("  verify   %lld batch%s, p50 %.3g ms  p99 %.3g ms%s%s\n", (long long)st[s].batches,
 			       st[s].batches == 1 ? "" : "es",

@@ -157,15 +157,13 @@ int pl_out_create(struct pl_dataset *ds, int i, char *msg, size_t len)
 			out_free(o);
 			return WSN_EISDIR;
 		}
-		for (int k = 0; k < ds->n; k++) { /* the rename at the end would replace an input with its outputs */
-			struct stat in;
-			if (stat(ds->shards[k].path, &in) == 0 && st.st_dev == in.st_dev && st.st_ino == in.st_ino) {
+		for (int k = 0; k < ds->n; k++) /* the rename at the end would replace an input with its outputs */
+			if (st.st_dev == ds->shards[k].dev && st.st_ino == ds->shards[k].ino) {
 				snprintf(msg, len, "run: cannot write '%s': EEXIST: it is the input '%s', which the outputs "
 					 "would replace: give --output another path", o->path, ds->shards[k].path);
 				out_free(o);
 				return WSN_EEXIST;
 			}
-		}
 	}
 	for (int k = PL_OUT_DW; k <= PL_OUT_DB; k++)
 		if (sh->out[k] && !(o->acc[k - PL_OUT_DW] = calloc((size_t)sh->hidden, sizeof(double))))

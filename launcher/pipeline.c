@@ -215,57 +215,72 @@ static const char *base_name(const char *path)
 	return b ? b + 1 : path;
 }
 
-/* Whether base is shard i (any i when i < 0) of the set that a (named aname) belongs to. */
-static int same_set(const char *aname, const struct shard_name *a, const char *base, long i)
+/* Whether a and b (named an and bn) name shards of one set: the same PREFIX and K. */
+static int same_set(const char *an, const struct shard_name *a, const char *bn, const struct shard_name *b)
 {
-	struct shard_name b;
-
-	return !shard_name(base, &b) && b.prefix == a->prefix && !strncmp(aname, base, a->prefix) && b.k == a->k &&
-	       (i < 0 || b.i == i);
+	return b->of && b->prefix == a->prefix && b->k == a->k && !strncmp(an, bn, a->prefix);
 }
 
 /*
  * Shards named PREFIX-I-of-K.safetensors (as `wsnorm gen --shards` and other writers name them) say how
  * many there are: every one of a set must be present, numbered from 0 or from 1, so that a copy cut
- * short is not taken for the whole dataset.
+ * short is not taken for the whole dataset. Each name is parsed once; a set is checked from its first
+ * name, with a mark per index.
  */
 static int check_shard_set(const char *dir, char **names, int n)
 {
-	for (int a = 0; a < n; a++) {
-		const char *ba = base_name(names[a]);
-		struct shard_name sa;
-		long first = 1, members = 0;
-		int earlier = 0;
+	struct shard_name *sn = calloc((size_t)n, sizeof(*sn));
+	unsigned char *seen = NULL;
+	int ret = 0;
 
-		if (shard_name(ba, &sa))
+	if (!sn) {
+		fprintf(stderr, "%s: run: out of memory\n", cli_prog);
+		return EXIT_RUNTIME;
+	}
+	for (int a = 0; a < n; a++)
+		if (shard_name(base_name(names[a]), &sn[a]))
+			sn[a].of = NULL; /* not a set's name */
+	for (int a = 0; a < n && !ret; a++) {
+		const char *ba = base_name(names[a]);
+		long first = 1, members = 0, want;
+
+		if (!sn[a].of)
 			continue;
-		for (int b = 0; b < n; b++)
-			if (same_set(ba, &sa, base_name(names[b]), -1)) {
-				earlier |= b < a;
-				members++;
-			}
-		if (earlier) /* checked with the set's first name */
+		for (int b = 0; b < a && sn[a].of; b++)
+			if (same_set(ba, &sn[a], base_name(names[b]), &sn[b]))
+				sn[a].of = NULL; /* checked with the set's first name */
+		if (!sn[a].of)
 			continue;
-		for (int b = 0; b < n; b++)
-			if (same_set(ba, &sa, base_name(names[b]), 0))
-				first = 0;
-		for (long want = first; want < first + sa.k; want++) {
-			int found = 0;
-			for (int b = 0; b < n && !found; b++)
-				found = same_set(ba, &sa, base_name(names[b]), want);
-			if (!found) {
-				fprintf(stderr, "%s: run: directory '%s': shard %.*s-%0*ld%s of %ld is missing (%ld found)\n",
-					cli_prog, dir, (int)sa.prefix, ba, sa.width, want, sa.of, sa.k, members);
-				return EXIT_RUNTIME;
-			}
+		/* a set of more shards than the directory holds is missing some: marks only for the ones there */
+		free(seen);
+		if (!(seen = calloc((size_t)n + 2, 1))) {
+			fprintf(stderr, "%s: run: out of memory\n", cli_prog);
+			ret = EXIT_RUNTIME;
+			break;
 		}
-		if (members != sa.k) {
+		for (int b = a; b < n; b++)
+			if (same_set(ba, &sn[a], base_name(names[b]), &sn[b])) {
+				members++;
+				if (sn[b].i >= 0 && sn[b].i <= n + 1)
+					seen[sn[b].i] = 1;
+			}
+		if (seen[0])
+			first = 0;
+		for (want = first; want < first + sn[a].k && want <= n + 1 && seen[want]; want++)
+			;
+		if (want < first + sn[a].k) {
+			fprintf(stderr, "%s: run: directory '%s': shard %.*s-%0*ld%s of %ld is missing (%ld found)\n",
+				cli_prog, dir, (int)sn[a].prefix, ba, sn[a].width, want, sn[a].of, sn[a].k, members);
+			ret = EXIT_RUNTIME;
+		} else if (members != sn[a].k) {
 			fprintf(stderr, "%s: run: directory '%s': %ld shards named %.*s-*%s, numbered outside %ld..%ld\n",
-				cli_prog, dir, members, (int)sa.prefix, ba, sa.of, first, first + sa.k - 1);
-			return EXIT_RUNTIME;
+				cli_prog, dir, members, (int)sn[a].prefix, ba, sn[a].of, first, first + sn[a].k - 1);
+			ret = EXIT_RUNTIME;
 		}
 	}
-	return 0;
+	free(seen);
+	free(sn);
+	return ret;
 }
 
 /* The *.safetensors files of a directory, sorted. */
@@ -354,8 +369,13 @@ int pl_dataset_list(struct pl_dataset *ds, const char *input, int raw)
 	}
 	if (!(ds->shards = calloc((size_t)count, sizeof(*ds->shards))))
 		goto oom;
-	for (int i = 0; i < count; i++)
+	for (int i = 0; i < count; i++) {
 		ds->shards[i].path = names[i];
+		if (stat(names[i], &st) == 0) {
+			ds->shards[i].dev = st.st_dev;
+			ds->shards[i].ino = st.st_ino;
+		}
+	}
 	ds->n = count;
 	count = 0;
 	ds->raw = raw;
@@ -1598,6 +1618,18 @@ static int alone_step(struct pl_dev *d, int stage, int reps, double *seconds)
 	return 0;
 }
 
+/* reps verifications of slot 0's batch on the CPU device cpu; *seconds per verification. */
+static int verify_alone(struct pl_dev *d, struct wsn_device *cpu, int reps, double *seconds, char *msg, size_t len)
+{
+	double t0 = cli_now();
+	int err = 0;
+
+	for (int i = 0; i < reps && err >= 0; i++)
+		err = verify_batch(d, cpu, &d->slots[0], msg, len);
+	*seconds = (cli_now() - t0) / reps;
+	return err;
+}
+
 /*
  * Each device stage alone on the first batch (read into slot 0 by the reader): copies in, the
  * kernel (all its loops), copies out, and one verification; rates in rows/s of that batch.
@@ -1638,25 +1670,13 @@ static int measure_alone(struct pl_dev *d, char *msg, size_t len)
 	sl->verify = 1;
 	if (d->run->cfg->verify_rows > 0 && !d->run->cfg->inject_mismatch) {
 		struct pl_devres save = *res; /* the pipeline's counts must not include these checks */
-		double t0;
-		int reps;
 
-		if ((err = verify_cpu(d, &cpu, msg, len)) < 0) {
+		/* once, then repeated for ALONE_SECONDS, as alone_step does for the other stages */
+		if ((err = verify_cpu(d, &cpu, msg, len)) < 0 || (err = verify_alone(d, cpu, 1, &t, msg, len)) < 0 ||
+		    (err = verify_alone(d, cpu, reps_for(t), &t, msg, len)) < 0) {
 			wsn_device_close(cpu);
 			return err;
 		}
-		t0 = cli_now();
-		err = verify_batch(d, cpu, sl, msg, len);
-		t = cli_now() - t0;
-		reps = err < 0 ? 0 : reps_for(t); /* then repeated for ALONE_SECONDS, as the other stages */
-		t0 = cli_now();
-		for (int i = 0; i < reps && err >= 0; i++)
-			err = verify_batch(d, cpu, sl, msg, len);
-		if (err < 0) {
-			wsn_device_close(cpu);
-			return err;
-		}
-		t = (cli_now() - t0) / reps;
 		memcpy(res->v, save.v, sizeof(res->v));
 		res->nv = save.nv;
 		res->verified_batches = save.verified_batches;
@@ -1729,10 +1749,11 @@ static void *device_main(void *arg)
 
 	if ((err = wsn_device_open(res->spec, &d->dev)) < 0 ||
 	    (cfg->threads > 0 && (err = wsn_device_set_threads(d->dev, cfg->threads)) < 0)) {
+		char index[16] = ""; /* named by its index in --devices, when there is a list */
+
 		if (d->run->ndev > 1)
-			errf(msg, sizeof(msg), err, "run: cannot open device %d '%s'", res->index, res->spec);
-		else
-			errf(msg, sizeof(msg), err, "run: cannot open device '%s'", res->spec);
+			snprintf(index, sizeof(index), "%d ", res->index);
+		errf(msg, sizeof(msg), err, "run: cannot open device %s'%s'", index, res->spec);
 		dev_fail(d, msg);
 		goto out;
 	}

@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/types.h>
 #include <time.h>
 
 /* Defaults shown in help text come from these. */
@@ -76,6 +77,8 @@ struct pl_out;
 /* One input file. Opened when the pipeline first reaches it. */
 struct pl_shard {
 	char *path;
+	dev_t dev;                /* the file's identity when listed (0, 0: not known), so that an */
+	ino_t ino;                /* output is never written over an input */
 	struct wsn_st_file *st;   /* NULL for raw input */
 	int opened;
 	int64_t rows;

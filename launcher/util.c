@@ -225,6 +225,18 @@ const char *cli_kparam_forced(const int force[CLI_KP_COUNT])
 	return NULL;
 }
 
+int cli_kparam_gpu_only(const char *cmd, const char *spec, const struct wsn_device_info *di,
+			const int force[CLI_KP_COUNT], int arch)
+{
+	const char *opt = cli_kparam_forced(force);
+
+	if (di->exec_mem != WSN_MEM_HOST || (!opt && !arch))
+		return 0;
+	return cli_usage_error(cmd, "%s %s, but the CPU device%s has no GPU kernels", opt ? opt : "--arch",
+			       opt ? "forces a GPU kernel parameter" : "picks a GPU target",
+			       strcmp(spec, "auto") ? "" : " (--device auto found no GPU)");
+}
+
 void cli_kparam_apply(const int force[CLI_KP_COUNT], struct wsn_plan_options *po)
 {
 	po->block_threads = force[CLI_KP_BLOCK_THREADS];
@@ -365,7 +377,6 @@ int cli_parse_duration(const char *s, double *seconds)
 {
 	char *end;
 	double v, mult = 1;
-
 	size_t digits;
 
 	if (!s)
