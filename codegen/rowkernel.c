@@ -571,6 +571,23 @@ const char *wsn__rk_dx_elem(struct rk_gen *g, const char *x, const char *dy, con
 	return o;
 }
 
+void wsn__rk_prefetch_row(struct rk_gen *g, const char *tid, const char *row, const char *const base[],
+			  const char *const ld[], int n)
+{
+	struct ptx_kernel *k = g->k;
+	const char *p = ptx_tmp(k, PTX_PRED), *done = ptx_label_new(k, "pf_done"), *a = ptx_tmp(k, PTX_U64);
+
+	ptx_comment(k, "the first row's address translations and L2 lines while the previous grid drains");
+	ptx_ins(k, "setp.ne.u32 %s, %s, 0", p, tid);
+	ptx_guard(k, p, 0);
+	ptx_bra_div(k, done);
+	for (int i = 0; i < n; i++) {
+		ptx_ins(k, "mad.lo.u64 %s, %s, %s, %s", a, row, ld[i], base[i]);
+		ptx_ins(k, "prefetch.global.L2 [%s]", a);
+	}
+	ptx_label(k, done);
+}
+
 void wsn__rk_griddep(struct ptx_kernel *k)
 {
 	ptx_comment(k, "dependent launch: the previous grid's writes are visible past this point");
@@ -872,7 +889,6 @@ int wsn__rk_gen_finish(struct ptx_module *m, const struct wsn__kernel_plan *kp)
 	ptx_ld_param(k, PTX_U64, dwp, "dweight");
 	ptx_ld_param(k, PTX_U64, dbp, "dbias");
 	ptx_ld_param(k, PTX_U32, np, "nparts");
-	wsn__rk_griddep(k);
 	const char *tid = ptx_reg(k, PTX_U32, "thread"), *cx = ptx_reg(k, PTX_U32, "cx"), *sy = ptx_reg(k, PTX_U32, "sy");
 	const char *col = ptx_reg(k, PTX_U32, "col"), *pcol = ptx_reg(k, PTX_PRED, "p_col");
 	ptx_sreg(k, tid, "%tid.x");
@@ -895,6 +911,25 @@ int wsn__rk_gen_finish(struct ptx_module *m, const struct wsn__kernel_plan *kp)
 			ptx_ins(k, "add.u64 %s, %s, %s", base[a], base[a], off);
 		}
 	}
+	{
+		/* slice 0: the translations and lines of its columns of part 0 and of dweight/dbias while
+		 * the main grid drains (a prefetch reads no value, so it may precede the wait) */
+		const char *pf = ptx_tmp(k, PTX_PRED), *done = ptx_label_new(k, "pf_done"), *ga = ptx_tmp(k, PTX_U64);
+		ptx_ins(k, "setp.ne.u32 %s, %s, 0", pf, sy);
+		ptx_ins(k, "or.pred %s, %s, !%s", pf, pf, pcol);
+		ptx_guard(k, pf, 0);
+		ptx_bra_div(k, done);
+		for (int a = 0; a < nacc; a++) {
+			const char *dst = a ? dbp : dwp, *pz = ptx_tmp(k, PTX_PRED);
+			ptx_ins(k, "prefetch.global.L2 [%s]", base[a]);
+			ptx_ins(k, "setp.ne.u64 %s, %s, 0", pz, dst);
+			ptx_ins(k, "mad.wide.u32 %s, %s, %d, %s", ga, col, E, dst);
+			ptx_guard(k, pz, 0);
+			ptx_ins(k, "prefetch.global.L2 [%s]", ga);
+		}
+		ptx_label(k, done);
+	}
+	wsn__rk_griddep(k);
 	const char *pp = ptx_reg(k, PTX_U32, "part"), *p = ptx_reg(k, PTX_PRED, "p_more");
 	const char *addr = ptx_reg(k, PTX_U64, "addr"), *po = ptx_tmp(k, PTX_U64);
 	struct ptx_loop lp;

@@ -97,6 +97,13 @@ void wsn__rk_abi_params(struct rk_gen *g, int bwd, struct rk_abi *a);
  * wsn__rk_abi_params emits it last unless g->griddep_later.
  */
 void wsn__rk_griddep(struct ptx_kernel *k);
+/*
+ * Before that wait, thread tid == 0 prefetches into L2 the line at base[i] + row * ld[i] (ld in bytes)
+ * of n tensors: their address translations and first lines are ready when the wait passes. A
+ * prefetch reads no value, so it may precede the wait even for data the previous grid writes.
+ */
+void wsn__rk_prefetch_row(struct rk_gen *g, const char *tid, const char *row, const char *const base[],
+			  const char *const ld[], int n);
 
 /* ---- element access ---- */
 /* Is element e of slice j valid for this thread: NULL (always) or a predicate. */

@@ -41,6 +41,7 @@ struct ws {
 	const char *bars, *stage0;     /* .u32 shared addresses of full[0] and of stage 0 */
 	const char *rows;              /* .u64 */
 	const char *cbase[2], *cld[2]; /* circular tensors: .u64 base address, row stride in bytes */
+	const char *obase, *old;       /* backward: dx's .u64 base address and row stride in bytes */
 	/* per block of a row group */
 	const char *row0, *rowc[MAXU], *pv[MAXU];
 	const char *srow[MAXU][2];     /* .u32: this thread's first vector of row j, tensor t in the stage */
@@ -884,6 +885,15 @@ static void prologue(struct ws *w)
 		ptx_cluster_sync(k);
 	else
 		ptx_bar_sync(k, 0, 0);
+	if (w->g.bwd) {
+		/* the first block's dy, x and dx lines (measured: LayerNorm bwd 1K +1.7 %, 2K +0.8 %, level
+		 * elsewhere; the same in the multi-wave forward lost 0.3-0.9 %: bench/NOTES.md v12) */
+		const char *i32 = ptx_tmp(k, PTX_U32), *n32 = ptx_tmp(k, PTX_U32), *r = ptx_tmp(k, PTX_U64);
+		const char *base[3] = { w->cbase[0], w->cbase[1], w->obase }, *ld[3] = { w->cld[0], w->cld[1], w->old };
+		stride_ids(w, i32, n32);
+		ptx_ins(k, "mul.wide.u32 %s, %s, %d", r, i32, w->U);
+		wsn__rk_prefetch_row(&w->g, tid, r, base, ld, 3);
+	}
 	/* the set-up above overlaps the previous grid's tail; global memory only from here on */
 	wsn__rk_griddep(k);
 	ptx_ins(k, "setp.ge.u32 %s, %s, %u", pp, tid, kp->producer_threads);
@@ -964,6 +974,8 @@ static int gen_backward(struct ws *w)
 	w->cld[0] = dyld;
 	w->cbase[1] = ka.pr[1];
 	w->cld[1] = xld;
+	w->obase = ka.pr[5];
+	w->old = dxld;
 	prologue(w);
 	wsn__rk_setup_common(g);
 	lane_zero(w);

@@ -663,6 +663,57 @@ START_TEST(test_kernel_text)
 }
 END_TEST
 
+/* Count of needle in [from, to). */
+static int count_in(const char *from, const char *to, const char *needle)
+{
+	int n = 0;
+
+	for (const char *q = strstr(from, needle); q && q < to; q = strstr(q + 1, needle))
+		n++;
+	return n;
+}
+
+/*
+ * Every kernel of a ws backward module (main and finish) prefetches into L2 before its dependent-launch
+ * wait and touches no global memory before it; the prefetch branch is thread-divergent (plain bra).
+ */
+START_TEST(test_prefetch_before_wait)
+{
+	static const struct {
+		enum wsn_op op;
+		int64_t hidden;
+		unsigned cluster;
+		int want_prefetches; /* main kernel: dy, x and dx */
+	} cases[] = { { WSN_LAYERNORM_BWD, 2048, 0, 3 }, { WSN_RMSNORM_BWD, 1000, 1, 3 }, { WSN_LAYERNORM_BWD, 4096, 8, 3 } };
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct wsn_plan_options o;
+		char *ptx, *e;
+		int entries = 0;
+
+		wsn_plan_options_init(&o, cases[i].op);
+		o.approach = WSN_APPROACH_WS;
+		o.cluster = cases[i].cluster;
+		ck_assert_int_eq(wsn_emit_ptx(cases[i].op, WSN_BF16, cases[i].hidden, 16384, &o, &ptx, NULL), 0);
+		for (e = strstr(ptx, ".entry "); e; e = strstr(e + 1, ".entry ")) {
+			const char *wait = strstr(e, "griddepcontrol.wait"), *next = strstr(e + 1, ".entry ");
+			ck_assert_ptr_nonnull(wait);
+			ck_assert(!next || wait < next);
+			ck_assert_msg(count_in(e, wait, "prefetch.global.L2 [") >= (entries ? 1 : cases[i].want_prefetches),
+				      "case %zu kernel %d: too few prefetches before the wait", i, entries);
+			ck_assert_int_eq(count_in(e, wait, "ld.global"), 0);
+			ck_assert_int_eq(count_in(e, wait, "st.global"), 0);
+			ck_assert_int_eq(count_in(e, wait, "cp.async"), 0);
+			ck_assert_int_eq(count_in(e, wait, "atom."), 0);
+			ck_assert_int_eq(count_in(e, wait, "bra.uni $Lpf_done"), 0);
+			entries++;
+		}
+		ck_assert_int_eq(entries, 2); /* the main kernel and the finish kernel */
+		free(ptx);
+	}
+}
+END_TEST
+
 Suite *suite_codegen(void)
 {
 	Suite *s = suite_create("codegen");
@@ -676,6 +727,7 @@ Suite *suite_codegen(void)
 	tcase_add_test(tc, test_planner_forced_options);
 	tcase_add_test(tc, test_emit_public);
 	tcase_add_test(tc, test_kernel_text);
+	tcase_add_test(tc, test_prefetch_before_wait);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("ptxas");
 	tcase_set_timeout(tc, 600);
