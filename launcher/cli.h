@@ -135,8 +135,6 @@ void cli_json_print(json_t *v);
 /* JSON number that stays valid for inf/nan (null). */
 json_t *cli_json_real(double v);
 
-/* Whether spec has the form wsn_device_open() parses: auto, cpu, cuda or amd, optionally ":N". */
-int cli_device_spec_ok(const char *spec);
 /* Open a device for command cmd, reporting failures ("wsnorm: cmd: cannot open device ..."); 0 or EXIT_RUNTIME. */
 int cli_open_device(const char *cmd, const char *spec, int threads, struct wsn_device **out);
 

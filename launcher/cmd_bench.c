@@ -453,7 +453,7 @@ int cmd_bench(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'D':
-			if (!cli_device_spec_ok(optarg))
+			if (wsn_device_spec_parse(optarg, NULL, NULL) < 0)
 				return cli_usage_error("bench", "bad --device '%s' (expected auto, cpu, cuda[:N] or amd[:N])",
 						       optarg);
 			o.device = optarg;

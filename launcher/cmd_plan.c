@@ -121,7 +121,7 @@ static int parse(int argc, char **argv, const char *cmd, struct shape_opts *o)
 		case 'W': o->po.has_weight = 0; break;
 		case 'B': nb = 0; break;
 		case 'D':
-			if (!cli_device_spec_ok(optarg))
+			if (wsn_device_spec_parse(optarg, NULL, NULL) < 0)
 				return cli_usage_error("plan", "bad --device '%s' (expected auto, cpu, cuda[:N] or amd[:N])",
 						       optarg);
 			o->device = optarg;

@@ -1144,7 +1144,7 @@ int cmd_run(int argc, char **argv)
 			o.have_dt = 1;
 			break;
 		case OPT_DEVICE:
-			if (!cli_device_spec_ok(optarg))
+			if (wsn_device_spec_parse(optarg, NULL, NULL) < 0)
 				return cli_usage_error("run", "bad --device '%s' (expected auto, cpu, cuda[:N] or amd[:N])",
 						       optarg);
 			o.device = optarg;

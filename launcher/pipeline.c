@@ -657,7 +657,7 @@ int pl_devices_parse(const char *list, char specs[][32], int max)
 				return -EXIT_RUNTIME;
 			}
 			snprintf(specs[n++], 32, "%s:%lld", be, (long long)idx);
-		} else if (cli_device_spec_ok(tok)) {
+		} else if (!wsn_device_spec_parse(tok, NULL, NULL)) {
 			snprintf(specs[n++], 32, "%s", tok);
 		} else {
 			cli_usage_error("run", "bad device '%s' in --devices (expected a GPU number, cpu, cuda:N or amd:N)",

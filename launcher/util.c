@@ -517,19 +517,3 @@ uint64_t cli_tensor_seed(uint64_t seed, int shard, char tag)
 	return seed * 0x9e3779b97f4a7c15ull + (uint64_t)shard * 0x100000001b3ull + (uint64_t)(unsigned char)tag;
 }
 
-int cli_device_spec_ok(const char *spec)
-{
-	static const char *const backends[] = { "cpu", "cuda", "amd" };
-	size_t n = strcspn(spec, ":");
-
-	if (!strcmp(spec, "auto"))
-		return 1;
-	for (size_t b = 0; b < sizeof(backends) / sizeof(backends[0]); b++)
-		if (n == strlen(backends[b]) && !strncmp(spec, backends[b], n)) {
-			if (!spec[n])
-				return 1;
-			spec += n + 1;
-			return *spec && strspn(spec, "0123456789") == strlen(spec) && strlen(spec) <= 4;
-		}
-	return 0;
-}

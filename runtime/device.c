@@ -139,20 +139,60 @@ static struct wsn_backend_info *info_of(const char *name)
 	return NULL;
 }
 
+WSN_API int wsn_device_spec_parse(const char *spec, char *backend, int *index)
+{
+	const char *colon;
+	size_t len, b, digits;
+	long n = 0;
+
+	if (!spec)
+		return wsn__error(WSN_EINVAL, "device: no spec given");
+	if (!strcmp(spec, "auto")) {
+		if (backend)
+			snprintf(backend, 16, "auto");
+		if (index)
+			*index = -1;
+		return 0;
+	}
+	colon = strchr(spec, ':');
+	len = colon ? (size_t)(colon - spec) : strlen(spec);
+	if (len == 4 && !strncmp(spec, "auto", 4))
+		return wsn__error(WSN_EINVAL, "device '%s': auto takes no index", spec);
+	for (b = 0; b < WSN_ARRAY_SIZE(known); b++)
+		if (len == strlen(known[b]) && !strncmp(spec, known[b], len))
+			break;
+	if (b == WSN_ARRAY_SIZE(known))
+		return wsn__error(WSN_EINVAL, "device '%s': unknown backend '%.*s' (expected auto, cpu, cuda[:N] or amd[:N])",
+				  spec, (int)(len < 32 ? len : 32), spec);
+	if (colon) {
+		digits = strspn(colon + 1, "0123456789");
+		if (!digits || colon[1 + digits] || digits > 7 || (n = strtol(colon + 1, NULL, 10)) > 1L << 20)
+			return wsn__error(WSN_EINVAL, "device '%s': bad device index '%s' (decimal digits, at most %ld)",
+					  spec, colon + 1, 1L << 20);
+	}
+	if (backend)
+		snprintf(backend, 16, "%s", known[b]);
+	if (index)
+		*index = (int)n;
+	return 0;
+}
+
 WSN_API int wsn_device_open(const char *spec, struct wsn_device **out)
 {
 	const struct wsn__backend_ops *ops = NULL;
 	struct wsn_backend_info *bi;
 	struct wsn_device *dev;
 	char name[16];
-	long index = 0;
+	int index = 0;
 	int err;
 
 	if (!spec || !out)
 		return wsn__error(WSN_EINVAL, "device: no spec given");
 	*out = NULL;
+	if ((err = wsn_device_spec_parse(spec, name, &index)) < 0)
+		return err;
 	pthread_once(&init_once, init_all);
-	if (!strcmp(spec, "auto")) {
+	if (!strcmp(name, "auto")) {
 		/* the first available GPU backend, else the CPU */
 		for (size_t b = 1; b < WSN_ARRAY_SIZE(known); b++) {
 			const struct wsn__backend_ops *bo = built(known[b]);
@@ -164,24 +204,8 @@ WSN_API int wsn_device_open(const char *spec, struct wsn_device **out)
 		}
 		return wsn_device_open("cpu", out);
 	}
-	{
-		const char *colon = strchr(spec, ':');
-		size_t len = colon ? (size_t)(colon - spec) : strlen(spec);
-		char *end;
-
-		if (len == 0 || len >= sizeof(name))
-			return wsn__error(WSN_EINVAL, "device '%s': expected cpu, cuda[:N] or amd[:N]", spec);
-		memcpy(name, spec, len);
-		name[len] = '\0';
-		if (colon) {
-			index = strtol(colon + 1, &end, 10);
-			if (end == colon + 1 || *end || index < 0 || index > 1 << 20)
-				return wsn__error(WSN_EINVAL, "device '%s': bad device index", spec);
-		}
-	}
 	if (!(bi = info_of(name)))
-		return wsn__error(WSN_EINVAL, "device '%s': unknown backend '%s' (expected cpu, cuda or amd)",
-				  spec, name);
+		return wsn__error(WSN_EINVAL, "device '%s': unknown backend '%s'", spec, name);
 	if (!bi->built)
 		return wsn__error(WSN_EBACKEND, "device '%s': the %s backend is not built into this library",
 				  spec, name);

@@ -160,6 +160,46 @@ START_TEST(test_devices)
 	ck_assert_int_eq(wsn_device_open("cpu:1", &dev), WSN_ENODEV);
 	ck_assert_int_eq(wsn_device_open("cuda:x", &dev), WSN_EINVAL);
 	ck_assert_ptr_null(dev);
+	/* what wsn_device_open rejects as malformed, and only that, the parser rejects without opening */
+	ck_assert_int_eq(wsn_device_open("cuda: 1", &dev), WSN_EINVAL);
+	ck_assert_int_eq(wsn_device_open("cpu:+0", &dev), WSN_EINVAL);
+	ck_assert_ptr_null(dev);
+}
+END_TEST
+
+START_TEST(test_device_spec_parse)
+{
+	static const struct {
+		const char *spec, *backend;
+		int index;
+	} good[] = { { "auto", "auto", -1 }, { "cpu", "cpu", 0 }, { "cpu:0", "cpu", 0 }, { "cuda", "cuda", 0 },
+		     { "cuda:7", "cuda", 7 }, { "amd:0012", "amd", 12 }, { "cuda:1048576", "cuda", 1 << 20 } };
+	static const struct {
+		const char *spec, *says;
+	} bad[] = { { "", "unknown backend" }, { "gpu", "unknown backend 'gpu'" }, { "cudax:1", "unknown backend 'cudax'" },
+		    { "CUDA:0", "unknown backend" }, { "cuda:", "bad device index ''" }, { "cuda:x", "bad device index 'x'" },
+		    { "cuda:-1", "bad device index '-1'" }, { "cuda:+1", "bad device index '+1'" },
+		    { "cuda: 1", "bad device index ' 1'" }, { "cuda:1:2", "bad device index '1:2'" },
+		    { "cuda:1048577", "at most 1048576" }, { "cuda:00000001", "bad device index" },
+		    { "auto:0", "auto takes no index" }, { ":3", "unknown backend ''" } };
+	char be[16];
+	int idx;
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		memset(be, 'z', sizeof(be));
+		idx = 99;
+		ck_assert_msg(wsn_device_spec_parse(good[i].spec, be, &idx) == 0, "'%s': %s", good[i].spec, wsn_last_error());
+		ck_assert_str_eq(be, good[i].backend);
+		ck_assert_int_eq(idx, good[i].index);
+		ck_assert_int_eq(wsn_device_spec_parse(good[i].spec, NULL, NULL), 0);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		idx = 99;
+		ck_assert_msg(wsn_device_spec_parse(bad[i].spec, be, &idx) == WSN_EINVAL, "'%s' accepted", bad[i].spec);
+		ck_assert_msg(strstr(wsn_last_error(), bad[i].says), "'%s': %s", bad[i].spec, wsn_last_error());
+		ck_assert_int_eq(idx, 99); /* nothing written on failure */
+	}
+	ck_assert_int_eq(wsn_device_spec_parse(NULL, be, &idx), WSN_EINVAL);
 }
 END_TEST
 
@@ -465,6 +505,7 @@ Suite *suite_core(void)
 	tcase_add_test(tc, test_random_fill_deterministic);
 	tcase_add_test(tc, test_compare_and_poison);
 	tcase_add_test(tc, test_devices);
+	tcase_add_test(tc, test_device_spec_parse);
 	tcase_add_test(tc, test_op_names);
 	tcase_add_test(tc, test_plan_argument_errors);
 	tcase_add_test(tc, test_plan_options_autotune);

@@ -60,6 +60,13 @@ WSN_API int wsn_device_count(void);
 WSN_API int wsn_device_info_at(int i, struct wsn_device_info *out);
 
 /*
+ * Check a device spec without opening anything: "auto", or cpu, cuda or amd with an optional ":N" of
+ * decimal digits (N <= 2^20). On success, when not NULL, backend (16 bytes) gets the backend's name
+ * ("auto" for auto) and *index the device index (0 without ":N", -1 for auto). Returns 0, or
+ * WSN_EINVAL with a message naming the fault.
+ */
+WSN_API int wsn_device_spec_parse(const char *spec, char *backend, int *index);
+/*
  * Open a device by spec: "cpu", "cuda", "cuda:N", "amd:N", or "auto" (the first GPU whose backend
  * can run ops, else the CPU).
  * Returns 0, WSN_EINVAL (bad spec), WSN_EBACKEND (backend not built), WSN_ENODRIVER,
