@@ -911,21 +911,27 @@ int wsn__rk_gen_finish(struct ptx_module *m, const struct wsn__kernel_plan *kp)
 			ptx_ins(k, "add.u64 %s, %s, %s", base[a], base[a], off);
 		}
 	}
+	/* slice 0 of a column stores it: the output's address and whether it was asked for, per sum */
+	const char *p0 = ptx_reg(k, PTX_PRED, "p_not_out"), *oa[2], *pz[2];
+	ptx_ins(k, "setp.ne.u32 %s, %s, 0", p0, sy);
+	ptx_ins(k, "or.pred %s, %s, !%s", p0, p0, pcol);
+	for (int a = 0; a < nacc; a++) {
+		const char *dst = a ? dbp : dwp;
+		oa[a] = ptx_reg(k, PTX_U64, "out_addr%d", a);
+		pz[a] = ptx_reg(k, PTX_PRED, "p_out%d", a);
+		ptx_ins(k, "setp.ne.u64 %s, %s, 0", pz[a], dst);
+		ptx_ins(k, "mad.wide.u32 %s, %s, %d, %s", oa[a], col, E, dst);
+	}
 	{
 		/* slice 0: the translations and lines of its columns of part 0 and of dweight/dbias while
 		 * the main grid drains (a prefetch reads no value, so it may precede the wait) */
-		const char *pf = ptx_tmp(k, PTX_PRED), *done = ptx_label_new(k, "pf_done"), *ga = ptx_tmp(k, PTX_U64);
-		ptx_ins(k, "setp.ne.u32 %s, %s, 0", pf, sy);
-		ptx_ins(k, "or.pred %s, %s, !%s", pf, pf, pcol);
-		ptx_guard(k, pf, 0);
+		const char *done = ptx_label_new(k, "pf_done");
+		ptx_guard(k, p0, 0);
 		ptx_bra_div(k, done);
 		for (int a = 0; a < nacc; a++) {
-			const char *dst = a ? dbp : dwp, *pz = ptx_tmp(k, PTX_PRED);
 			ptx_ins(k, "prefetch.global.L2 [%s]", base[a]);
-			ptx_ins(k, "setp.ne.u64 %s, %s, 0", pz, dst);
-			ptx_ins(k, "mad.wide.u32 %s, %s, %d, %s", ga, col, E, dst);
-			ptx_guard(k, pz, 0);
-			ptx_ins(k, "prefetch.global.L2 [%s]", ga);
+			ptx_guard(k, pz[a], 0);
+			ptx_ins(k, "prefetch.global.L2 [%s]", oa[a]);
 		}
 		ptx_label(k, done);
 	}
@@ -973,13 +979,10 @@ int wsn__rk_gen_finish(struct ptx_module *m, const struct wsn__kernel_plan *kp)
 	for (int a = 0; a < nacc; a++)
 		ptx_st_shared(k, PTX_F32, sa, a * SL * 128, sum[a]);
 	ptx_bar_sync(k, 0, 0);
-	const char *p0 = ptx_tmp(k, PTX_PRED), *out = ptx_label_new(k, "out");
-	ptx_ins(k, "setp.ne.u32 %s, %s, 0", p0, sy);
-	ptx_ins(k, "or.pred %s, %s, !%s", p0, p0, pcol);
+	const char *out = ptx_label_new(k, "out");
 	ptx_guard(k, p0, 0);
 	ptx_bra_div(k, out); /* col < H differs across a warp's lanes */
 	for (int a = 0; a < nacc; a++) {
-		const char *dst = a ? dbp : dwp, *pz = ptx_tmp(k, PTX_PRED), *ga = ptx_tmp(k, PTX_U64);
 		for (int s = 0; s < SL; s++) {
 			const char *v = ptx_tmp(k, PTX_F32);
 			ptx_ld_shared(k, PTX_F32, v, ra, a * SL * 128 + s * 128);
@@ -988,19 +991,17 @@ int wsn__rk_gen_finish(struct ptx_module *m, const struct wsn__kernel_plan *kp)
 			else
 				ptx_add_f32(k, sum[a], sum[a], v);
 		}
-		ptx_ins(k, "setp.ne.u64 %s, %s, 0", pz, dst);
-		ptx_ins(k, "mad.wide.u32 %s, %s, %d, %s", ga, col, E, dst);
 		if (E == 4) {
-			ptx_guard(k, pz, 0);
-			ptx_st_global(k, PTX_CACHE_DEFAULT, PTX_F32, ga, 0, sum[a]);
+			ptx_guard(k, pz[a], 0);
+			ptx_st_global(k, PTX_CACHE_DEFAULT, PTX_F32, oa[a], 0, sum[a]);
 		} else {
 			const char *h = ptx_tmp(k, PTX_B16);
 			if (kp->dtype == WSN_BF16)
 				ptx_cvt_bf16_f32(k, h, sum[a]);
 			else
 				ptx_cvt_f16_f32(k, h, sum[a]);
-			ptx_guard(k, pz, 0);
-			ptx_st_global(k, PTX_CACHE_DEFAULT, PTX_B16, ga, 0, h);
+			ptx_guard(k, pz[a], 0);
+			ptx_st_global(k, PTX_CACHE_DEFAULT, PTX_B16, oa[a], 0, h);
 		}
 	}
 	ptx_label(k, out);

@@ -204,8 +204,7 @@ WSN_API int wsn_device_open(const char *spec, struct wsn_device **out)
 		}
 		return wsn_device_open("cpu", out);
 	}
-	if (!(bi = info_of(name)))
-		return wsn__error(WSN_EINVAL, "device '%s': unknown backend '%s'", spec, name);
+	bi = info_of(name); /* a parsed name is always a known backend */
 	if (!bi->built)
 		return wsn__error(WSN_EBACKEND, "device '%s': the %s backend is not built into this library",
 				  spec, name);
