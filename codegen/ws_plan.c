@@ -628,21 +628,24 @@ int wsn__ws_auto_pick(const struct wsn__gpu_props *g, const struct wsn__kernel_p
 
 	for (size_t i = 0; i < WSN_ARRAY_SIZE(ws_rules); i++) {
 		const struct ws_rule *r = &ws_rules[i];
+		char range[48];
 		if (r->op != ws->op || ws->hidden < r->min_hidden || ws->hidden > r->max_hidden)
 			continue;
+		if (r->max_hidden == INT64_MAX)
+			snprintf(range, sizeof(range), "%lld and up", (long long)r->min_hidden);
+		else
+			snprintf(range, sizeof(range), "%lld-%lld", (long long)r->min_hidden, (long long)r->max_hidden);
 		if (!ws->ws_good) {
 			snprintf(buf, len, "auto: multi-wave, the ws heuristic is not good here");
 			return 0;
 		}
 		if (per_sm <= r->min_rows_per_sm) {
-			snprintf(buf, len, "auto: multi-wave, %lld rows per SM <= %lld (rule for %s hidden %lld-%lld)",
-				 (long long)per_sm, (long long)r->min_rows_per_sm, wsn_op_name(r->op),
-				 (long long)r->min_hidden, (long long)r->max_hidden);
+			snprintf(buf, len, "auto: multi-wave, %lld rows per SM <= %lld (rule for %s hidden %s)",
+				 (long long)per_sm, (long long)r->min_rows_per_sm, wsn_op_name(r->op), range);
 			return 0;
 		}
-		snprintf(buf, len, "auto: ws, heuristic good and %lld rows per SM > %lld (rule for %s hidden %lld-%lld: %s)",
-			 (long long)per_sm, (long long)r->min_rows_per_sm, wsn_op_name(r->op), (long long)r->min_hidden,
-			 (long long)r->max_hidden, r->basis);
+		snprintf(buf, len, "auto: ws, heuristic good and %lld rows per SM > %lld (rule for %s hidden %s: %s)",
+			 (long long)per_sm, (long long)r->min_rows_per_sm, wsn_op_name(r->op), range, r->basis);
 		return 1;
 	}
 	snprintf(buf, len, "auto: multi-wave, no ws rule for %s at hidden %lld (multi-wave measured faster)",

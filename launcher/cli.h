@@ -5,6 +5,7 @@
 
 #include "config.h"
 
+#include <getopt.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -48,11 +49,17 @@ int cmd_bench(int argc, char **argv);
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /*
  * A getopt_long error, from the option loop's `case ':'` (c == ':': "option 'NAME' needs a
- * value") and `default:` ("unknown option 'NAME'"), with optstring "+:h" and opterr = 0. NAME is
- * "-X" for a short option (also inside a cluster such as "-qx") and the argument as given for a
- * long one ("--rows", "--bogus"). Returns cli_usage_error()'s EXIT_USAGE.
+ * value") and `default:` ("unknown option 'NAME'", or "ambiguous option 'NAME' (could be --a,
+ * --b)" when NAME abbreviates several of the long options opts), with optstring "+:h" and
+ * opterr = 0. NAME is "-X" for a short option (also inside a cluster such as "-qx") and the
+ * argument as given for a long one ("--rows", "--bogus"). Returns cli_usage_error()'s EXIT_USAGE.
  */
-int cli_option_error(const char *cmd, int c, char *const argv[]);
+int cli_option_error(const char *cmd, int c, char *const argv[], const struct option *opts);
+/* Print "wsnorm: message" (a runtime error; one trailing newline is added, not needed) to stderr and keep
+ * it as cli_last_error(); returns EXIT_RUNTIME. */
+int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The message of the last cli_error() or cli_fail*(), as printed after "wsnorm: "; "" if none. */
+const char *cli_last_error(void);
 /* Print "wsnorm: what: ERRNAME: detail" to stderr; returns EXIT_RUNTIME. */
 int cli_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /*

@@ -40,7 +40,7 @@ static void usage(FILE *f)
 		"cache, with events around batches of back-to-back launches after a warm-up; report the\n"
 		"median time per launch, the throughput over the fewest bytes the op must move, and its\n"
 		"fraction of the device-to-device copy bandwidth measured in the same run.\n\n"
-		"  --device SPEC    cpu, cuda:N, amd:N or auto (default auto)\n"
+		"  --device SPEC    auto, cpu, cuda[:N] or amd[:N] (default auto)\n"
 		"  --op LIST        ops, comma-separated (default %s)\n"
 		"  --dtype LIST     dtypes, comma-separated (default bf16)\n"
 		"  --hidden LIST    hidden sizes, comma-separated, K suffix allowed (default %s)\n"
@@ -512,13 +512,21 @@ int cmd_bench(int argc, char **argv)
 		case 'B': o.bias = 0; break;
 		case 'h': usage(stdout); return EXIT_PASS;
 		case ':':
-		default: return cli_option_error("bench", c, argv);
+		default: return cli_option_error("bench", c, argv, opts);
 		}
 	}
 	if (optind < argc)
 		return cli_usage_error("bench", "unexpected argument '%s'", argv[optind]);
-	if ((ret = cli_open_device("bench", o.device, 0, &t.dev)))
+	if ((ret = cli_open_device("bench", o.device, 0, &t.dev))) {
+		if (o.json && ret == EXIT_RUNTIME) { /* the document still comes, with no device and the error */
+			json_t *root = json_object();
+			json_object_set_new(root, "device", json_string(o.device));
+			json_object_set_new(root, "results", json_array());
+			json_object_set_new(root, "error", json_string(cli_last_error()));
+			cli_json_print(root);
+		}
 		return ret;
+	}
 	wsn_device_info(t.dev, &di);
 	if ((ret = cli_kparam_gpu_only("bench", o.device, &di, o.force, 0)))
 		goto out;

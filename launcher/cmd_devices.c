@@ -83,7 +83,7 @@ int cmd_devices(int argc, char **argv)
 		case 'j': json = 1; break;
 		case 'h': usage(stdout); return EXIT_PASS;
 		case ':':
-		default: return cli_option_error("devices", c, argv);
+		default: return cli_option_error("devices", c, argv, opts);
 		}
 	}
 	if (optind < argc)

@@ -129,8 +129,10 @@ static int write_shard(const struct gen *g, struct wsn_device *cpu, int shard, i
 	ret = EXIT_PASS;
 	goto out;
 oom:
-	fprintf(stderr, "%s: gen: out of memory for %lld x %lld %s\n", cli_prog, (long long)rows,
-		(long long)g->hidden, wsn_dtype_name(g->dt));
+	/* a shard is made in memory: its tensors must fit there at once */
+	fprintf(stderr, "%s: gen: out of memory for a shard of %lld x %lld %s (about %.3g GiB in memory at once; "
+		"--shards splits the rows over more files)\n", cli_prog, (long long)rows, (long long)g->hidden,
+		wsn_dtype_name(g->dt), (double)n * (double)es * (io.dy ? 3 : 1) / (1 << 30));
 out:
 	wsn_plan_destroy(plan);
 	free(bx), free(bdy), free(bw), free(bb), free(by), free(bmean), free(brstd);
@@ -238,10 +240,14 @@ int cmd_gen(int argc, char **argv)
 			break;
 		case 'W': g.weight = 0; break;
 		case 'B': g.bias = 0; break;
-		case 'O': g.out = optarg; break;
+		case 'O':
+			if (!*optarg)
+				return cli_usage_error("gen", "--out needs a path (got an empty one)");
+			g.out = optarg;
+			break;
 		case 'h': usage(stdout); return EXIT_PASS;
 		case ':':
-		default: return cli_option_error("gen", c, argv);
+		default: return cli_option_error("gen", c, argv, opts);
 		}
 	}
 	if (optind < argc)

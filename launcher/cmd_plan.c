@@ -50,7 +50,7 @@ static void usage(FILE *f, const char *cmd)
 		CLI_DEFAULT_BENCH_ROWS, emit ? "" : "; the CPU ignores it", emit ? "" : "; with --device: the GPU's own",
 		emit ? "" : "                     (GPU only: with --device cpu, --arch and these five are errors)\n",
 		(double)WSN_DEFAULT_EPS,
-		emit ? "" : "  --device SPEC      plan on a real device (cpu, cuda:N)\n"
+		emit ? "" : "  --device SPEC      plan on a real device: auto, cpu, cuda[:N] or amd[:N]\n"
 			    "  --autotune         with --device: time multiwave and ws on the GPU once and cache the\n"
 			    "                     winner (auto approach, nothing forced; see FILES in wsnorm(1))\n"
 			    "  --json             machine-readable output\n");
@@ -130,7 +130,7 @@ static int parse(int argc, char **argv, const char *cmd, struct shape_opts *o)
 		case 'T': o->po.autotune = 1; break;
 		case 'h': usage(stdout, cmd); return -1;
 		case ':':
-		default: return cli_option_error(cmd, c, argv);
+		default: return cli_option_error(cmd, c, argv, opts);
 		}
 	}
 	if (optind < argc)

@@ -61,7 +61,7 @@ static void usage(FILE *f)
 		"  --output PATH     write the outputs (y, mean, rstd / dx, dweight, dbias) as safetensors;\n"
 		"                    a directory when the input has several files\n"
 		"Devices:\n"
-		"  --device SPEC     cpu, cuda:N, amd:N or auto (default auto: the first GPU, else the CPU)\n"
+		"  --device SPEC     auto, cpu, cuda[:N] or amd[:N] (default auto: the first GPU, else the CPU)\n"
 		"  --devices LIST    one pipeline per device: all, or a comma-separated list of GPU numbers\n"
 		"                    and specs (e.g. 0,1 or cpu,cpu)\n"
 		"  --approach A      GPU kernel family: auto, multiwave or ws (default auto)\n"
@@ -109,46 +109,41 @@ static void usage(FILE *f)
 
 /* ---- setup ---- */
 
-static int64_t entry_rows(const struct wsn_st_entry *e)
-{
-	int64_t r = 1;
-	for (int d = 0; d + 1 < e->ndim; d++)
-		r *= e->shape[d];
-	return r;
-}
-
-/* The output directory, when the dataset has several files: made if missing (and noted). */
+/*
+ * The outputs' places, checked before anything is read or written: one file, or, when the input is a
+ * directory or several files, a directory (made if missing) of files named as their inputs.
+ */
 static int output_setup(struct run_opts *o, struct pl_dataset *ds)
 {
+	char msg[PL_ERRLEN];
 	struct stat st;
+	int err, exists;
 
-	o->cfg.output_dir = ds->n > 1;
-	if (!o->cfg.output || !o->cfg.output_dir)
+	o->cfg.output_dir = ds->n > 1 || ds->from_dir;
+	if (!o->cfg.output)
 		return 0;
-	for (int i = 0; i < ds->n; i++) { /* each output takes its input's name: two alike would clash */
-		const char *a = strrchr(ds->shards[i].path, '/');
-		a = a ? a + 1 : ds->shards[i].path;
-		for (int k = 0; k < i; k++) {
-			const char *b = strrchr(ds->shards[k].path, '/');
-			if (!strcmp(a, b ? b + 1 : ds->shards[k].path)) {
-				fprintf(stderr, "%s: run: inputs '%s' and '%s' would both write '%s/%s'\n", cli_prog,
-					ds->shards[k].path, ds->shards[i].path, o->cfg.output, a);
-				return EXIT_RUNTIME;
+	exists = stat(o->cfg.output, &st) == 0;
+	if (o->cfg.output_dir) {
+		for (int i = 0; i < ds->n; i++) { /* each output takes its input's name: two alike would clash */
+			const char *a = strrchr(ds->shards[i].path, '/');
+			a = a ? a + 1 : ds->shards[i].path;
+			for (int k = 0; k < i; k++) {
+				const char *b = strrchr(ds->shards[k].path, '/');
+				if (!strcmp(a, b ? b + 1 : ds->shards[k].path))
+					return cli_error("run: inputs '%s' and '%s' would both write '%s/%s'",
+							 ds->shards[k].path, ds->shards[i].path, o->cfg.output, a);
 			}
 		}
+		if (exists && !S_ISDIR(st.st_mode))
+			return cli_error("run: output '%s' must be a directory: the input is %s", o->cfg.output,
+					 ds->from_dir ? "a directory" : "several files");
 	}
-	if (stat(o->cfg.output, &st) == 0) {
-		if (S_ISDIR(st.st_mode))
-			return 0;
-		fprintf(stderr, "%s: run: output '%s' must be a directory: the input has %d files\n", cli_prog,
-			o->cfg.output, ds->n);
-		return EXIT_RUNTIME;
-	}
-	if (mkdir(o->cfg.output, 0777) < 0) {
-		fprintf(stderr, "%s: run: cannot create output directory '%s': %s\n", cli_prog, o->cfg.output,
-			strerror(errno));
-		return EXIT_RUNTIME;
-	}
+	if ((err = pl_out_check(ds, &o->cfg, msg, sizeof(msg))) < 0)
+		return cli_error("%s", msg);
+	if (!o->cfg.output_dir || exists)
+		return 0;
+	if (mkdir(o->cfg.output, 0777) < 0)
+		return cli_error("run: cannot create output directory '%s': %s", o->cfg.output, strerror(errno));
 	ds->outdir_created = 1;
 	return 0;
 }
@@ -199,23 +194,22 @@ static int dataset_setup(struct run_opts *o, struct pl_dataset *ds)
 			ds->shape.op = o->op;
 		} else if (meta_op) {
 			if (wsn_op_parse(meta_op, &ds->shape.op) < 0) {
-				fprintf(stderr, "%s: run: %s: metadata names an unknown op '%s'\n", cli_prog, sh->path, meta_op);
+				cli_error("run: %s: metadata names an unknown op '%s'", sh->path, meta_op);
 				return EXIT_RUNTIME;
 			}
 		} else {
-			fprintf(stderr, "%s: run: %s: the file does not say which op it is for: give --op\n", cli_prog,
-				sh->path);
+			cli_error("run: %s: the file does not say which op it is for: give --op", sh->path);
 			return EXIT_RUNTIME;
 		}
 		if (!o->have_eps) {
 			const char *e = wsn_st_metadata(sh->st, "wsnorm.eps");
 			if (e && (cli_parse_f32(e, &ds->shape.eps) || !(ds->shape.eps > 0) || ds->shape.eps > 1)) {
-				fprintf(stderr, "%s: run: %s: metadata has a bad eps '%s'\n", cli_prog, sh->path, e);
+				cli_error("run: %s: metadata has a bad eps '%s'", sh->path, e);
 				return EXIT_RUNTIME;
 			}
 		}
 		if ((x = wsn_st_find(sh->st, "x")) && x->ndim >= 1) {
-			rows0 = entry_rows(x);
+			rows0 = pl_entry_rows(x);
 			row_bytes = (size_t)x->shape[x->ndim - 1] * wsn_dtype_size(x->dtype);
 		}
 	}
@@ -224,13 +218,15 @@ static int dataset_setup(struct run_opts *o, struct pl_dataset *ds)
 		if (fit < 1)
 			fit = 1;
 		cfg->batch_rows = rows0 > 0 && rows0 < fit ? rows0 : fit;
+	} else if ((ds->n == 1 || o->raw_rows) && rows0 > 0 && cfg->batch_rows > rows0) {
+		cfg->batch_rows = rows0; /* no batch can hold more rows than a file has: the ring needs no more */
 	}
 	if ((err = pl_shard_open(ds, 0, NULL, 1, msg, sizeof(msg)))) {
-		fprintf(stderr, "%s: %s\n", cli_prog, msg);
+		cli_error("%s", msg);
 		return EXIT_RUNTIME;
 	}
 	if (!o->raw_rows && o->have_dt && o->dt != ds->shape.dt) {
-		fprintf(stderr, "%s: run: %s: tensor 'x' is %s, --dtype asks for %s\n", cli_prog, sh->path,
+		cli_error("run: %s: tensor 'x' is %s, --dtype asks for %s", sh->path,
 			wsn_dtype_name(ds->shape.dt), wsn_dtype_name(o->dt));
 		return EXIT_RUNTIME;
 	}
@@ -843,14 +839,14 @@ static int run_one(struct run_opts *o, json_t *collect, int *interrupted)
 	struct pl_run run;
 	struct summary *sm = calloc(1, sizeof(*sm));
 	char specs[PL_MAX_DEVICES][32], msg[PL_ERRLEN] = "";
-	int ndev, ret, err, missed = 0, runtime = 0;
+	int ndev, ret, err, missed = 0, runtime = 0, reported = 0;
 
 	memset(&ds, 0, sizeof(ds));
 	memset(&run, 0, sizeof(run));
 	run.donefd = -1;
 	pthread_mutex_init(&ds.lock, NULL);
 	if (!sm) {
-		fprintf(stderr, "%s: run: out of memory\n", cli_prog);
+		cli_error("run: out of memory");
 		ret = EXIT_RUNTIME;
 		goto out;
 	}
@@ -877,7 +873,7 @@ static int run_one(struct run_opts *o, json_t *collect, int *interrupted)
 	run.ds = &ds;
 	run.ndev = ndev;
 	if (!(run.res = calloc((size_t)ndev, sizeof(*run.res)))) {
-		fprintf(stderr, "%s: run: out of memory\n", cli_prog);
+		cli_error("run: out of memory");
 		ret = EXIT_RUNTIME;
 		goto out;
 	}
@@ -894,13 +890,13 @@ static int run_one(struct run_opts *o, json_t *collect, int *interrupted)
 	/* a single device that could not even be opened: an error, not a report */
 	if (ndev == 1 && !run.res[0].name[0] && run.res[0].status == EXIT_RUNTIME) {
 		pl_out_finish(&ds, 0, msg, sizeof(msg));
-		fprintf(stderr, "%s: %s\n", cli_prog, run.res[0].errmsg);
+		cli_error("%s", run.res[0].errmsg);
 		ret = EXIT_RUNTIME;
 		goto out;
 	}
 	for (int i = 0; i < ndev; i++) {
 		if (run.res[i].status == EXIT_RUNTIME) {
-			fprintf(stderr, "%s: %s\n", cli_prog, run.res[i].errmsg);
+			cli_error("%s", run.res[i].errmsg);
 			runtime = 1;
 		}
 		sm->rows += run.res[i].rows;
@@ -914,7 +910,7 @@ static int run_one(struct run_opts *o, json_t *collect, int *interrupted)
 		merge_verdicts(sm, &run.res[i]);
 	}
 	if (ds.err) {
-		fprintf(stderr, "%s: %s\n", cli_prog, ds.errmsg);
+		cli_error("%s", ds.errmsg);
 		sm->error = ds.errmsg;
 		runtime = 1;
 	}
@@ -922,14 +918,14 @@ static int run_one(struct run_opts *o, json_t *collect, int *interrupted)
 	if (o->cfg.output) {
 		int commit = !runtime && pl_out_complete(&ds);
 		if ((err = pl_out_finish(&ds, commit, msg, sizeof(msg))) < 0) {
-			fprintf(stderr, "%s: %s\n", cli_prog, msg);
+			cli_error("%s", msg);
 			sm->error = msg;
 			runtime = 1;
 		} else {
 			sm->output_written = commit;
-			if (!commit && !runtime)
-				cli_note("%s: run: output '%s' not written: the first pass over the dataset did not complete\n",
-					 cli_prog, o->cfg.output);
+			if (!commit && !runtime) /* a warning, not a note: -q does not hide it */
+				fprintf(stderr, "%s: run: output '%s' not written: the first pass over the dataset did not "
+					"complete\n", cli_prog, o->cfg.output);
 		}
 	}
 	sm->ds = &ds;
@@ -958,7 +954,19 @@ static int run_one(struct run_opts *o, json_t *collect, int *interrupted)
 		report_text(o, &run, sm);
 	fflush(stdout);
 	ret = sm->status;
+	reported = 1;
 out:
+	if (ret == EXIT_RUNTIME && !reported && (collect || o->json)) {
+		/* no report to carry the error: --json still gets an object, with the message printed on stderr */
+		json_t *j = json_object();
+		json_object_set_new(j, "input", o->input ? json_string(o->input) : json_null());
+		json_object_set_new(j, "result", json_string("error"));
+		json_object_set_new(j, "error", json_string(cli_last_error()));
+		if (collect)
+			json_array_append_new(collect, j);
+		else
+			cli_json_print(j);
+	}
 	if (ds.n)
 		pl_out_finish(&ds, 0, msg, sizeof(msg)); /* whatever is left was not committed */
 	pl_run_free(&run);
@@ -996,11 +1004,21 @@ static int run_demo(struct run_opts *o)
 	char dir[4096], path[4200];
 	json_t *runs = o->json ? json_array() : NULL;
 	int64_t rows, hidden;
-	int ret = EXIT_PASS, r, verbose = cli_verbose, interrupted = 0;
+	int ret = EXIT_PASS, r, verbose = cli_verbose, interrupted = 0, ran = 0;
+	int verified = o->cfg.verify_rows > 0 && !o->cfg.read_only;
 	enum wsn_dtype dt = o->have_dt ? o->dt : WSN_BF16;
 
 	if ((r = cli_open_device("run", o->device, o->cfg.threads, &dev))) {
-		json_decref(runs);
+		if (o->json && r == EXIT_RUNTIME) {
+			json_t *root = json_object();
+			json_object_set_new(root, "demo", json_true());
+			json_object_set_new(root, "runs", runs);
+			json_object_set_new(root, "result", json_string("error"));
+			json_object_set_new(root, "error", json_string(cli_last_error()));
+			cli_json_print(root);
+		} else {
+			json_decref(runs);
+		}
 		return r;
 	}
 	wsn_device_info(dev, &di);
@@ -1010,8 +1028,7 @@ static int run_demo(struct run_opts *o)
 	hidden = di.exec_mem == WSN_MEM_HOST ? 1024 : 4096;
 	snprintf(dir, sizeof(dir), "%s/wsnorm-demo-XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	if (!mkdtemp(dir)) {
-		fprintf(stderr, "%s: run --demo: cannot create a temporary directory in %s: %s\n", cli_prog,
-			tmp && *tmp ? tmp : "/tmp", strerror(errno));
+		cli_error("run --demo: cannot create a temporary directory in %s: %s", tmp && *tmp ? tmp : "/tmp", strerror(errno));
 		json_decref(runs);
 		return EXIT_RUNTIME;
 	}
@@ -1034,6 +1051,7 @@ static int run_demo(struct run_opts *o)
 		one.have_op = 1;
 		one.have_dt = 0;
 		r = run_one(&one, runs, &interrupted);
+		ran += !interrupted;
 		if (!o->json)
 			printf("\n");
 		if (r > ret)
@@ -1047,9 +1065,17 @@ static int run_demo(struct run_opts *o)
 		json_object_set_new(root, "demo", json_true());
 		json_object_set_new(root, "runs", runs);
 		json_object_set_new(root, "interrupted", json_boolean(interrupted));
+		json_object_set_new(root, "verified", json_boolean(verified));
+		json_object_set_new(root, "ops_completed", json_integer(ran));
 		json_object_set_new(root, "result", json_string(ret == EXIT_PASS ? "pass" : ret == EXIT_MISMATCH ?
 										   "mismatch" : "error"));
 		cli_json_print(root);
+	} else if (ret == EXIT_PASS && interrupted) {
+		/* PASS would say the node is good: it says only that what ran did not fail */
+		printf("demo result: INTERRUPTED after %d of %d ops (%s)\n", ran, WSN_OP_COUNT,
+		       verified ? "no failure in those" : "not verified");
+	} else if (ret == EXIT_PASS && !verified) {
+		printf("demo result: done (not verified)\n");
 	} else {
 		printf("demo result: %s\n", ret == EXIT_PASS ? "PASS" : ret == EXIT_MISMATCH ? "FAIL" : "ERROR");
 	}
@@ -1132,7 +1158,11 @@ int cmd_run(int argc, char **argv)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		switch (c) {
-		case OPT_INPUT: o.input = optarg; break;
+		case OPT_INPUT:
+			if (!*optarg)
+				return cli_usage_error("run", "--input needs a path (got an empty one)");
+			o.input = optarg;
+			break;
 		case OPT_OP:
 			if (wsn_op_parse(optarg, &o.op) < 0)
 				return cli_usage_error("run", "%s", wsn_last_error());
@@ -1151,7 +1181,11 @@ int cmd_run(int argc, char **argv)
 			have_device = 1;
 			break;
 		case OPT_DEVICES: o.devices = optarg; break;
-		case OPT_OUTPUT: o.cfg.output = optarg; break;
+		case OPT_OUTPUT:
+			if (!*optarg)
+				return cli_usage_error("run", "--output needs a path (got an empty one)");
+			o.cfg.output = optarg;
+			break;
 		case OPT_JSON: o.json = 1; break;
 		case OPT_THREADS:
 			if (cli_parse_i64(optarg, 1, CLI_MAX_THREADS, &v))
@@ -1160,7 +1194,7 @@ int cmd_run(int argc, char **argv)
 			break;
 		case OPT_VERIFY_ROWS:
 			if (cli_parse_i64(optarg, 0, 1 << 20, &o.cfg.verify_rows))
-				return cli_usage_error("run", "bad --verify-rows '%s'", optarg);
+				return cli_usage_error("run", "bad --verify-rows '%s' (expected 0..%d)", optarg, 1 << 20);
 			break;
 		case OPT_NO_VERIFY: o.cfg.verify_rows = 0; break;
 		case OPT_VERIFY_EVERY:
@@ -1262,7 +1296,7 @@ int cmd_run(int argc, char **argv)
 		case OPT_READ_ONLY: o.cfg.read_only = 1; break;
 		case 'h': usage(stdout); return EXIT_PASS;
 		case ':':
-		default: return cli_option_error("run", c, argv);
+		default: return cli_option_error("run", c, argv, opts);
 		}
 	}
 	if (optind < argc)

@@ -2,6 +2,8 @@
 /* launcher/main.c: the wsnorm command: dispatch to devices, gen, run, plan, emit, bench. */
 #include "cli.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -51,9 +53,21 @@ static void usage(FILE *f)
 		cli_prog);
 }
 
+/* A report that could not be written is a runtime error, not a pass: stdout may be a pipe whose reader left
+ * (SIGPIPE is ignored so that a command always gets to remove its temporary files) or a full disk. */
+static int finish(int ret)
+{
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return ret;
+	fprintf(stderr, "%s: cannot write to standard output: %s\n", cli_prog, strerror(errno ? errno : EIO));
+	return ret == EXIT_PASS ? EXIT_RUNTIME : ret;
+}
+
 int main(int argc, char **argv)
 {
 	int i = 1;
+
+	signal(SIGPIPE, SIG_IGN);
 
 	for (; i < argc && argv[i][0] == '-'; i++) {
 		const char *a = argv[i];
@@ -76,6 +90,6 @@ int main(int argc, char **argv)
 	}
 	for (size_t c = 0; c < sizeof(cmds) / sizeof(cmds[0]); c++)
 		if (!strcmp(argv[i], cmds[c].name))
-			return cmds[c].fn(argc - i, argv + i);
+			return finish(cmds[c].fn(argc - i, argv + i));
 	return misuse("unknown command '%s'", argv[i]);
 }

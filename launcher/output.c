@@ -117,6 +117,64 @@ static void out_free(struct pl_out *o)
 	free(o);
 }
 
+/* Shard i's output path (malloc'd; NULL when out of memory). */
+static char *out_path(const struct pl_dataset *ds, const struct pl_config *cfg, int i)
+{
+	const char *in = ds->shards[i].path, *base = strrchr(in, '/');
+	char *path = NULL;
+
+	if (!cfg->output_dir)
+		return strdup(cfg->output);
+	if (asprintf(&path, "%s/%s", cfg->output, base ? base + 1 : in) < 0)
+		return NULL;
+	return path;
+}
+
+/*
+ * May path take shard i's outputs? Not when it is a directory, a FIFO or a device (the rename at the end
+ * would replace the node with a regular file), or one of the inputs under any name. 0 or a WSN_E* code
+ * with msg set.
+ */
+static int out_path_ok(const struct pl_dataset *ds, const char *path, char *msg, size_t len)
+{
+	struct stat st;
+
+	if (stat(path, &st) < 0)
+		return 0; /* a new file */
+	if (S_ISDIR(st.st_mode)) {
+		snprintf(msg, len, "run: cannot write '%s': EISDIR: is a directory, not a file", path);
+		return WSN_EISDIR;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(msg, len, "run: cannot write '%s': EEXIST: it exists and is not a regular file (outputs are "
+			 "written to a temporary file and renamed over it)", path);
+		return WSN_EEXIST;
+	}
+	for (int k = 0; k < ds->n; k++) /* the rename at the end would replace an input with its outputs */
+		if (st.st_dev == ds->shards[k].dev && st.st_ino == ds->shards[k].ino) {
+			snprintf(msg, len, "run: cannot write '%s': EEXIST: it is the input '%s', which the outputs "
+				 "would replace: give --output another path", path, ds->shards[k].path);
+			return WSN_EEXIST;
+		}
+	return 0;
+}
+
+int pl_out_check(const struct pl_dataset *ds, const struct pl_config *cfg, char *msg, size_t len)
+{
+	int err = 0;
+
+	for (int i = 0; i < ds->n && !err; i++) {
+		char *path = out_path(ds, cfg, i);
+		if (!path) {
+			snprintf(msg, len, "run: ENOMEM: out of memory");
+			return WSN_ENOMEM;
+		}
+		err = out_path_ok(ds, path, msg, len);
+		free(path);
+	}
+	return err;
+}
+
 int pl_out_create(struct pl_dataset *ds, int i, char *msg, size_t len)
 {
 	const struct pl_config *cfg = ds->cfg;
@@ -125,7 +183,6 @@ int pl_out_create(struct pl_dataset *ds, int i, char *msg, size_t len)
 	struct pl_out *o = calloc(1, sizeof(*o));
 	char *hdr = NULL;
 	size_t hlen = 0, done = 0;
-	struct stat st;
 	uint64_t total;
 	int e;
 
@@ -135,14 +192,7 @@ int pl_out_create(struct pl_dataset *ds, int i, char *msg, size_t len)
 	pthread_mutex_init(&o->lock, NULL);
 	o->rows = shard->rows;
 	o->nbatches = shard->nbatches;
-	if (cfg->output_dir) {
-		const char *base = strrchr(shard->path, '/');
-		if (asprintf(&o->path, "%s/%s", cfg->output, base ? base + 1 : shard->path) < 0)
-			o->path = NULL;
-	} else {
-		o->path = strdup(cfg->output);
-	}
-	if (!o->path)
+	if (!(o->path = out_path(ds, cfg, i)))
 		goto oom;
 	for (int k = 0; k < ds->n; k++) /* two inputs of one name would write one output */
 		if (k != i && ds->shards[k].out && !strcmp(ds->shards[k].out->path, o->path)) {
@@ -151,19 +201,9 @@ int pl_out_create(struct pl_dataset *ds, int i, char *msg, size_t len)
 			out_free(o);
 			return WSN_EEXIST;
 		}
-	if (stat(o->path, &st) == 0) {
-		if (S_ISDIR(st.st_mode)) {
-			snprintf(msg, len, "run: cannot write '%s': EISDIR: is a directory, not a file", o->path);
-			out_free(o);
-			return WSN_EISDIR;
-		}
-		for (int k = 0; k < ds->n; k++) /* the rename at the end would replace an input with its outputs */
-			if (st.st_dev == ds->shards[k].dev && st.st_ino == ds->shards[k].ino) {
-				snprintf(msg, len, "run: cannot write '%s': EEXIST: it is the input '%s', which the outputs "
-					 "would replace: give --output another path", o->path, ds->shards[k].path);
-				out_free(o);
-				return WSN_EEXIST;
-			}
+	if ((e = out_path_ok(ds, o->path, msg, len))) { /* pl_out_check said yes; the node may have changed */
+		out_free(o);
+		return e;
 	}
 	for (int k = PL_OUT_DW; k <= PL_OUT_DB; k++)
 		if (sh->out[k] && !(o->acc[k - PL_OUT_DW] = calloc((size_t)sh->hidden, sizeof(double))))
@@ -233,12 +273,8 @@ int pl_out_finish(struct pl_dataset *ds, int commit, char *msg, size_t len)
 		if (!o)
 			continue;
 		if (commit && !err) {
-			if (fdatasync(o->fd) < 0 || close(o->fd) < 0) {
-				err = -errno;
-				snprintf(msg, len, "run: cannot write '%s': %s: %s", o->path, wsn_err_name(err), strerror(-err));
-			}
-			o->fd = -1;
-			if (!err && rename(o->tmp, o->path) < 0) {
+			/* a complete output was synced and closed when its last batch was written */
+			if (rename(o->tmp, o->path) < 0) {
 				err = -errno;
 				snprintf(msg, len, "run: cannot rename '%s' to '%s': %s: %s", o->tmp, o->path,
 					 wsn_err_name(err), strerror(-err));
@@ -407,9 +443,23 @@ int pl_out_write_batch(struct pl_dataset *ds, struct pl_writer *w, const struct 
 	}
 	if (n && (err = ring_write(w, o->fd, p, n, o->tmp, msg, len)) < 0)
 		goto out;
+	/* the file is whole: to disk now, and its descriptor and sums freed, so that a run over thousands of
+	 * shards holds only the outputs still being written */
+	if (fdatasync(o->fd) < 0) {
+		err = -errno;
+		snprintf(msg, len, "run: cannot write '%s': %s: %s", o->tmp, wsn_err_name(err), strerror(-err));
+		goto out;
+	}
 	pthread_mutex_lock(&o->lock);
-	o->complete = 1;
+	err = close(o->fd) < 0 ? -errno : 0;
+	o->fd = -1;
+	free(o->acc[0]);
+	free(o->acc[1]);
+	o->acc[0] = o->acc[1] = NULL;
+	o->complete = !err;
 	pthread_mutex_unlock(&o->lock);
+	if (err)
+		snprintf(msg, len, "run: cannot write '%s': %s: %s", o->tmp, wsn_err_name(err), strerror(-err));
 out:
 	free(vec[0]);
 	free(vec[1]);

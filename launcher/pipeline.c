@@ -234,7 +234,7 @@ static int check_shard_set(const char *dir, char **names, int n)
 	int ret = 0;
 
 	if (!sn) {
-		fprintf(stderr, "%s: run: out of memory\n", cli_prog);
+		cli_error("run: out of memory");
 		return EXIT_RUNTIME;
 	}
 	for (int a = 0; a < n; a++)
@@ -254,7 +254,7 @@ static int check_shard_set(const char *dir, char **names, int n)
 		/* a set of more shards than the directory holds is missing some: marks only for the ones there */
 		free(seen);
 		if (!(seen = calloc((size_t)n + 2, 1))) {
-			fprintf(stderr, "%s: run: out of memory\n", cli_prog);
+			cli_error("run: out of memory");
 			ret = EXIT_RUNTIME;
 			break;
 		}
@@ -268,13 +268,17 @@ static int check_shard_set(const char *dir, char **names, int n)
 			first = 0;
 		for (want = first; want < first + sn[a].k && want <= n + 1 && seen[want]; want++)
 			;
-		if (want < first + sn[a].k) {
-			fprintf(stderr, "%s: run: directory '%s': shard %.*s-%0*ld%s of %ld is missing (%ld found)\n",
-				cli_prog, dir, (int)sn[a].prefix, ba, sn[a].width, want, sn[a].of, sn[a].k, members);
+		if (sn[a].k < 1) {
+			cli_error("run: directory '%s': shards named %.*s-*%s say the set has %ld shards", dir,
+				  (int)sn[a].prefix, ba, sn[a].of, sn[a].k);
+			ret = EXIT_RUNTIME;
+		} else if (want < first + sn[a].k) {
+			cli_error("run: directory '%s': shard %.*s-%0*ld%s of %ld is missing (%ld found)",
+				dir, (int)sn[a].prefix, ba, sn[a].width, want, sn[a].of, sn[a].k, members);
 			ret = EXIT_RUNTIME;
 		} else if (members != sn[a].k) {
-			fprintf(stderr, "%s: run: directory '%s': %ld shards named %.*s-*%s, numbered outside %ld..%ld\n",
-				cli_prog, dir, members, (int)sn[a].prefix, ba, sn[a].of, first, first + sn[a].k - 1);
+			cli_error("run: directory '%s': %ld shards named %.*s-*%s, numbered outside %ld..%ld",
+				dir, members, (int)sn[a].prefix, ba, sn[a].of, first, first + sn[a].k - 1);
 			ret = EXIT_RUNTIME;
 		}
 	}
@@ -291,7 +295,7 @@ static int list_dir(const char *path, char ***names, int *count)
 	int first = *count;
 
 	if (!d) {
-		fprintf(stderr, "%s: run: cannot read directory '%s': %s\n", cli_prog, path, strerror(errno));
+		cli_error("run: cannot read directory '%s': %s", path, strerror(errno));
 		return EXIT_RUNTIME;
 	}
 	while ((e = readdir(d))) {
@@ -299,20 +303,20 @@ static int list_dir(const char *path, char ***names, int *count)
 		if (!ends_with(e->d_name, ".safetensors"))
 			continue;
 		if (*count - first == CLI_MAX_SHARDS) {
-			fprintf(stderr, "%s: run: directory '%s' has more than %d shards\n", cli_prog, path,
+			cli_error("run: directory '%s' has more than %d shards", path,
 				CLI_MAX_SHARDS);
 			closedir(d);
 			return EXIT_RUNTIME;
 		}
 		if (asprintf(&p, "%s/%s", path, e->d_name) < 0 || add_name(names, count, p)) {
 			closedir(d);
-			fprintf(stderr, "%s: run: out of memory\n", cli_prog);
+			cli_error("run: out of memory");
 			return EXIT_RUNTIME;
 		}
 	}
 	closedir(d);
 	if (*count == first) {
-		fprintf(stderr, "%s: run: directory '%s' holds no *.safetensors files\n", cli_prog, path);
+		cli_error("run: directory '%s' holds no *.safetensors files", path);
 		return EXIT_RUNTIME;
 	}
 	qsort(*names + first, (size_t)(*count - first), sizeof(**names), cmp_str);
@@ -328,15 +332,16 @@ int pl_dataset_list(struct pl_dataset *ds, const char *input, int raw)
 	/* an existing path is taken whole (a name may hold a comma); else a comma-separated list */
 	if (stat(input, &st) == 0 || !strchr(input, ',')) {
 		if (stat(input, &st) < 0) {
-			fprintf(stderr, "%s: run: cannot open input '%s': %s\n", cli_prog, input, strerror(errno));
+			cli_error("run: cannot open input '%s': %s", input, strerror(errno));
 			return EXIT_RUNTIME;
 		}
 		if (S_ISDIR(st.st_mode) && raw) {
-			fprintf(stderr, "%s: run: input '%s' is a directory: --shape reads raw files (give a file or a "
-				"comma-separated list of files)\n", cli_prog, input);
+			cli_error("run: input '%s' is a directory: --shape reads raw files (give a file or a "
+				"comma-separated list of files)", input);
 			goto out;
 		}
 		if (S_ISDIR(st.st_mode)) {
+			ds->from_dir = 1;
 			if ((ret = list_dir(input, &names, &count)))
 				goto out;
 		} else if (add_name(&names, &count, strdup(input))) {
@@ -347,23 +352,23 @@ int pl_dataset_list(struct pl_dataset *ds, const char *input, int raw)
 			goto oom;
 		for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 			if (stat(tok, &st) < 0) {
-				fprintf(stderr, "%s: run: cannot open input '%s': %s\n", cli_prog, tok, strerror(errno));
+				cli_error("run: cannot open input '%s': %s", tok, strerror(errno));
 				goto out;
 			}
 			if (S_ISDIR(st.st_mode)) {
-				fprintf(stderr, "%s: run: input '%s' is a directory: a list names files\n", cli_prog, tok);
+				cli_error("run: input '%s' is a directory: a list names files", tok);
 				goto out;
 			}
 			if (add_name(&names, &count, strdup(tok))) {
 				if (count == CLI_MAX_SHARDS)
-					fprintf(stderr, "%s: run: more than %d input files\n", cli_prog, CLI_MAX_SHARDS);
+					cli_error("run: more than %d input files", CLI_MAX_SHARDS);
 				else
 					goto oom;
 				goto out;
 			}
 		}
 		if (!count) {
-			fprintf(stderr, "%s: run: input '%s' names no file\n", cli_prog, input);
+			cli_error("run: input '%s' names no file", input);
 			goto out;
 		}
 	}
@@ -382,7 +387,7 @@ int pl_dataset_list(struct pl_dataset *ds, const char *input, int raw)
 	ret = 0;
 	goto out;
 oom:
-	fprintf(stderr, "%s: run: out of memory\n", cli_prog);
+	cli_error("run: out of memory");
 	ret = EXIT_RUNTIME;
 out:
 	for (int i = 0; i < count; i++)
@@ -392,13 +397,33 @@ out:
 	return ret;
 }
 
-/* Rows of a [rows, hidden] (or [..., hidden]) entry. */
-static int64_t entry_rows(const struct wsn_st_entry *e)
+int64_t pl_entry_rows(const struct wsn_st_entry *e)
 {
 	int64_t r = 1;
+
 	for (int d = 0; d + 1 < e->ndim; d++)
+		if (!e->shape[d])
+			return 0;
+	for (int d = 0; d + 1 < e->ndim; d++) {
+		if (e->shape[d] < 0 || r > INT64_MAX / e->shape[d])
+			return -1;
 		r *= e->shape[d];
+	}
 	return r;
+}
+
+/* Is e a per-row statistic of x ([rows] values): shaped [rows], or as x without its last dimension,
+ * or that with a last dimension of 1 ([rows, 1], a tensor that enters without its broadcast)? */
+static int stat_shape_ok(const struct wsn_st_entry *x, const struct wsn_st_entry *e, int64_t rows)
+{
+	if (e->ndim == 1 && e->shape[0] == rows)
+		return 1;
+	if (e->ndim != x->ndim - 1 && !(e->ndim == x->ndim && e->shape[e->ndim - 1] == 1))
+		return 0;
+	for (int d = 0; d + 1 < x->ndim; d++)
+		if (e->shape[d] != x->shape[d])
+			return 0;
+	return 1;
 }
 
 /* Check one safetensors shard's tensors against the op; the first fixes the dataset's shape. */
@@ -414,7 +439,9 @@ static int check_shard(struct pl_dataset *ds, struct pl_shard *sh, int first, ch
 	if (x->ndim < 1)
 		return bad_shard(msg, len, sh->path, "tensor 'x' is a scalar");
 	hidden = x->shape[x->ndim - 1];
-	sh->rows = entry_rows(x);
+	sh->rows = pl_entry_rows(x);
+	if (sh->rows < 0)
+		return bad_shard(msg, len, sh->path, "tensor 'x' has more rows than a 64-bit count holds");
 	if (hidden < 1 || sh->rows < 1)
 		return bad_shard(msg, len, sh->path, "tensor 'x' is empty");
 	if (first) {
@@ -432,7 +459,7 @@ static int check_shard(struct pl_dataset *ds, struct pl_shard *sh, int first, ch
 	if (bwd) {
 		if (!(e = wsn_st_find(sh->st, "dy")))
 			return bad_shard(msg, len, sh->path, "%s needs a tensor named 'dy'", wsn_op_name(s->op));
-		if (e->dtype != s->dt || e->ndim < 1 || e->shape[e->ndim - 1] != hidden || entry_rows(e) != sh->rows)
+		if (e->dtype != s->dt || e->ndim < 1 || e->shape[e->ndim - 1] != hidden || pl_entry_rows(e) != sh->rows)
 			return bad_shard(msg, len, sh->path, "tensor 'dy' does not match 'x' in shape or dtype");
 		sh->off[PL_IN_DY] = e->offset;
 	}
@@ -442,9 +469,10 @@ static int check_shard(struct pl_dataset *ds, struct pl_shard *sh, int first, ch
 			continue;
 		if (!(e = wsn_st_find(sh->st, name)))
 			return bad_shard(msg, len, sh->path, "%s needs a tensor named '%s'", wsn_op_name(s->op), name);
-		if (e->dtype != WSN_F32 || entry_rows(e) * (e->ndim ? e->shape[e->ndim - 1] : 1) != sh->rows)
-			return bad_shard(msg, len, sh->path, "tensor '%s' must be f32 with one value per row of 'x' (%lld)",
-					 name, (long long)sh->rows);
+		if (e->dtype != WSN_F32 || e->ndim < 1 || !stat_shape_ok(x, e, sh->rows))
+			return bad_shard(msg, len, sh->path, "tensor '%s' must be f32 with one value per row of 'x' (%lld), "
+					 "shaped [%lld] or as 'x' with a last dimension of 1", name, (long long)sh->rows,
+					 (long long)sh->rows);
 		sh->off[k ? PL_IN_RSTD : PL_IN_MEAN] = e->offset;
 	}
 	for (int k = 0; k < 2; k++) {
@@ -454,9 +482,9 @@ static int check_shard(struct pl_dataset *ds, struct pl_shard *sh, int first, ch
 		if (!!e != want)
 			return bad_shard(msg, len, sh->path, "tensor '%s' is %s here but %s in the first shard", name,
 					 e ? "present" : "absent", want ? "present" : "absent");
-		if (e && (e->dtype != s->dt || e->ndim < 1 || entry_rows(e) * e->shape[e->ndim - 1] != hidden))
-			return bad_shard(msg, len, sh->path, "tensor '%s' must be %lld %s values", name, (long long)hidden,
-					 wsn_dtype_name(s->dt));
+		if (e && (e->dtype != s->dt || e->ndim != 1 || e->shape[0] != hidden))
+			return bad_shard(msg, len, sh->path, "tensor '%s' must be %lld %s values, shaped [%lld]", name,
+					 (long long)hidden, wsn_dtype_name(s->dt), (long long)hidden);
 		if (e)
 			sh->off[k ? PL_IN_B : PL_IN_W] = e->offset;
 	}
@@ -472,12 +500,17 @@ int pl_shard_open(struct pl_dataset *ds, int i, struct wsn_reader *r, int first,
 		return 0;
 	if (ds->raw) {
 		struct stat st;
-		uint64_t want = (uint64_t)sh->rows * ds->shape.in_unit[PL_IN_X];
+		uint64_t unit = ds->shape.in_unit[PL_IN_X], want = (uint64_t)sh->rows * unit;
 
 		if (stat(sh->path, &st) < 0) {
 			snprintf(msg, len, "run: cannot open input '%s': %s", sh->path, strerror(errno));
 			return WSN_ENOENT;
 		}
+		if (!S_ISREG(st.st_mode))
+			return bad_shard(msg, len, sh->path, "a raw input must be a regular file (its size is the shape's)");
+		if (unit && (uint64_t)sh->rows > UINT64_MAX / unit)
+			return bad_shard(msg, len, sh->path, "--shape %lldx%lld of %s is more bytes than a file can hold",
+					 (long long)sh->rows, (long long)ds->shape.hidden, wsn_dtype_name(ds->shape.dt));
 		if ((uint64_t)st.st_size != want)
 			return bad_shard(msg, len, sh->path, "raw file has %lld bytes, --shape %lldx%lld of %s needs %llu",
 					 (long long)st.st_size, (long long)sh->rows, (long long)ds->shape.hidden,
@@ -640,6 +673,10 @@ int pl_devices_parse(const char *list, char specs[][32], int max)
 		cli_usage_error("run", "--devices list too long");
 		return -EXIT_USAGE;
 	}
+	if (list[0] == ',' || strstr(list, ",,") || (list[0] && list[strlen(list) - 1] == ',')) {
+		cli_usage_error("run", "--devices '%s' has an empty entry", list);
+		return -EXIT_USAGE;
+	}
 	strcpy(buf, list);
 	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		int64_t idx;
@@ -653,14 +690,14 @@ int pl_devices_parse(const char *list, char specs[][32], int max)
 			if (!be[0] && auto_backend(be, sizeof(be), &count))
 				return -EXIT_RUNTIME;
 			if (!strcmp(be, "cpu")) {
-				fprintf(stderr, "%s: run: --devices %s: there is no GPU to number\n", cli_prog, list);
+				cli_error("run: --devices %s: there is no GPU to number", list);
 				return -EXIT_RUNTIME;
 			}
 			snprintf(specs[n++], 32, "%s:%lld", be, (long long)idx);
 		} else if (!wsn_device_spec_parse(tok, NULL, NULL)) {
 			snprintf(specs[n++], 32, "%s", tok);
 		} else {
-			cli_usage_error("run", "bad device '%s' in --devices (expected a GPU number, cpu, cuda:N or amd:N)",
+			cli_usage_error("run", "bad device '%s' in --devices (expected a GPU number, cpu, cuda[:N] or amd[:N])",
 					tok);
 			return -EXIT_USAGE;
 		}
@@ -1874,7 +1911,7 @@ int pl_run_start(struct pl_run *run)
 	pthread_condattr_t ca;
 
 	if (!(run->devs = calloc((size_t)run->ndev, sizeof(*run->devs)))) {
-		fprintf(stderr, "%s: run: out of memory\n", cli_prog);
+		cli_error("run: out of memory");
 		return EXIT_RUNTIME;
 	}
 	pthread_mutex_init(&run->mu, NULL);
@@ -1893,7 +1930,7 @@ int pl_run_start(struct pl_run *run)
 	}
 	run->donefd = eventfd(0, EFD_CLOEXEC);
 	if (run->donefd < 0) {
-		fprintf(stderr, "%s: run: eventfd: %s\n", cli_prog, strerror(errno));
+		cli_error("run: eventfd: %s", strerror(errno));
 		return EXIT_RUNTIME;
 	}
 	for (int i = 0; i < run->ndev; i++) {

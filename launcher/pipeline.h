@@ -100,6 +100,7 @@ struct pl_dataset {
 	struct pl_shard *shards;
 	int n;
 	int raw;                  /* raw files (x only) with a fixed shape */
+	int from_dir;             /* the input named a directory (its outputs go to a directory too) */
 	struct pl_shape shape;
 	const struct pl_config *cfg;
 	/* the cursor */
@@ -203,7 +204,14 @@ int pl_dataset_list(struct pl_dataset *ds, const char *input, int raw);
 int pl_shard_open(struct pl_dataset *ds, int i, struct wsn_reader *r, int first, char *msg, size_t len);
 void pl_dataset_free(struct pl_dataset *ds);
 
+/* Rows of a [..., hidden] safetensors entry: the product of its dimensions but the last (0 when one is
+ * 0; -1 when the product overflows). */
+int64_t pl_entry_rows(const struct wsn_st_entry *e);
+
 /* Outputs (output.c). */
+/* Before the run: may every shard's output path (cfg->output, or a file named as its input under it when
+ * cfg->output_dir) take its outputs? 0, or a WSN_E* code with msg naming the path and why not. */
+int pl_out_check(const struct pl_dataset *ds, const struct pl_config *cfg, char *msg, size_t len);
 /* Create shard i's temporary output file. Returns 0 or a WSN_E* code with msg set. */
 int pl_out_create(struct pl_dataset *ds, int i, char *msg, size_t len);
 /* Commit (sync and rename) every output when commit and all are complete, else remove them all. */

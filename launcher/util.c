@@ -26,7 +26,7 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
-int cli_option_error(const char *cmd, int c, char *const argv[])
+int cli_option_error(const char *cmd, int c, char *const argv[], const struct option *opts)
 {
 	const char *last = optind > 0 ? argv[optind - 1] : NULL, *next = last ? argv[optind] : NULL;
 	char name[3] = { '-', (char)optopt, 0 };
@@ -44,7 +44,49 @@ int cli_option_error(const char *cmd, int c, char *const argv[])
 		is_short = next && next[0] == '-' && next[1] && next[1] != '-' && strchr(next + 1, optopt);
 	if (c == ':')
 		return cli_usage_error(cmd, "option '%s' needs a value", is_short ? name : last ? last : "?");
+	if (!is_short && last && !strncmp(last, "--", 2) && opts) {
+		/* getopt_long takes an unambiguous prefix; a prefix of several options lands here */
+		size_t len = strcspn(last + 2, "=");
+		char which[256] = "";
+		int n = 0;
+		for (const struct option *op = opts; op->name; op++)
+			if (len && !strncmp(op->name, last + 2, len) && strlen(which) + strlen(op->name) + 5 < sizeof(which))
+				n++, strcat(strcat(which, n > 1 ? ", --" : "--"), op->name);
+		if (n > 1)
+			return cli_usage_error(cmd, "ambiguous option '%.*s' (could be %s)", (int)len + 2, last, which);
+	}
 	return cli_usage_error(cmd, "unknown option '%s'", is_short ? name : last ? last : "?");
+}
+
+/* The last runtime error printed, after "wsnorm: " and without the newline (for --json reports). */
+static char last_error[1024];
+
+const char *cli_last_error(void)
+{
+	return last_error;
+}
+
+static void keep_last(const char *msg)
+{
+	size_t n;
+
+	snprintf(last_error, sizeof(last_error), "%s", msg);
+	n = strlen(last_error);
+	while (n && last_error[n - 1] == '\n')
+		last_error[--n] = 0;
+}
+
+int cli_error(const char *fmt, ...)
+{
+	char msg[sizeof(last_error)];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	keep_last(msg);
+	fprintf(stderr, "%s: %s\n", cli_prog, last_error);
+	return EXIT_RUNTIME;
 }
 
 /*
@@ -65,6 +107,7 @@ static int vfail(char **keep, int err, const char *fmt, va_list ap)
 	else if (asprintf(&msg, "%s: %s: %s", what, wsn_err_name(err), detail) < 0)
 		msg = NULL;
 	if (msg) {
+		keep_last(msg);
 		fprintf(stderr, "%s: %s\n", cli_prog, msg);
 	} else { /* no memory for the copy: straight to stderr */
 		fprintf(stderr, "%s: ", cli_prog);

@@ -56,9 +56,29 @@ WSN_API int wsn_last_driver_status(int *code, const char **name)
 	return 0;
 }
 
+/*
+ * A message may quote bytes from a file (tensor names, metadata, a JSON parser's context): control
+ * characters become \xNN, so that printing the message cannot drive the user's terminal.
+ */
+static void escape_controls(char *s, size_t cap)
+{
+	char out[DETAIL_MAX];
+	size_t o = 0;
+
+	for (const unsigned char *p = (const unsigned char *)s; *p && o + 5 < sizeof(out); p++) {
+		if (*p < 0x20 || *p == 0x7f)
+			o += (size_t)snprintf(out + o, sizeof(out) - o, "\\x%02x", *p);
+		else
+			out[o++] = (char)*p;
+	}
+	out[o] = '\0';
+	snprintf(s, cap, "%s", out);
+}
+
 static void set_detail(const char *fmt, va_list ap)
 {
 	vsnprintf(detail, sizeof(detail), fmt, ap);
+	escape_controls(detail, sizeof(detail));
 }
 
 int wsn__error(int err, const char *fmt, ...)
@@ -107,6 +127,7 @@ int wsn__error_context(int err, const char *fmt, ...)
 	}
 	msg[n] = '\0';
 	memcpy(detail, msg, n + 1);
+	escape_controls(detail, sizeof(detail));
 	return err;
 }
 

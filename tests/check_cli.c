@@ -3,6 +3,7 @@
 #include "testutil.h"
 
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +117,14 @@ START_TEST(test_usage_errors)
 		{ { "bench", "--device", "cpu", "--op", "rmsnorm-fwd", "--groups", "1", NULL }, "err-bench-cpu-groups.txt" },
 		/* emit takes none of plan's device options */
 		{ { "emit", "--op", "rmsnorm-fwd", "--hidden", "4096", "--device", "cpu", NULL }, "err-emit-device.txt" },
+		/* an empty path is a usage error before any work, not a failed rename at the end */
+		{ { "run", "--input", "x", "--output", "", NULL }, "err-run-output-empty.txt" },
+		{ { "run", "--input", "", NULL }, "err-run-input-empty.txt" },
+		{ { "gen", "--op", "rmsnorm-fwd", "--rows", "4", "--hidden", "4", "--out", "", NULL }, "err-gen-out-empty.txt" },
+		/* a prefix of two long options names both; a bad value names its range */
+		{ { "run", "--dev", "cpu", NULL }, "err-run-ambiguous.txt" },
+		{ { "run", "--dev=cpu", NULL }, "err-run-ambiguous.txt" },
+		{ { "run", "--input", "x", "--verify-rows", "2M", NULL }, "err-run-verify-rows.txt" },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
@@ -745,6 +754,288 @@ START_TEST(test_bench_json_error)
 }
 END_TEST
 
+/* The demo's last line says what was checked: not PASS when nothing was verified. */
+START_TEST(test_demo_not_verified)
+{
+	struct tu_proc p;
+	json_error_t je;
+	json_t *j;
+
+	RUN(&p, "run", "--demo", "--device", "cpu", "--no-verify");
+	ck_assert_msg(p.status == 0, "demo exit %d: %s", p.status, p.err);
+	ck_assert_msg(strstr(p.out, "demo result: done (not verified)\n") != NULL, "%s", p.out);
+	ck_assert_ptr_null(strstr(p.out, "demo result: PASS"));
+	tu_proc_free(&p);
+	RUN(&p, "run", "--demo", "--device", "cpu", "--no-verify", "--json");
+	ck_assert_int_eq(p.status, 0);
+	ck_assert_msg((j = json_loads(p.out, 0, &je)) != NULL, "%s", je.text);
+	ck_assert(json_is_false(json_object_get(j, "verified")));
+	ck_assert_int_eq(json_integer_value(json_object_get(j, "ops_completed")), 4);
+	json_decref(j);
+	tu_proc_free(&p);
+}
+END_TEST
+
+/* With --json a runtime error before any report still prints one object, holding the message stderr has. */
+START_TEST(test_json_early_error)
+{
+	char *dir = tu_tmpdir(), *missing = path_in(dir, "missing.safetensors"), *line;
+	struct tu_proc p;
+	json_error_t je;
+	json_t *j;
+
+	RUN(&p, "run", "--input", missing, "--device", "cpu", "--json");
+	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
+	ck_assert_msg((j = json_loads(p.out, 0, &je)) != NULL, "run --json after an error: %s\n%s", je.text, p.out);
+	ck_assert_str_eq(json_string_value(json_object_get(j, "result")), "error");
+	ck_assert_str_eq(json_string_value(json_object_get(j, "input")), missing);
+	ck_assert(asprintf(&line, "wsnorm: %s\n", json_string_value(json_object_get(j, "error"))) > 0);
+	ck_assert_msg(strstr(p.err, line) != NULL && strstr(line, missing), "stderr %s\njson %s", p.err, line);
+	free(line);
+	json_decref(j);
+	tu_proc_free(&p);
+	/* a device that no node has: well formed, so a runtime error */
+	RUN(&p, "bench", "--device", "cuda:999", "--json");
+	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
+	ck_assert_msg((j = json_loads(p.out, 0, &je)) != NULL, "bench --json after an error: %s\n%s", je.text, p.out);
+	ck_assert_int_eq(json_array_size(json_object_get(j, "results")), 0);
+	ck_assert_msg(strstr(json_string_value(json_object_get(j, "error")), "cuda:999") != NULL, "%s", p.out);
+	json_decref(j);
+	tu_proc_free(&p);
+	tu_rmtree(dir);
+	free(missing);
+	free(dir);
+}
+END_TEST
+
+/* A directory input of one file writes a directory of outputs, like one of several; an explicit
+ * --batch-rows larger than the file runs as one batch of the file's rows. */
+START_TEST(test_output_dir_one_shard)
+{
+	char *dir = tu_tmpdir(), *ds = path_in(dir, "ds"), *out = path_in(dir, "out"), *f, *one;
+	struct tu_proc p;
+	struct stat st;
+	json_error_t je;
+	json_t *j;
+
+	ck_assert_int_eq(mkdir(ds, 0777), 0);
+	ck_assert(asprintf(&one, "%s/one.safetensors", ds) > 0);
+	ck_assert(asprintf(&f, "%s/one.safetensors", out) > 0);
+	RUN(&p, "gen", "--op", "layernorm-fwd", "--rows", "40", "--hidden", "96", "--out", one);
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	tu_proc_free(&p);
+	RUN(&p, "-q", "run", "--input", ds, "--device", "cpu", "--output", out);
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	tu_proc_free(&p);
+	ck_assert_msg(stat(out, &st) == 0 && S_ISDIR(st.st_mode), "%s is not a directory", out);
+	ck_assert_msg(stat(f, &st) == 0 && S_ISREG(st.st_mode), "%s was not written", f);
+	RUN(&p, "-q", "run", "--input", one, "--device", "cpu", "--batch-rows", "1G", "--json");
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	ck_assert_msg((j = json_loads(p.out, 0, &je)) != NULL, "%s", je.text);
+	ck_assert_int_eq(json_integer_value(json_object_get(j, "batch_rows")), 40);
+	ck_assert_int_eq(json_integer_value(json_object_get(j, "batches")), 1);
+	json_decref(j);
+	tu_proc_free(&p);
+	tu_rmtree(dir);
+	free(f);
+	free(one);
+	free(out);
+	free(ds);
+	free(dir);
+}
+END_TEST
+
+/* A report nobody reads is not a pass, and the demo still removes its inputs: stdout a pipe whose reader
+ * has gone. */
+START_TEST(test_stdout_closed)
+{
+	char *dir = tu_tmpdir(), *cmd, *status;
+	struct tu_proc p;
+	DIR *d;
+	struct dirent *e;
+	int left = 0;
+
+	ck_assert(asprintf(&status, "%s/status", dir) > 0);
+	ck_assert(asprintf(&cmd, "{ TMPDIR='%s' '%s' run --demo --device cpu; echo $? > '%s'; } | true", dir,
+			   tu_wsnorm_bin(), status) > 0);
+	{
+		char *argv[] = { (char *)"/bin/sh", (char *)"-c", cmd, NULL };
+		tu_run(argv, 120, &p);
+	}
+	ck_assert_msg(p.status == 0, "sh: %d %s", p.status, p.err);
+	ck_assert_msg(strstr(p.err, "cannot write to standard output") != NULL, "stderr: %s", p.err);
+	tu_proc_free(&p);
+	{
+		FILE *fp = fopen(status, "r");
+		int st = -1;
+		ck_assert_ptr_nonnull(fp);
+		ck_assert_int_eq(fscanf(fp, "%d", &st), 1);
+		fclose(fp);
+		ck_assert_int_eq(st, 3);
+	}
+	ck_assert_ptr_nonnull(d = opendir(dir));
+	while ((e = readdir(d)))
+		left += !strncmp(e->d_name, "wsnorm-demo-", 12);
+	closedir(d);
+	ck_assert_msg(!left, "the demo's temporary directory is still in %s", dir);
+	tu_rmtree(dir);
+	free(cmd);
+	free(status);
+	free(dir);
+}
+END_TEST
+
+/* A safetensors file of the given header JSON (padded to 8 bytes) and data_len zero bytes of data. */
+static void write_st(const char *path, const char *json, size_t data_len)
+{
+	size_t h = (strlen(json) + 7) / 8 * 8, n = 8 + h + data_len;
+	unsigned char *buf = tu_xmalloc(n);
+
+	memset(buf, 0, n);
+	for (int i = 0; i < 8; i++)
+		buf[i] = (unsigned char)((uint64_t)h >> (8 * i));
+	memset(buf + 8, ' ', h);
+	memcpy(buf + 8, json, strlen(json));
+	tu_write_file(path, buf, n);
+	free(buf);
+}
+
+/* Shapes that are valid JSON but wrong for the op, and names that carry terminal escapes: exit 3, named. */
+START_TEST(test_hostile_headers)
+{
+	static const struct {
+		const char *json;
+		size_t data;
+		int status;
+		const char *err;
+	} cases[] = {
+		/* rows overflow int64 next to a zero dimension (no element, so no byte count catches it) */
+		{ "{\"__metadata__\":{\"wsnorm.op\":\"layernorm-fwd\"},\"x\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,4,0],"
+		  "\"data_offsets\":[0,0]}}", 0, 3, "tensor 'x'" },
+		/* a weight with the right element count but not [hidden] */
+		{ "{\"__metadata__\":{\"wsnorm.op\":\"rmsnorm-fwd\"},\"x\":{\"dtype\":\"F32\",\"shape\":[8,16],\"data_offsets\":[0,512]},"
+		  "\"weight\":{\"dtype\":\"F32\",\"shape\":[4,4],\"data_offsets\":[512,576]}}", 576, 3, "tensor 'weight' must be 16" },
+		/* per-row stats: [rows, 2] is not one value per row ... */
+		{ "{\"__metadata__\":{\"wsnorm.op\":\"rmsnorm-bwd\"},\"x\":{\"dtype\":\"F32\",\"shape\":[8,16],\"data_offsets\":[0,512]},"
+		  "\"dy\":{\"dtype\":\"F32\",\"shape\":[8,16],\"data_offsets\":[512,1024]},"
+		  "\"rstd\":{\"dtype\":\"F32\",\"shape\":[4,2],\"data_offsets\":[1024,1056]}}", 1056, 3, "tensor 'rstd' must be f32" },
+		/* ... [rows, 1] is: it enters without its broadcast */
+		{ "{\"__metadata__\":{\"wsnorm.op\":\"rmsnorm-bwd\"},\"x\":{\"dtype\":\"F32\",\"shape\":[8,16],\"data_offsets\":[0,512]},"
+		  "\"dy\":{\"dtype\":\"F32\",\"shape\":[8,16],\"data_offsets\":[512,1024]},"
+		  "\"rstd\":{\"dtype\":\"F32\",\"shape\":[8,1],\"data_offsets\":[1024,1056]}}", 1056, 0, NULL },
+		/* an escape sequence in a name reaches stderr escaped */
+		{ "{\"__metadata__\":{\"wsnorm.op\":\"rmsnorm-fwd\"},\"x\\u001b[31m\":{\"dtype\":\"F32\",\"shape\":[2,4],"
+		  "\"data_offsets\":[0,31]}}", 32, 3, "x\\x1b[31m" },
+	};
+	char *dir = tu_tmpdir(), *in = path_in(dir, "h.safetensors");
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct tu_proc p;
+
+		write_st(in, cases[i].json, cases[i].data);
+		RUN(&p, "-q", "run", "--input", in, "--device", "cpu");
+		ck_assert_msg(p.status == cases[i].status, "case %zu: exit %d: %s", i, p.status, p.err);
+		if (cases[i].err)
+			ck_assert_msg(strstr(p.err, cases[i].err) && strstr(p.err, in), "case %zu: %s", i, p.err);
+		ck_assert_msg(!strchr(p.err, '\x1b'), "case %zu: an escape reached stderr: %s", i, p.err);
+		tu_proc_free(&p);
+	}
+	tu_rmtree(dir);
+	free(in);
+	free(dir);
+}
+END_TEST
+
+/* Output paths are checked before the run: a FIFO (or device) is not replaced by a file, and an output
+ * that would replace a later input stops the run before its first batch. */
+START_TEST(test_output_paths)
+{
+	char *dir = tu_tmpdir(), *a = path_in(dir, "a.safetensors"), *fifo = path_in(dir, "fifo");
+	char *d2 = path_in(dir, "d2"), *b = path_in(dir, "d2/b.safetensors"), *list;
+	struct tu_proc p;
+	struct stat st;
+
+	RUN(&p, "gen", "--op", "rmsnorm-fwd", "--rows", "8", "--hidden", "16", "--out", a);
+	ck_assert_int_eq(p.status, 0);
+	tu_proc_free(&p);
+	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+	RUN(&p, "run", "--input", a, "--device", "cpu", "--output", fifo);
+	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
+	ck_assert_msg(strstr(p.err, "not a regular file") && strstr(p.err, fifo), "%s", p.err);
+	ck_assert_str_eq(p.out, "");
+	tu_proc_free(&p);
+	ck_assert(stat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+
+	ck_assert_int_eq(mkdir(d2, 0777), 0);
+	RUN(&p, "gen", "--op", "rmsnorm-fwd", "--rows", "8", "--hidden", "16", "--out", b);
+	tu_proc_free(&p);
+	ck_assert(asprintf(&list, "%s,%s", a, b) > 0);
+	RUN(&p, "run", "--input", list, "--device", "cpu", "--output", d2);
+	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
+	ck_assert_msg(strstr(p.err, "it is the input") && strstr(p.err, b), "%s", p.err);
+	ck_assert_str_eq(p.out, ""); /* no batch ran */
+	tu_proc_free(&p);
+	tu_rmtree(dir);
+	free(list);
+	free(b);
+	free(d2);
+	free(fifo);
+	free(a);
+	free(dir);
+}
+END_TEST
+
+/* A run with outputs holds a file descriptor only for outputs still being written: more shards than the
+ * descriptor limit still complete. */
+START_TEST(test_output_many_shards)
+{
+	char *dir = tu_tmpdir(), *ds = path_in(dir, "ds"), *out = path_in(dir, "out"), *cmd;
+	struct tu_proc p;
+	DIR *d;
+	struct dirent *e;
+	int files = 0;
+
+	RUN(&p, "gen", "--op", "layernorm-bwd", "--rows", "120", "--hidden", "8", "--shards", "120", "--out", ds);
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	tu_proc_free(&p);
+	ck_assert(asprintf(&cmd, "ulimit -n 64 && exec '%s' -q run --input '%s' --device cpu --output '%s'",
+			   tu_wsnorm_bin(), ds, out) > 0);
+	{
+		char *argv[] = { (char *)"/bin/sh", (char *)"-c", cmd, NULL };
+		tu_run(argv, 120, &p);
+	}
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	tu_proc_free(&p);
+	ck_assert_ptr_nonnull(d = opendir(out));
+	while ((e = readdir(d)))
+		files += strstr(e->d_name, ".safetensors") != NULL;
+	closedir(d);
+	ck_assert_int_eq(files, 120);
+	tu_rmtree(dir);
+	free(cmd);
+	free(out);
+	free(ds);
+	free(dir);
+}
+END_TEST
+
+/* A raw --shape whose byte count overflows is an error that says so, not a wrapped size check. */
+START_TEST(test_raw_shape_overflow)
+{
+	char *dir = tu_tmpdir(), *raw = path_in(dir, "empty.bin");
+	struct tu_proc p;
+
+	tu_write_file(raw, "", 0);
+	RUN(&p, "run", "--device", "cpu", "--op", "rmsnorm-fwd", "--dtype", "f32", "--shape", "256Gx16M", "--input", raw);
+	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
+	ck_assert_msg(strstr(p.err, "more bytes than a file can hold"), "%s", p.err);
+	tu_proc_free(&p);
+	tu_rmtree(dir);
+	free(raw);
+	free(dir);
+}
+END_TEST
+
 /* A gen --shards that fails leaves none of the shards it wrote, nor a directory it made. */
 START_TEST(test_gen_shards_cleanup)
 {
@@ -816,6 +1107,14 @@ Suite *suite_cli(void)
 	tcase_add_test(tc, test_size_suffixes);
 	tcase_add_test(tc, test_bench_json_error);
 	tcase_add_test(tc, test_gen_shards_cleanup);
+	tcase_add_test(tc, test_demo_not_verified);
+	tcase_add_test(tc, test_json_early_error);
+	tcase_add_test(tc, test_output_dir_one_shard);
+	tcase_add_test(tc, test_stdout_closed);
+	tcase_add_test(tc, test_hostile_headers);
+	tcase_add_test(tc, test_output_paths);
+	tcase_add_test(tc, test_output_many_shards);
+	tcase_add_test(tc, test_raw_shape_overflow);
 	suite_add_tcase(s, tc);
 	return s;
 }
