@@ -408,7 +408,7 @@ START_TEST(test_st_bad_json_nul)
 	memcpy(buf + 8, json, sizeof(json));
 	memset(buf + 8 + sizeof(json), ' ', 7);
 	tu_write_file(path, buf, sizeof(buf));
-	expect_err(wsn_st_open(path, NULL, &f), WSN_EFORMAT, path, "JSON");
+	expect_err(wsn_st_open(path, NULL, &f), WSN_EFORMAT, path, "NUL byte at byte 54");
 	free(path);
 }
 END_TEST

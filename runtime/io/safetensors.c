@@ -249,8 +249,14 @@ static int load_header(struct wsn_st_file *f)
 	/* the length bounds the parse: the header is not NUL-terminated */
 	root = json_loadb(hdr, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root) {
-		err = wsn__error(WSN_EFORMAT, "%s: malformed JSON header at byte %d (line %d, column "
-				 "%d): %s", f->path, jerr.position, jerr.line, jerr.column, jerr.text);
+		const char *nul = memchr(hdr, 0, (size_t)hlen);
+		if (nul) /* the parser would only say "end of file expected" */
+			err = wsn__error(WSN_EFORMAT, "%s: the %llu-byte JSON header holds a NUL byte at byte %lld "
+					 "(a header is padded with spaces, not NULs)", f->path, (unsigned long long)hlen,
+					 (long long)(nul - (const char *)hdr));
+		else
+			err = wsn__error(WSN_EFORMAT, "%s: malformed JSON header at byte %d (line %d, column "
+					 "%d): %s", f->path, jerr.position, jerr.line, jerr.column, jerr.text);
 		goto out;
 	}
 	if (!json_is_object(root)) {
