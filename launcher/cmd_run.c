@@ -1051,7 +1051,7 @@ static int run_demo(struct run_opts *o)
 		one.have_op = 1;
 		one.have_dt = 0;
 		r = run_one(&one, runs, &interrupted);
-		ran += !interrupted;
+		ran += !interrupted && r != EXIT_RUNTIME; /* ran to its end, whatever it found */
 		if (!o->json)
 			printf("\n");
 		if (r > ret)
