@@ -1028,7 +1028,8 @@ static int run_demo(struct run_opts *o)
 	hidden = di.exec_mem == WSN_MEM_HOST ? 1024 : 4096;
 	snprintf(dir, sizeof(dir), "%s/wsnorm-demo-XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	if (!mkdtemp(dir)) {
-		cli_error("run --demo: cannot create a temporary directory in %s: %s", tmp && *tmp ? tmp : "/tmp", strerror(errno));
+		cli_error("run --demo: cannot create a temporary directory in %s: %s", tmp && *tmp ? tmp : "/tmp",
+			  strerror(errno));
 		json_decref(runs);
 		return EXIT_RUNTIME;
 	}

@@ -470,9 +470,9 @@ static int check_shard(struct pl_dataset *ds, struct pl_shard *sh, int first, ch
 		if (!(e = wsn_st_find(sh->st, name)))
 			return bad_shard(msg, len, sh->path, "%s needs a tensor named '%s'", wsn_op_name(s->op), name);
 		if (e->dtype != WSN_F32 || e->ndim < 1 || !stat_shape_ok(x, e, sh->rows))
-			return bad_shard(msg, len, sh->path, "tensor '%s' must be f32 with one value per row of 'x' (%lld), "
-					 "shaped [%lld] or as 'x' with a last dimension of 1", name, (long long)sh->rows,
-					 (long long)sh->rows);
+			return bad_shard(msg, len, sh->path,
+					 "tensor '%s' must be f32 with one value per row of 'x' (%lld), shaped [%lld] or as "
+					 "'x' with a last dimension of 1", name, (long long)sh->rows, (long long)sh->rows);
 		sh->off[k ? PL_IN_RSTD : PL_IN_MEAN] = e->offset;
 	}
 	for (int k = 0; k < 2; k++) {
