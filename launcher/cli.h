@@ -60,13 +60,8 @@ int cli_option_error(const char *cmd, int c, char *const argv[], const struct op
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The message of the last cli_error() or cli_fail*(), as printed after "wsnorm: "; "" if none. */
 const char *cli_last_error(void);
-/* Print "wsnorm: what: ERRNAME: detail" to stderr; returns EXIT_RUNTIME. */
+/* Print "wsnorm: what: ERRNAME: detail" to stderr and keep it as cli_last_error(); returns EXIT_RUNTIME. */
 int cli_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/*
- * cli_fail that also keeps the message, as printed after "wsnorm: ", in *keep (malloc'd, for
- * --json; a message already there is freed; NULL when out of memory). Returns EXIT_RUNTIME.
- */
-int cli_fail_keep(char **keep, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Informational line to stderr unless -q. */
 void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -233,11 +233,11 @@ static int timed_launches(struct launcher *l, int n, float *ms)
 }
 
 /*
- * Measure one point. A runtime error is reported (its message kept in *error for --json) and
- * returns EXIT_RUNTIME; a shape with no plan is not an error (pt->noplan says why). 0 otherwise.
+ * Measure one point. A runtime error is reported (its message is then cli_last_error(), for --json)
+ * and returns EXIT_RUNTIME; a shape with no plan is not an error (pt->noplan says why). 0 otherwise.
  */
 static int bench_point(const struct bench_opts *o, struct timer *t, const struct wsn_device_info *di,
-		       double copy_bps, struct point *pt, char **error)
+		       double copy_bps, struct point *pt)
 {
 	size_t es = wsn_dtype_size(pt->dt), mat = (size_t)pt->rows * (size_t)pt->hidden * es;
 	size_t stats = (size_t)pt->rows * 4, vec = (size_t)pt->hidden * es, set_bytes;
@@ -357,8 +357,8 @@ static int bench_point(const struct bench_opts *o, struct timer *t, const struct
 oom:
 	err = WSN_ENOMEM;
 fail:
-	cli_fail_keep(error, err, "bench: %s %s hidden %lld on %s", wsn_op_name(pt->op), wsn_dtype_name(pt->dt),
-		      (long long)pt->hidden, di->spec);
+	cli_fail(err, "bench: %s %s hidden %lld on %s", wsn_op_name(pt->op), wsn_dtype_name(pt->dt),
+		 (long long)pt->hidden, di->spec);
 out:
 	wsn_plan_destroy(plan);
 	for (int k = 0; sets && k < nsets; k++) {
@@ -435,7 +435,6 @@ int cmd_bench(int argc, char **argv)
 	double copy_bps = 0;
 	int64_t v;
 	json_t *jres = NULL;
-	char *error = NULL; /* the runtime error that ended the measurement, for --json */
 
 	memset(&o, 0, sizeof(o));
 	o.device = "auto";
@@ -553,7 +552,7 @@ int cmd_bench(int argc, char **argv)
 	if (o.json)
 		jres = json_array();
 	if ((err = cli_copy_bandwidth(t.dev, t.s, o.copy_bytes, 10, &copy_bps)) < 0) {
-		ret = cli_fail_keep(&error, err, "bench: copy bandwidth on %s", di.spec);
+		ret = cli_fail(err, "bench: copy bandwidth on %s", di.spec);
 		goto out;
 	}
 	if (!o.json) {
@@ -569,7 +568,7 @@ int cmd_bench(int argc, char **argv)
 				struct point pt = { .op = (enum wsn_op)ops[i], .dt = (enum wsn_dtype)dts[d],
 						    .hidden = o.hidden[h], .rows = o.rows, .weight = o.weight };
 				pt.bias = o.bias && (pt.op == WSN_LAYERNORM_FWD || pt.op == WSN_LAYERNORM_BWD);
-				if ((ret = bench_point(&o, &t, &di, copy_bps, &pt, &error)))
+				if ((ret = bench_point(&o, &t, &di, copy_bps, &pt)))
 					goto out;
 				if (pt.noplan[0]) {
 					fprintf(stderr, "%s: bench: %s %s hidden %lld: no plan: %s\n", cli_prog,
@@ -625,11 +624,10 @@ out:
 		json_object_set_new(root, "copy_tbs", copy_bps > 0 ? cli_json_real(copy_bps / 1e12) : json_null());
 		json_object_set_new(root, "iters", json_integer(o.iters));
 		json_object_set_new(root, "results", jres);
-		if (ret == EXIT_RUNTIME && error)
-			json_object_set_new(root, "error", json_string(error));
+		if (ret == EXIT_RUNTIME && cli_last_error()[0]) /* not after a shape with no plan alone */
+			json_object_set_new(root, "error", json_string(cli_last_error()));
 		cli_json_print(root);
 	}
-	free(error);
 	wsn_event_destroy(t.e0);
 	wsn_event_destroy(t.e1);
 	wsn_stream_destroy(t.s);

@@ -333,7 +333,7 @@ static int stage_active(const struct run_opts *o, const struct pl_devres *r, int
 	switch (s) {
 	case ST_H2D: case ST_D2H: return !r->host_mem && !o->cfg.read_only;
 	case ST_KERNEL: return !o->cfg.read_only;
-	case ST_VERIFY: return o->cfg.verify_rows > 0 && !o->cfg.read_only;
+	case ST_VERIFY: return pl_verifies(&o->cfg);
 	case ST_WRITE: return o->cfg.output != NULL && !o->cfg.read_only;
 	default: return 1;
 	}
@@ -452,7 +452,7 @@ static json_t *verify_json(const struct run_opts *o, const struct pl_verdict *vd
 {
 	json_t *v = json_object(), *vt = json_object();
 
-	json_object_set_new(v, "enabled", json_boolean(o->cfg.verify_rows > 0 && !o->cfg.read_only));
+	json_object_set_new(v, "enabled", json_boolean(pl_verifies(&o->cfg)));
 	json_object_set_new(v, "rows", json_integer(rows));
 	json_object_set_new(v, "batches", json_integer(batches));
 	json_object_set_new(v, "mismatched_batches", json_integer(bad));
@@ -825,7 +825,7 @@ static void report_text(const struct run_opts *o, const struct pl_run *run, cons
 	else if (sm->error)
 		printf("  error    %s\n", sm->error);
 	printf("  result   %s%s\n",
-	       sm->status == EXIT_PASS ? (o->cfg.verify_rows > 0 && !o->cfg.read_only ? "PASS" : "done (not verified)") :
+	       sm->status == EXIT_PASS ? (pl_verifies(&o->cfg) ? "PASS" : "done (not verified)") :
 	       sm->status == EXIT_RUNTIME ? "ERROR" :
 	       sm->vbad ? "FAIL: verification mismatch" : "FAIL: threshold missed",
 	       sm->interrupted_by ? " (interrupted)" : "");
@@ -1005,7 +1005,7 @@ static int run_demo(struct run_opts *o)
 	json_t *runs = o->json ? json_array() : NULL;
 	int64_t rows, hidden;
 	int ret = EXIT_PASS, r, verbose = cli_verbose, interrupted = 0, ran = 0;
-	int verified = o->cfg.verify_rows > 0 && !o->cfg.read_only;
+	int verified = pl_verifies(&o->cfg);
 	enum wsn_dtype dt = o->have_dt ? o->dt : WSN_BF16;
 
 	if ((r = cli_open_device("run", o->device, o->cfg.threads, &dev))) {

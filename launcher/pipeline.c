@@ -988,7 +988,7 @@ static void batch_ready(struct pl_dev *d, struct pending *p)
 
 	sl->b = p->b;
 	sl->read_s = lat;
-	sl->verify = cfg->verify_rows > 0 && !cfg->read_only && p->b.seq % (uint64_t)cfg->verify_every == 0;
+	sl->verify = pl_verifies(cfg) && p->b.seq % (uint64_t)cfg->verify_every == 0;
 	sl->write = cfg->output && !cfg->read_only && p->b.pass == 0;
 	sl->copy_out = !d->host && (sl->verify || sl->write);
 	st->bytes += p->bytes;

@@ -71,6 +71,12 @@ struct pl_config {
 	int output_dir;           /* output is a directory of per-shard files */
 };
 
+/* Are outputs checked against the CPU reference at all (some batches, per verify_every)? */
+static inline int pl_verifies(const struct pl_config *cfg)
+{
+	return cfg->verify_rows > 0 && !cfg->read_only;
+}
+
 /* A shard's output file, written under a temporary name (see output.c). */
 struct pl_out;
 

@@ -59,7 +59,7 @@ int cli_option_error(const char *cmd, int c, char *const argv[], const struct op
 }
 
 /* The last runtime error printed, after "wsnorm: " and without the newline (for --json reports). */
-static char last_error[1024];
+static char last_error[4096];
 
 const char *cli_last_error(void)
 {
@@ -89,11 +89,8 @@ int cli_error(const char *fmt, ...)
 	return EXIT_RUNTIME;
 }
 
-/*
- * Print "wsnorm: what: ERRNAME: detail" to stderr and, when keep is not NULL, keep the message
- * after "wsnorm: " in *keep (malloc'd; NULL when out of memory). Returns EXIT_RUNTIME.
- */
-static int vfail(char **keep, int err, const char *fmt, va_list ap)
+/* Print "wsnorm: what: ERRNAME: detail" to stderr and keep it as cli_last_error(). Returns EXIT_RUNTIME. */
+static int vfail(int err, const char *fmt, va_list ap)
 {
 	const char *detail = wsn_last_error();
 	char *what = NULL, *msg = NULL;
@@ -116,12 +113,7 @@ static int vfail(char **keep, int err, const char *fmt, va_list ap)
 	}
 	va_end(copy);
 	free(what);
-	if (keep) {
-		free(*keep);
-		*keep = msg;
-	} else {
-		free(msg);
-	}
+	free(msg);
 	return EXIT_RUNTIME;
 }
 
@@ -131,18 +123,7 @@ int cli_fail(int err, const char *fmt, ...)
 	int ret;
 
 	va_start(ap, fmt);
-	ret = vfail(NULL, err, fmt, ap);
-	va_end(ap);
-	return ret;
-}
-
-int cli_fail_keep(char **keep, int err, const char *fmt, ...)
-{
-	va_list ap;
-	int ret;
-
-	va_start(ap, fmt);
-	ret = vfail(keep, err, fmt, ap);
+	ret = vfail(err, fmt, ap);
 	va_end(ap);
 	return ret;
 }
