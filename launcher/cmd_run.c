@@ -523,9 +523,10 @@ static json_t *io_json(const struct io_view *r)
 }
 
 /* A run's result: a wrong output outranks a missed threshold, as in the text report. */
-static const char *status_name(int status, int threshold_missed, int64_t mismatched)
+/* The JSON result: "unverified" where the text report says "done (not verified)". */
+static const char *status_name(int status, int verified, int threshold_missed, int64_t mismatched)
 {
-	return status == EXIT_PASS ? "pass" : status == EXIT_RUNTIME ? "error" :
+	return status == EXIT_PASS ? (verified ? "pass" : "unverified") : status == EXIT_RUNTIME ? "error" :
 	       threshold_missed && !mismatched ? "threshold" : "mismatch";
 }
 
@@ -655,7 +656,8 @@ static json_t *report_json(const struct run_opts *o, const struct pl_run *run, c
 		json_object_set_new(d, "index", json_integer(r->index));
 		json_object_set_new(d, "device", json_string(r->spec));
 		json_object_set_new(d, "device_name", json_string(r->name));
-		json_object_set_new(d, "result", json_string(status_name(r->status, 0, r->mismatched_batches)));
+		json_object_set_new(d, "result", json_string(status_name(r->status, pl_verifies(&o->cfg), 0,
+										 r->mismatched_batches)));
 		if (r->status == EXIT_RUNTIME)
 			json_object_set_new(d, "error", json_string(r->errmsg));
 		json_object_set_new(d, "rows", json_integer(r->rows));
@@ -673,7 +675,8 @@ static json_t *report_json(const struct run_opts *o, const struct pl_run *run, c
 	json_object_set_new(j, "devices", devs);
 	if (sm->error)
 		json_object_set_new(j, "error", json_string(sm->error));
-	json_object_set_new(j, "result", json_string(status_name(sm->status, sm->threshold_missed, sm->vbad)));
+	json_object_set_new(j, "result", json_string(status_name(sm->status, pl_verifies(&o->cfg), sm->threshold_missed,
+									    sm->vbad)));
 	return j;
 }
 
@@ -1068,8 +1071,8 @@ static int run_demo(struct run_opts *o)
 		json_object_set_new(root, "interrupted", json_boolean(interrupted));
 		json_object_set_new(root, "verified", json_boolean(verified));
 		json_object_set_new(root, "ops_completed", json_integer(ran));
-		json_object_set_new(root, "result", json_string(ret == EXIT_PASS ? "pass" : ret == EXIT_MISMATCH ?
-										   "mismatch" : "error"));
+		json_object_set_new(root, "result", json_string(ret == EXIT_PASS ? (verified ? "pass" : "unverified") :
+								ret == EXIT_MISMATCH ? "mismatch" : "error"));
 		cli_json_print(root);
 	} else if (ret == EXIT_PASS && interrupted) {
 		/* PASS would say the node is good: it says only that what ran did not fail */

@@ -771,6 +771,15 @@ START_TEST(test_demo_not_verified)
 	ck_assert_msg((j = json_loads(p.out, 0, &je)) != NULL, "%s", je.text);
 	ck_assert(json_is_false(json_object_get(j, "verified")));
 	ck_assert_int_eq(json_integer_value(json_object_get(j, "ops_completed")), 4);
+	ck_assert_str_eq(json_string_value(json_object_get(j, "result")), "unverified");
+	for (size_t i = 0; i < 4; i++) {
+		json_t *r = json_array_get(json_object_get(j, "runs"), i);
+
+		ck_assert_msg(r != NULL, "demo run %zu missing", i);
+		ck_assert_str_eq(json_string_value(json_object_get(r, "result")), "unverified");
+		ck_assert_str_eq(json_string_value(json_object_get(json_array_get(json_object_get(r, "devices"), 0),
+								   "result")), "unverified");
+	}
 	json_decref(j);
 	tu_proc_free(&p);
 }
