@@ -348,6 +348,32 @@ START_TEST(test_st_bad_missing)
 }
 END_TEST
 
+/* errno values the table names keep their name: a symlink loop is ELOOP, a long name ENAMETOOLONG */
+START_TEST(test_st_bad_errno_names)
+{
+	char *a = pjoin(tdir, "loop-a"), *b = pjoin(tdir, "loop-b"), *lng;
+	struct wsn_st_file *f;
+	size_t n = strlen(tdir) + 1 + 300;
+
+	ck_assert_int_eq(symlink(b, a), 0);
+	ck_assert_int_eq(symlink(a, b), 0);
+	expect_err(wsn_st_open(a, NULL, &f), WSN_ELOOP, a, NULL);
+	ck_assert_str_eq(wsn_err_name(WSN_ELOOP), "ELOOP");
+	lng = malloc(n + 1);
+	ck_assert_ptr_nonnull(lng);
+	snprintf(lng, n + 1, "%s/", tdir);
+	memset(lng + strlen(lng), 'n', n - strlen(lng));
+	lng[n] = '\0';
+	expect_err(wsn_st_open(lng, NULL, &f), WSN_ENAMETOOLONG, NULL, NULL);
+	ck_assert_str_eq(wsn_strerror(WSN_ENAMETOOLONG), "file name too long");
+	unlink(a);
+	unlink(b);
+	free(lng);
+	free(a);
+	free(b);
+}
+END_TEST
+
 START_TEST(test_st_bad_header_past_eof)
 {
 	char *path = pjoin(tdir, "long.safetensors");
@@ -1104,6 +1130,7 @@ Suite *suite_io(void)
 	tcase_add_test(bad, test_st_bad_empty_file);
 	tcase_add_test(bad, test_st_bad_directory);
 	tcase_add_test(bad, test_st_bad_missing);
+	tcase_add_test(bad, test_st_bad_errno_names);
 	tcase_add_test(bad, test_st_bad_header_past_eof);
 	tcase_add_test(bad, test_st_bad_header_absurd);
 	tcase_add_test(bad, test_st_bad_header_zero);

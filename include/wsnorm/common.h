@@ -35,6 +35,7 @@ WSN_API const char *wsn_version(void);
 	XX(ENOENT, -ENOENT, "no such file or directory")                    \
 	XX(EINTR, -EINTR, "interrupted")                                    \
 	XX(EIO, -EIO, "input/output error")                                 \
+	XX(ENXIO, -ENXIO, "no such device or address")                      \
 	XX(EBADF, -EBADF, "bad file descriptor")                            \
 	XX(EAGAIN, -EAGAIN, "resource temporarily unavailable")             \
 	XX(ENOMEM, -ENOMEM, "out of memory")                                \
@@ -49,11 +50,16 @@ WSN_API const char *wsn_version(void);
 	XX(EMFILE, -EMFILE, "too many open files")                          \
 	XX(EFBIG, -EFBIG, "file too large")                                 \
 	XX(ENOSPC, -ENOSPC, "no space left on device")                      \
+	XX(EROFS, -EROFS, "read-only file system")                          \
+	XX(EPIPE, -EPIPE, "broken pipe")                                    \
 	XX(ERANGE, -ERANGE, "result out of range")                          \
+	XX(ENAMETOOLONG, -ENAMETOOLONG, "file name too long")               \
 	XX(ENOSYS, -ENOSYS, "function not implemented")                     \
+	XX(ELOOP, -ELOOP, "too many levels of symbolic links")              \
 	XX(EOVERFLOW, -EOVERFLOW, "value too large for its type")           \
 	XX(ENOTSUP, -ENOTSUP, "operation not supported")                    \
 	XX(ETIMEDOUT, -ETIMEDOUT, "timed out")                              \
+	XX(EDQUOT, -EDQUOT, "disk quota exceeded")                          \
 	XX(ECANCELED, -ECANCELED, "operation canceled")                     \
 	XX(EFORMAT, -4001, "malformed tensor file")                         \
 	XX(ETRUNC, -4002, "truncated file")                                 \
