@@ -5,11 +5,14 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -491,6 +494,22 @@ static int check_shard(struct pl_dataset *ds, struct pl_shard *sh, int first, ch
 	return 0;
 }
 
+/* The bytes of the block device at path. */
+static int block_size(const char *path, uint64_t *size, char *msg, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), e;
+
+	if (fd < 0 || ioctl(fd, BLKGETSIZE64, size) < 0) {
+		e = errno;
+		snprintf(msg, len, "run: cannot read the size of block device '%s': %s", path, strerror(e));
+		if (fd >= 0)
+			close(fd);
+		return e == EACCES || e == EPERM ? -e : WSN_EIO;
+	}
+	close(fd);
+	return 0;
+}
+
 int pl_shard_open(struct pl_dataset *ds, int i, struct wsn_reader *r, int first, char *msg, size_t len)
 {
 	struct pl_shard *sh = &ds->shards[i];
@@ -502,19 +521,32 @@ int pl_shard_open(struct pl_dataset *ds, int i, struct wsn_reader *r, int first,
 		struct stat st;
 		uint64_t unit = ds->shape.in_unit[PL_IN_X], want = (uint64_t)sh->rows * unit;
 
+		uint64_t size;
+
 		if (stat(sh->path, &st) < 0) {
 			snprintf(msg, len, "run: cannot open input '%s': %s", sh->path, strerror(errno));
 			return WSN_ENOENT;
 		}
-		if (!S_ISREG(st.st_mode))
-			return bad_shard(msg, len, sh->path, "a raw input must be a regular file (its size is the shape's)");
+		if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
+			return bad_shard(msg, len, sh->path, "a raw input must be a regular file (its size is the "
+					 "shape's) or a block device");
 		if (unit && (uint64_t)sh->rows > UINT64_MAX / unit)
 			return bad_shard(msg, len, sh->path, "--shape %lldx%lld of %s is more bytes than a file can hold",
 					 (long long)sh->rows, (long long)ds->shape.hidden, wsn_dtype_name(ds->shape.dt));
-		if ((uint64_t)st.st_size != want)
+		if (S_ISBLK(st.st_mode)) {
+			/* a device holds the tensor in its first bytes; what follows is not read */
+			if ((err = block_size(sh->path, &size, msg, len)))
+				return err;
+			if (size < want)
+				return bad_shard(msg, len, sh->path, "block device has %llu bytes, --shape %lldx%lld of %s "
+						 "needs %llu", (unsigned long long)size, (long long)sh->rows,
+						 (long long)ds->shape.hidden, wsn_dtype_name(ds->shape.dt),
+						 (unsigned long long)want);
+		} else if ((uint64_t)st.st_size != want) {
 			return bad_shard(msg, len, sh->path, "raw file has %lld bytes, --shape %lldx%lld of %s needs %llu",
 					 (long long)st.st_size, (long long)sh->rows, (long long)ds->shape.hidden,
 					 wsn_dtype_name(ds->shape.dt), (unsigned long long)want);
+		}
 		sh->off[PL_IN_X] = 0;
 	} else {
 		if (!sh->st && (err = wsn_st_open(sh->path, r, &sh->st)) < 0) {

@@ -8,10 +8,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <linux/loop.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -1025,6 +1027,112 @@ START_TEST(test_lists_raw_modes)
 }
 END_TEST
 
+/*
+ * A loop device over backing (root and /dev/loop-control needed): its path in dev and an open
+ * descriptor that loop_detach releases, or -1 with the reason in why.
+ */
+static int loop_attach(const char *backing, char *dev, size_t n, char *why, size_t wn)
+{
+	for (int tries = 0; tries < 8; tries++) {
+		int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC), num, lfd, bfd;
+
+		if (ctl < 0 || (num = ioctl(ctl, LOOP_CTL_GET_FREE)) < 0) {
+			snprintf(why, wn, "/dev/loop-control: %s", strerror(errno));
+			if (ctl >= 0)
+				close(ctl);
+			return -1;
+		}
+		close(ctl);
+		snprintf(dev, n, "/dev/loop%d", num);
+		if ((lfd = open(dev, O_RDWR | O_CLOEXEC)) < 0) {
+			snprintf(why, wn, "%s: %s", dev, strerror(errno));
+			return -1;
+		}
+		ck_assert_int_ge(bfd = open(backing, O_RDWR | O_CLOEXEC), 0);
+		if (ioctl(lfd, LOOP_SET_FD, bfd) == 0) {
+			close(bfd);
+			return lfd;
+		}
+		snprintf(why, wn, "%s: LOOP_SET_FD: %s", dev, strerror(errno));
+		close(bfd);
+		close(lfd);
+		if (errno != EBUSY) /* EBUSY: another process took that device first */
+			return -1;
+	}
+	return -1;
+}
+
+static void loop_detach(int lfd)
+{
+	ck_assert_int_eq(ioctl(lfd, LOOP_CLR_FD, 0), 0);
+	close(lfd);
+}
+
+/* A raw input may be a block device holding the tensor in its first bytes; one too small for the shape
+ * is an error naming the device and both sizes. Needs a loop device: skipped (and says so) without one. */
+START_TEST(test_raw_block_device)
+{
+	char *dir = tu_tmpdir(), *file = path_in(dir, "x.bin"), *big = path_in(dir, "big.img");
+	char *small = path_in(dir, "small.img"), *o1 = path_in(dir, "dev.safetensors");
+	char *o2 = path_in(dir, "file.safetensors"), dev[64], sdev[64], why[256];
+	const size_t xb = 40 * 33 * sizeof(float), bb = 64 * 1024;
+	unsigned char *img = tu_xmalloc(bb);
+	float *x = tu_xmalloc(xb);
+	struct wsn_tensor t;
+	struct tu_proc p;
+	size_t n1, n2;
+	char *a, *b;
+	int lfd, sfd;
+
+	wsn_tensor_2d(&t, x, WSN_F32, WSN_MEM_HOST, 40, 33);
+	wsn_tensor_fill_random(&t, tu_case_seed("pl_blk"), 0.5f, 2.0f);
+	tu_write_file(file, x, xb);
+	memset(img, 0x7f, bb); /* bytes past the tensor: NaN-like garbage that must not be read */
+	memcpy(img, x, xb);
+	tu_write_file(big, img, bb);
+	tu_write_file(small, img, 4096); /* 4096 < 5280 bytes */
+	if ((lfd = loop_attach(big, dev, sizeof(dev), why, sizeof(why))) < 0) {
+		fprintf(stderr, "test_raw_block_device: skipped, no loop device (%s)\n", why);
+		goto out;
+	}
+	RUN(&p, "run", "--input", dev, "--shape", "40x33", "--dtype", "f32", "--op", "rmsnorm-fwd", "--device", "cpu",
+	    "--batch-rows", "7", "--output", o1);
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	ck_assert_ptr_nonnull(strstr(p.out, "PASS"));
+	tu_proc_free(&p);
+	RUN(&p, "run", "--input", file, "--shape", "40x33", "--dtype", "f32", "--op", "rmsnorm-fwd", "--device", "cpu",
+	    "--batch-rows", "7", "--output", o2);
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	tu_proc_free(&p);
+	a = slurp(o1, &n1);
+	b = slurp(o2, &n2);
+	ck_assert_uint_eq(n1, n2);
+	ck_assert_msg(memcmp(a, b, n1) == 0, "the block device's output differs from the file's");
+	free(a);
+	free(b);
+	if ((sfd = loop_attach(small, sdev, sizeof(sdev), why, sizeof(why))) >= 0) {
+		RUN(&p, "run", "--input", sdev, "--shape", "40x33", "--dtype", "f32", "--op", "rmsnorm-fwd", "--device",
+		    "cpu");
+		ck_assert_int_eq(p.status, 3);
+		ck_assert_msg(strstr(p.err, sdev) && strstr(p.err, "block device has 4096 bytes") &&
+			      strstr(p.err, "needs 5280"), "%s", p.err);
+		tu_proc_free(&p);
+		loop_detach(sfd);
+	}
+	loop_detach(lfd);
+out:
+	tu_rmtree(dir);
+	free(dir);
+	free(file);
+	free(big);
+	free(small);
+	free(o1);
+	free(o2);
+	free(img);
+	free(x);
+}
+END_TEST
+
 /* --output naming the input (a file, a symlink to it, a directory of shards): refused before anything
  * is written, the input intact, no temporary file left. */
 START_TEST(test_output_onto_input)
@@ -1442,6 +1550,7 @@ Suite *suite_pipeline(void)
 	tcase_add_test(tc, test_thresholds);
 	tcase_add_test(tc, test_devices);
 	tcase_add_test(tc, test_lists_raw_modes);
+	tcase_add_test(tc, test_raw_block_device);
 	tcase_add_test(tc, test_output_onto_input);
 	tcase_add_test(tc, test_shard_set);
 	tcase_add_test(tc, test_fault_without_batch);
