@@ -282,7 +282,7 @@ static int search(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp, c
 			}
 	if (f->bdimx)
 		c->bdimx = f->bdimx;
-	c->bdimy = f->bdimy ? f->bdimy : 128 / c->bdimx;
+	c->bdimy = f->bdimy ? f->bdimy : c->bdimx < 128 ? 128 / c->bdimx : 1;
 	c->unroll = f->unroll ? f->unroll : 1;
 	c->stages = f->stages ? f->stages : 1;
 	do {

@@ -362,6 +362,26 @@ START_TEST(test_ws_forced_options)
 	p.opts.unroll = 16;
 	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
 	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "at most 8"));
+	/* threads per row above 128 with the groups free: one group of that many threads (this once
+	 * divided by zero groups), through approach auto as well, which searches ws too */
+	for (unsigned bx = 256; bx <= 896; bx += 128)
+		for (size_t o = 0; o < WSN_ARRAY_SIZE(all_ops); o++) {
+			int e;
+			params(&p, all_ops[o], WSN_BF16, 16384, 16384);
+			p.opts.block_threads = (int)bx;
+			e = wsn__ws_plan(&h, &p, &kp);
+			ck_assert_msg(e == 0 || (e == WSN_EINVAL && strstr(wsn_last_error(), "budget")), "%s bdimx %u: %s",
+				      wsn_op_name(all_ops[o]), bx, wsn_last_error());
+			if (!e) {
+				check_ws_plan(&h, &kp);
+				ck_assert_uint_eq(kp.bdimx, bx);
+				ck_assert_uint_eq(kp.bdimy, 1);
+			}
+			p.opts.approach = WSN_APPROACH_AUTO;
+			e = wsn__plan_kernel(&h, &p, &kp);
+			ck_assert_msg(e == 0 || e == WSN_EINVAL, "%s bdimx %u auto: %s", wsn_op_name(all_ops[o]), bx,
+				      wsn_last_error());
+		}
 }
 END_TEST
 
