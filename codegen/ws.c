@@ -74,8 +74,8 @@ void wsn__ws_layout(const struct wsn__kernel_plan *kp, struct wsn__ws_layout *l)
 
 	memset(l, 0, sizeof(*l));
 	/* values per grouped reduction: backward (sum g, sum g*xhat) or sum g*xhat per row; forward
-	 * (count, mean, M2, pad) or the sum of squares per row */
-	nred = bwd ? U * (ln ? 2 : 1) : ln ? 4 * U : U;
+	 * the sum, then M2 (LayerNorm), or the sum of squares, per row */
+	nred = bwd ? U * (ln ? 2 : 1) : U;
 	l->red_slot = 16 * ((nred + 3) / 4);
 	l->bars = 0;
 	l->xbar = 16 * kp->stages;
@@ -708,7 +708,7 @@ static void fwd_path(struct ws *w, const struct kargs *ka)
 	struct rk_tens wt = { .tag = "w", .store = kp->param_store, .cache = PTX_CACHE_READONLY };
 	struct rk_tens bt = { .tag = "b", .store = kp->param_store, .cache = PTX_CACHE_READONLY };
 	struct rk_tens y = { .tag = "y", .store = WSN_STORE_GLOBAL, .cache = PTX_CACHE_DEFAULT };
-	const char *acc[MAXU][4], *s1[MAXU], *mean[MAXU], *var[MAXU], *cnt[MAXU], *rstd[MAXU];
+	const char *acc[MAXU][4], *s1[MAXU], *mean[MAXU], *var[MAXU], *rstd[MAXU];
 	int U = w->U, nch = U >= 4 ? 1 : 4 / U;
 	struct loop_ctx c;
 	struct ptx_loop lp;
@@ -731,7 +731,6 @@ static void fwd_path(struct ws *w, const struct kargs *ka)
 		mean[j] = ptx_reg(k, PTX_F32, "mean%d", j);
 		var[j] = ptx_reg(k, PTX_F32, "var%d", j);
 		rstd[j] = ptx_reg(k, PTX_F32, "rstd%d", j);
-		cnt[j] = ptx_reg(k, PTX_F32, "count%d", j);
 		for (int h = 0; h < nch; h++) {
 			acc[j][h] = ptx_tmp(k, PTX_F32);
 			ptx_mov_f32(k, acc[j][h], 0.0f);
@@ -756,13 +755,13 @@ static void fwd_path(struct ws *w, const struct kargs *ka)
 			ptx_add_f32(k, acc[j][0], acc[j][0], acc[j][h]);
 		ptx_mov(k, PTX_F32, s1[j], acc[j][0]);
 	}
+	/* LayerNorm: each row's mean from its sum, then M2 about it from the stage, a second plain sum
+	 * (an exact two-pass: no merge of per-thread statistics, so no division on the chain) */
+	wsn__rk_reduce_row(g, s1, U);
 	if (g->ln) {
-		/* this thread's mean, then M2 about it from the stage (exact two-pass); the row's mean and
-		 * M2 are merged from the threads' in one reduction for all rows of the stage */
 		g->zp = g->zrow[0];
 		for (int j = 0; j < U; j++) {
-			ptx_mov(k, PTX_F32, cnt[j], g->cnt);
-			ptx_mul_f32(k, mean[j], s1[j], g->rcnt);
+			ptx_mul_f32(k, mean[j], s1[j], g->invH);
 			for (int h = 0; h < nch; h++)
 				ptx_mov_f32(k, acc[j][h], 0.0f);
 		}
@@ -787,9 +786,8 @@ static void fwd_path(struct ws *w, const struct kargs *ka)
 			ptx_mov(k, PTX_F32, var[j], acc[j][0]);
 		}
 		g->zp = NULL;
-		wsn__rk_reduce_welford(g, U, cnt, mean, var);
+		wsn__rk_reduce_row(g, var, U);
 	} else {
-		wsn__rk_reduce_row(g, s1, U);
 		for (int j = 0; j < U; j++)
 			ptx_mov(k, PTX_F32, var[j], s1[j]);
 	}
@@ -1043,8 +1041,6 @@ static int gen_forward(struct ws *w)
 	lane_zero(w);
 	ka.txoff = ptx_reg(k, PTX_U64, "txoff");
 	ptx_ins(k, "mul.wide.u32 %s, %s, 16", ka.txoff, g->tx);
-	if (g->ln)
-		wsn__rk_own_count(g);
 	{
 		const char *p_t0 = ptx_reg(k, PTX_PRED, "p_tx0");
 		ka.p_mean = ptx_reg(k, PTX_PRED, "p_mean_out");
