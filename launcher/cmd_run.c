@@ -523,9 +523,14 @@ static json_t *io_json(const struct io_view *r)
 	return io;
 }
 
-/* A run's result: a wrong output outranks a missed threshold, as in the text report. */
-/* The JSON result: "unverified" where the text report says "done (not verified)": verification
- * off, or no batch verified (a run stopped before its first batch completed). */
+/* Was any of a run's output checked: verification on and a batch verified (none is when a signal
+ * stops the run inside its first batch)? Else a pass reads "done (not verified)" / "unverified". */
+static int checked(const struct run_opts *o, int64_t verified_batches)
+{
+	return pl_verifies(&o->cfg) && verified_batches > 0;
+}
+
+/* A run's JSON result: a wrong output outranks a missed threshold, as in the text report. */
 static const char *status_name(int status, int verified, int threshold_missed, int64_t mismatched)
 {
 	return status == EXIT_PASS ? (verified ? "pass" : "unverified") : status == EXIT_RUNTIME ? "error" :
@@ -658,8 +663,8 @@ static json_t *report_json(const struct run_opts *o, const struct pl_run *run, c
 		json_object_set_new(d, "index", json_integer(r->index));
 		json_object_set_new(d, "device", json_string(r->spec));
 		json_object_set_new(d, "device_name", json_string(r->name));
-		json_object_set_new(d, "result", json_string(status_name(r->status, pl_verifies(&o->cfg) &&
-									 r->verified_batches > 0, 0, r->mismatched_batches)));
+		json_object_set_new(d, "result", json_string(status_name(r->status, checked(o, r->verified_batches), 0,
+									 r->mismatched_batches)));
 		if (r->status == EXIT_RUNTIME)
 			json_object_set_new(d, "error", json_string(r->errmsg));
 		json_object_set_new(d, "rows", json_integer(r->rows));
@@ -677,8 +682,8 @@ static json_t *report_json(const struct run_opts *o, const struct pl_run *run, c
 	json_object_set_new(j, "devices", devs);
 	if (sm->error)
 		json_object_set_new(j, "error", json_string(sm->error));
-	json_object_set_new(j, "result", json_string(status_name(sm->status, pl_verifies(&o->cfg) && sm->vb > 0,
-								 sm->threshold_missed, sm->vbad)));
+	json_object_set_new(j, "result", json_string(status_name(sm->status, checked(o, sm->vb), sm->threshold_missed,
+								 sm->vbad)));
 	return j;
 }
 
@@ -830,7 +835,7 @@ static void report_text(const struct run_opts *o, const struct pl_run *run, cons
 	else if (sm->error)
 		printf("  error    %s\n", sm->error);
 	printf("  result   %s%s\n",
-	       sm->status == EXIT_PASS ? (pl_verifies(&o->cfg) && sm->vb > 0 ? "PASS" : "done (not verified)") :
+	       sm->status == EXIT_PASS ? (checked(o, sm->vb) ? "PASS" : "done (not verified)") :
 	       sm->status == EXIT_RUNTIME ? "ERROR" :
 	       sm->vbad ? "FAIL: verification mismatch" : "FAIL: threshold missed",
 	       sm->interrupted_by ? " (interrupted)" : "");

@@ -519,9 +519,7 @@ int pl_shard_open(struct pl_dataset *ds, int i, struct wsn_reader *r, int first,
 		return 0;
 	if (ds->raw) {
 		struct stat st;
-		uint64_t unit = ds->shape.in_unit[PL_IN_X], want = (uint64_t)sh->rows * unit;
-
-		uint64_t size;
+		uint64_t unit = ds->shape.in_unit[PL_IN_X], want = (uint64_t)sh->rows * unit, size;
 
 		if (stat(sh->path, &st) < 0) {
 			snprintf(msg, len, "run: cannot open input '%s': %s", sh->path, strerror(errno));
