@@ -824,6 +824,82 @@ START_TEST(test_signal_before_verify)
 }
 END_TEST
 
+/* A demo stopped as its first op's first batch starts: nothing was verified, so neither the JSON
+ * object nor the text's last line may read as a pass, and the demo's temporary inputs are gone. */
+START_TEST(test_demo_signal_before_verify)
+{
+	char *dir = tu_tmpdir(), *tmp = path_in(dir, "tmp"), *so = path_in(dir, "stdout"), *se = path_in(dir, "stderr");
+	const char *old = getenv("TMPDIR");
+	char *saved = old ? strdup(old) : NULL, names[512];
+
+	ck_assert_int_eq(mkdir(tmp, 0755), 0);
+	for (int json = 0; json < 2; json++) {
+		char *argv[] = { (char *)tu_wsnorm_bin(), "run", "--demo", "--device", "cpu", "--batch-rows", "16",
+				 "--kernel-loops", "20000", "--threads", "1", json ? "--json" : NULL, NULL };
+		char demo[4300] = "";
+		char *text, *err;
+		pid_t pid;
+		int status;
+
+		setenv("TMPDIR", tmp, 1);
+		pid = spawn(argv, so, se);
+		/* under way once the demo's directory holds its first generated input */
+		for (int i = 0; i < 1000 && !demo[0]; i++) {
+			DIR *d = opendir(tmp);
+			struct dirent *e;
+
+			while (d && (e = readdir(d)))
+				if (!strncmp(e->d_name, "wsnorm-demo-", 12))
+					snprintf(demo, sizeof(demo), "%s/%s", tmp, e->d_name);
+			if (d)
+				closedir(d);
+			if (demo[0] && dir_count(demo, NULL, 0) <= 0)
+				demo[0] = '\0';
+			if (!demo[0])
+				sleep_ms(10);
+		}
+		if (saved)
+			setenv("TMPDIR", saved, 1);
+		else
+			unsetenv("TMPDIR");
+		ck_assert_msg(demo[0], "the demo did not start");
+		kill(pid, SIGTERM);
+		status = reap(pid);
+		text = slurp(so, NULL);
+		err = slurp(se, NULL);
+		ck_assert_msg(status == 0, "exit %d: %s", status, err);
+		if (json) {
+			json_error_t je;
+			json_t *j = json_loads(text, 0, &je), *r;
+
+			ck_assert_msg(j != NULL, "not JSON: %s\n%s", je.text, text);
+			ck_assert(json_is_true(json_object_get(j, "interrupted")));
+			ck_assert(json_is_false(json_object_get(j, "verified")));
+			ck_assert_int_eq(jint(j, "ops_completed"), 0);
+			ck_assert_str_eq(jstr(j, "result"), "unverified");
+			r = json_array_get(json_object_get(j, "runs"), 0);
+			ck_assert_msg(r != NULL, "no run in %s", text);
+			ck_assert_int_eq(jint(r, "verify.batches"), 0);
+			ck_assert_str_eq(jstr(r, "result"), "unverified");
+			json_decref(j);
+		} else {
+			ck_assert_msg(strstr(text, "demo result: INTERRUPTED after 0 of 4 ops (not verified)\n") != NULL,
+				      "%s", text);
+			ck_assert_ptr_null(strstr(text, "PASS"));
+		}
+		ck_assert_msg(dir_count(tmp, names, sizeof(names)) == 0, "left behind: %s", names);
+		free(text);
+		free(err);
+	}
+	tu_rmtree(dir);
+	free(saved);
+	free(tmp);
+	free(so);
+	free(se);
+	free(dir);
+}
+END_TEST
+
 /* An injected wrong output fails verification of every verified batch: exit 1, counted per batch. */
 START_TEST(test_injected_mismatch)
 {
@@ -1569,6 +1645,7 @@ Suite *suite_pipeline(void)
 	tcase_add_test(tc, test_sigint);
 	tcase_add_test(tc, test_sigterm);
 	tcase_add_test(tc, test_signal_before_verify);
+	tcase_add_test(tc, test_demo_signal_before_verify);
 	tcase_add_test(tc, test_injected_mismatch);
 	tcase_add_test(tc, test_thresholds);
 	tcase_add_test(tc, test_devices);
