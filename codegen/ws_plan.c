@@ -15,6 +15,11 @@
 #define WS_MAX_STAGES 32
 #define WS_FILL_STAGES_BWD 16   /* leftover shared memory adds backward stages up to this: 32 stages of
 				 * LayerNorm bwd 2K over 4 and 4K over 8 measured 2-3 % behind 16 (NOTES v6) */
+#define WS_FILL_RING_BWD (132u * 1024) /* and past WS_FILL_RING_MIN stages only while the ring stays
+				 * within this: LayerNorm bwd 16K over 2, 4 stages of 32 KB 2.763-2.785
+				 * vs 7 2.759-2.769; RMSNorm bwd 16K 2.874-2.882 vs 2.863-2.882; RMSNorm
+				 * bwd 2K (8 of 16 KB) and 8K (4 of 32 KB) level (NOTES v15) */
+#define WS_FILL_RING_MIN 4      /* RMSNorm bwd 32K: 3 stages of 64 KB 2.844-2.846 vs 2 2.813-2.820 */
 #define WS_MAX_CLUSTER 8         /* CTAs sharing a row: the portable cluster size */
 #define WS_MAX_GROUPS 14        /* row groups of several warps: named barriers 1..14 (15 joins them all) */
 #define WS_GOOD_FREE_REGS 8     /* is_good: bdimy 1 with direct loads needs this many registers spare
@@ -343,18 +348,25 @@ static int search(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp, c
 }
 
 /* Leftover shared memory: one more stage at a time while it fits. */
-static void more_stages(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp, struct cfg *c)
+static int more_stages(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp, struct cfg *c)
 {
 	unsigned most = wsn_op_is_backward(kp->op) ? WS_FILL_STAGES_BWD : WS_MAX_STAGES;
+	int capped = 0;
 
 	while (c->stages < most) {
 		struct cfg n = *c;
 		n.stages++;
 		if (!smem_fits(g, kp, &n))
 			break;
+		if (wsn_op_is_backward(kp->op) && n.stages > WS_FILL_RING_MIN &&
+		    (uint64_t)n.stages * kp->stage_bytes > WS_FILL_RING_BWD) {
+			capped = 1;
+			break;
+		}
 		*c = n;
 	}
 	eval(g, kp, c);
+	return capped;
 }
 
 /* is_good_ws_heuristic: a ring of one stage cannot overlap copies with compute; one row group
@@ -564,9 +576,11 @@ planned:
 	}
 	if (!f.stages) {
 		unsigned s0 = c.stages;
-		more_stages(g, kp, &c);
+		int capped = more_stages(g, kp, &c);
 		if (c.stages > s0)
-			tr(&t, "leftover shared memory: stages %u; ", c.stages);
+			tr(&t, capped ? "leftover shared memory: stages %u (a backward ring grows past %u stages only "
+			   "up to %u KB); " : "leftover shared memory: stages %u; ", c.stages, WS_FILL_RING_MIN,
+			   WS_FILL_RING_BWD / 1024);
 	}
 	eval(g, kp, &c);
 	apply(kp, &c);

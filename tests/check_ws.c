@@ -150,12 +150,13 @@ START_TEST(test_ws_choices)
 	wsn__gpu_props_h100(&h);
 	wsn__gpu_props_b200(&b);
 	/* LayerNorm backward 4K bf16: two row groups of 128 threads, 2 rows per stage cached in
-	 * registers, the rest of shared memory on stages (7 x 32 KB) */
+	 * registers, leftover shared memory on stages up to a 132 KB ring (4 x 32 KB; 7 would fit) */
 	kp = plan_ok(&h, WSN_LAYERNORM_BWD, WSN_BF16, 4096);
 	ck_assert_uint_eq(kp.bdimx, 128);
 	ck_assert_uint_eq(kp.bdimy, 2);
 	ck_assert_uint_eq(kp.unroll, 2);
-	ck_assert_uint_eq(kp.stages, 7);
+	ck_assert_uint_eq(kp.stages, 4);
+	ck_assert_ptr_nonnull(strstr(kp.why, "stages 4 (a backward ring grows past 4 stages only up to 132 KB)"));
 	ck_assert_int_eq(kp.cache_rows, 1);
 	ck_assert_int_eq(kp.param_store, WSN_STORE_REG);
 	ck_assert_uint_eq(kp.regs_entry, 168);
@@ -180,6 +181,30 @@ START_TEST(test_ws_choices)
 	kp = plan_ok(&h, WSN_RMSNORM_BWD, WSN_BF16, 1024);
 	ck_assert_uint_eq(kp.stages, 16); /* WS_FILL_STAGES_BWD */
 	ck_assert_ptr_nonnull(strstr(kp.why, "leftover shared memory: stages 16"));
+	/* the backward ring's cap, on the planner's own splits: 4 of 32 KB at LayerNorm/RMSNorm 16K
+	 * over 2, 8 of 16 KB at RMSNorm 2K, 16 of 8 KB at LayerNorm 8K over 8 (within the cap); at
+	 * RMSNorm 32K (64 KB stages) the 3 that fit stay */
+	{
+		static const struct {
+			enum wsn_op op;
+			int64_t hidden;
+			unsigned cluster, stages;
+		} cap[] = {
+			{ WSN_LAYERNORM_BWD, 16384, 2, 4 }, { WSN_RMSNORM_BWD, 16384, 2, 4 }, { WSN_RMSNORM_BWD, 2048, 1, 8 },
+			{ WSN_LAYERNORM_BWD, 8192, 8, 16 }, { WSN_RMSNORM_BWD, 32768, 2, 3 },
+		};
+		for (size_t i = 0; i < WSN_ARRAY_SIZE(cap); i++) {
+			struct wsn__plan_params p;
+
+			params(&p, cap[i].op, WSN_BF16, cap[i].hidden, 16384);
+			ck_assert_msg(wsn__ws_plan(&h, &p, &kp) == 0, "%s", wsn_last_error());
+			check_ws_plan(&h, &kp);
+			ck_assert_uint_eq(kp.cluster, cap[i].cluster);
+			ck_assert_msg(kp.stages == cap[i].stages, "%s %lld: %u stages, expected %u",
+				      wsn_op_name(cap[i].op), (long long)cap[i].hidden, kp.stages, cap[i].stages);
+			ck_assert_uint_le((uint64_t)kp.stages * kp.stage_bytes, kp.stages <= 4 ? 232448u : 132u * 1024);
+		}
+	}
 	/* one row group: bdimx grows until the registers fit */
 	kp = plan_ok(&h, WSN_LAYERNORM_BWD, WSN_BF16, 8192);
 	ck_assert_uint_eq(kp.bdimy, 1);
