@@ -8,54 +8,33 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* ---------------------------------------------------------------- ptxas */
-
-/* $WSNORM_PTXAS, else the one configure found; NULL (with a printed note) when there is none. */
-static const char *ptxas_path(const char *entry)
-{
-	const char *p = getenv("WSNORM_PTXAS");
-
-	if (!p || !*p)
-		p = WSN_PTXAS;
-	if (!p || !*p || access(p, X_OK)) {
-		printf("note: ptxas not found (set WSNORM_PTXAS): %s not compiled offline\n", entry);
-		return NULL;
-	}
-	return p;
-}
 
 /* ptxas accepts the module for sm_<arch>a without warnings and without injecting a wgmma fence
  * (warpgroup.arrive) or wait (warpgroup.wait) of its own: the pass put every one that is needed. */
 static void ptxas_check(const char *text, const char *entry, int arch)
 {
-	const char *ptxas = ptxas_path(entry);
-	char *dir, path[512], cubin[512], archopt[32];
-	struct tu_proc pr;
-	int regs = -1;
-	const char *u;
+	const char *ptxas = tu_ptxas(entry);
+	struct tu_ptxas_job j;
+	struct tu_fn_info fi;
+	char *dir, path[512], *log;
+	int st;
 
 	if (!ptxas)
 		return;
 	dir = tu_tmpdir();
 	snprintf(path, sizeof(path), "%s/%s.ptx", dir, entry);
-	snprintf(cubin, sizeof(cubin), "%s/%s.cubin", dir, entry);
-	snprintf(archopt, sizeof(archopt), "-arch=sm_%da", arch);
 	tu_write_file(path, text, strlen(text));
-	{
-		char *const argv[] = { (char *)ptxas, archopt, "-v", "-o", cubin, path, NULL };
-		tu_run(argv, 120, &pr);
-	}
-	ck_assert_msg(pr.status == 0, "ptxas sm_%da rejected %s:\n%s%s\n%s", arch, entry, pr.out, pr.err, text);
-	ck_assert_msg(!strstr(pr.out, "is injected") && !strstr(pr.err, "is injected"),
-		      "ptxas sm_%da added a wgmma fence or wait to %s:\n%s%s\n%s", arch, entry, pr.out, pr.err, text);
-	ck_assert_msg(!strstr(pr.out, "arning") && !strstr(pr.err, "arning"), "ptxas sm_%da warned on %s:\n%s%s",
-		      arch, entry, pr.out, pr.err);
-	if ((u = strstr(pr.err, "Used ")) || (u = strstr(pr.out, "Used ")))
-		sscanf(u, "Used %d registers", &regs);
-	printf("ptxas sm_%da %-28s accepted, %d registers, no fence or wait added\n", arch, entry, regs);
-	tu_proc_free(&pr);
+	tu_ptxas_start(&j, ptxas, path, arch);
+	st = tu_ptxas_wait(&j, &log);
+	ck_assert_msg(st == 0, "ptxas sm_%da rejected %s:\n%s\n%s", arch, entry, log, text);
+	ck_assert_msg(!strstr(log, "is injected"), "ptxas sm_%da added a wgmma fence or wait to %s:\n%s\n%s", arch,
+		      entry, log, text);
+	ck_assert_msg(!strstr(log, "arning"), "ptxas sm_%da warned on %s:\n%s", arch, entry, log);
+	fi = tu_ptxas_info(log, entry);
+	printf("ptxas sm_%da %-28s accepted, %d registers, no fence or wait added\n", arch, entry, fi.regs);
+	free(log);
 	tu_rmtree(dir);
 	free(dir);
 }

@@ -6,30 +6,13 @@
 #include "codegen.h"
 #include "ptx.h"
 
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 static const int64_t hidden_sizes[] = { 1, 3, 64, 1000, 1024, 2048, 4097, 8192, 12288, 16384, 32768 };
 static const enum wsn_op all_ops[] = { WSN_LAYERNORM_FWD, WSN_LAYERNORM_BWD, WSN_RMSNORM_FWD, WSN_RMSNORM_BWD };
 static const enum wsn_dtype all_dtypes[] = { WSN_F32, WSN_F16, WSN_BF16 };
-
-/* $WSNORM_PTXAS, else the one configure found; NULL (with a printed note) when there is none. */
-static const char *ptxas_path(void)
-{
-	const char *p = getenv("WSNORM_PTXAS");
-
-	if (!p || !*p)
-		p = WSN_PTXAS;
-	if (!p || !*p || access(p, X_OK)) {
-		printf("note: ptxas not found (set WSNORM_PTXAS): offline PTX compilation checks skipped\n");
-		return NULL;
-	}
-	return p;
-}
 
 static void params_init(struct wsn__plan_params *p, enum wsn_op op, enum wsn_dtype dt, int64_t hidden)
 {
@@ -40,79 +23,6 @@ static void params_init(struct wsn__plan_params *p, enum wsn_op op, enum wsn_dty
 	p->rows = 16384;
 	wsn_plan_options_init(&p->opts, op);
 	p->opts.approach = WSN_APPROACH_MULTIWAVE; /* the warp-specialised plans are check_ws.c's */
-}
-
-/* ---- ptxas runs: spawn with output to a file, wait later ---- */
-
-struct ptxas_job {
-	pid_t pid;
-	char log[512], cubin[512];
-};
-
-static void ptxas_start(struct ptxas_job *j, const char *ptxas, const char *dir, const char *ptx_path, int arch)
-{
-	char archopt[32];
-
-	snprintf(j->log, sizeof(j->log), "%s/ptxas-%d-%d.log", dir, arch, (int)getpid());
-	snprintf(j->cubin, sizeof(j->cubin), "%s.%d.cubin", ptx_path, arch);
-	snprintf(archopt, sizeof(archopt), "-arch=sm_%da", arch);
-	static int seq;
-	snprintf(j->log, sizeof(j->log), "%s/ptxas-%d.log", dir, seq++);
-	j->pid = fork();
-	ck_assert_int_ge(j->pid, 0);
-	if (j->pid == 0) {
-		int fd = open(j->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		if (fd < 0)
-			_exit(126);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		execl(ptxas, ptxas, archopt, "-v", "-o", j->cubin, ptx_path, (char *)NULL);
-		_exit(127);
-	}
-}
-
-/* Wait; returns the exit status and the log text (malloc'd). */
-static int ptxas_wait(struct ptxas_job *j, char **log)
-{
-	int st = 0;
-	FILE *f;
-	long n;
-
-	ck_assert_int_eq(waitpid(j->pid, &st, 0), j->pid);
-	f = fopen(j->log, "rb");
-	ck_assert_ptr_nonnull(f);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	*log = tu_xmalloc((size_t)n + 1);
-	ck_assert_int_eq(fread(*log, 1, (size_t)n, f), (size_t)n);
-	(*log)[n] = 0;
-	fclose(f);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-/* What ptxas -v said about one entry. */
-struct fn_info {
-	int found, regs, spill_st, spill_ld;
-};
-
-static struct fn_info ptxas_info(const char *log, const char *entry)
-{
-	struct fn_info fi = { 0 };
-	char key[160];
-	const char *p, *q;
-
-	snprintf(key, sizeof(key), "Function properties for %s\n", entry);
-	if (!(p = strstr(log, key)))
-		return fi;
-	p += strlen(key);
-	if (sscanf(p, " %*d bytes stack frame, %d bytes spill stores, %d bytes spill loads", &fi.spill_st,
-		   &fi.spill_ld) != 2)
-		return fi;
-	if (!(q = strstr(p, "Used ")) || sscanf(q, "Used %d registers", &fi.regs) != 1)
-		return fi;
-	fi.found = 1;
-	return fi;
 }
 
 /* ---------------------------------------------------------------- emitter */
@@ -250,7 +160,7 @@ static char *async_kernel(int arch)
 
 START_TEST(test_emitter_async_ptxas)
 {
-	const char *ptxas = ptxas_path();
+	const char *ptxas = tu_ptxas("the async kernel");
 	char *dir, path[512], *log;
 	int archs[2] = { 90, 100 };
 
@@ -267,9 +177,9 @@ START_TEST(test_emitter_async_ptxas)
 		dir = tu_tmpdir();
 		snprintf(path, sizeof(path), "%s/async.ptx", dir);
 		tu_write_file(path, text, strlen(text));
-		struct ptxas_job j;
-		ptxas_start(&j, ptxas, dir, path, archs[a]);
-		int st = ptxas_wait(&j, &log);
+		struct tu_ptxas_job j;
+		tu_ptxas_start(&j, ptxas, path, archs[a]);
+		int st = tu_ptxas_wait(&j, &log);
 		ck_assert_msg(st == 0, "ptxas sm_%da rejected the async kernel:\n%s\n%s", archs[a], log, text);
 		free(log);
 		free(text);
@@ -539,7 +449,7 @@ static void check_set(struct gen_set *s, const char *log, int arch)
 {
 	for (int i = 0; i < s->nplans; i++) {
 		const struct wsn__kernel_plan *kp = &s->plans[i];
-		struct fn_info fi = ptxas_info(log, kp->entry);
+		struct tu_fn_info fi = tu_ptxas_info(log, kp->entry);
 		/* ptxas's cap: 16384 registers per sub-partition, warps spread over 4 of them */
 		unsigned warps = kp->ctas_per_sm * ((kp->block_threads + 31) / 32);
 		unsigned cap = 16384 / (32 * ((warps + 3) / 4)) / 8 * 8;
@@ -562,7 +472,7 @@ static void check_set(struct gen_set *s, const char *log, int arch)
 		ck_assert_msg(kp->est_regs <= cap + 8, "%s: estimate %u above its own cap %u", kp->entry, kp->est_regs,
 			      cap);
 		if (kp->finish_entry[0]) {
-			fi = ptxas_info(log, kp->finish_entry);
+			fi = tu_ptxas_info(log, kp->finish_entry);
 			ck_assert_msg(fi.found && fi.spill_st == 0 && fi.spill_ld == 0, "%s", kp->finish_entry);
 		}
 	}
@@ -571,10 +481,10 @@ static void check_set(struct gen_set *s, const char *log, int arch)
 /* Generate every op x hidden for one dtype, for sm_90a and sm_100a, and compile both at once. */
 static void ptxas_dtype(enum wsn_dtype dt)
 {
-	const char *ptxas = ptxas_path();
+	const char *ptxas = tu_ptxas("the generated kernels");
 	static struct gen_set sets[2];
 	int archs[2] = { 90, 100 };
-	struct ptxas_job jobs[2];
+	struct tu_ptxas_job jobs[2];
 	char *dir = NULL, path[2][512];
 
 	for (int a = 0; a < 2; a++)
@@ -588,11 +498,11 @@ static void ptxas_dtype(enum wsn_dtype dt)
 	for (int a = 0; a < 2; a++) {
 		snprintf(path[a], sizeof(path[a]), "%s/%s_sm%d.ptx", dir, wsn_dtype_name(dt), archs[a]);
 		tu_write_file(path[a], sets[a].module.s, sets[a].module.len);
-		ptxas_start(&jobs[a], ptxas, dir, path[a], archs[a]);
+		tu_ptxas_start(&jobs[a], ptxas, path[a], archs[a]);
 	}
 	for (int a = 0; a < 2; a++) {
 		char *log;
-		int st = ptxas_wait(&jobs[a], &log);
+		int st = tu_ptxas_wait(&jobs[a], &log);
 		ck_assert_msg(st == 0, "ptxas sm_%da failed on %s:\n%.4000s", archs[a], path[a], log);
 		check_set(&sets[a], log, archs[a]);
 		free(log);

@@ -61,23 +61,6 @@ static void expect_err(int got, int want, const char *needle, const char *needle
 		ck_assert_msg(strstr(d, needle2) != NULL, "'%s' not in the error: %s", needle2, d);
 }
 
-static unsigned char *read_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	unsigned char *buf;
-	long n;
-
-	ck_assert_msg(f != NULL, "open %s", path);
-	ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
-	n = ftell(f);
-	ck_assert_int_ge(n, 0);
-	rewind(f);
-	buf = tu_xmalloc((size_t)n);
-	ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	*len = (size_t)n;
-	return buf;
-}
 
 /* Write a safetensors file by hand: the header text as given, then data_len bytes of data. */
 static void write_raw_st(const char *path, const char *json, size_t data_len)
@@ -244,7 +227,7 @@ START_TEST(test_st_metadata_roundtrip)
 	wsn_reader_destroy(r);
 
 	/* the header is padded with spaces to a multiple of 8 and names the metadata first */
-	raw = read_file(path, &len);
+	raw = (unsigned char *)tu_slurp(path, &len);
 	for (int i = 7; i >= 0; i--)
 		hlen = hlen << 8 | raw[i];
 	ck_assert_uint_eq(hlen % 8, 0);
@@ -630,7 +613,7 @@ START_TEST(test_st_write_errors)
 	wsn_tensor_1d(&dev, y, WSN_F32, WSN_MEM_DEVICE, 4);
 
 	ck_assert_int_eq(wsn_st_write(path, &good, 1, NULL), 0);
-	before = read_file(path, &lb);
+	before = (unsigned char *)tu_slurp(path, &lb);
 	list[0] = good;
 	list[1] = (struct wsn_named_tensor){ "xt", &tt };
 	expect_err(wsn_st_write(path, list, 2, NULL), WSN_EINVAL, path, "contiguous");
@@ -645,7 +628,7 @@ START_TEST(test_st_write_errors)
 	list[1].t = NULL;
 	expect_err(wsn_st_write(path, list, 2, NULL), WSN_EINVAL, path, "'nodata'");
 	/* the destination is untouched and no temporary file is left */
-	after = read_file(path, &la);
+	after = (unsigned char *)tu_slurp(path, &la);
 	ck_assert_uint_eq(la, lb);
 	ck_assert_mem_eq(after, before, lb);
 	ck_assert_int_eq(count_dir_entries(tdir), 1);
@@ -693,7 +676,7 @@ START_TEST(test_st_fuzz)
 	fill_bytes((unsigned char *)b, sizeof(b), seed + 1);
 	fill_bytes((unsigned char *)c, sizeof(c), seed + 2);
 	ck_assert_int_eq(wsn_st_write(path, nt, 3, meta), 0);
-	good = read_file(path, &len);
+	good = (unsigned char *)tu_slurp(path, &len);
 	hend = 8 + (size_t)good[0] + ((size_t)good[1] << 8);
 	ck_assert_uint_lt(hend, len);
 	buf = tu_xmalloc(len);

@@ -702,25 +702,6 @@ static pid_t spawn(char *const argv[], const char *out, const char *err)
 	return pid;
 }
 
-/* A file's bytes, NUL-terminated (malloc'd); their count in *len unless len is NULL. */
-static char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf;
-	long n;
-
-	ck_assert_msg(f != NULL, "cannot open %s", path);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = tu_xmalloc((size_t)n + 1);
-	ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-	buf[n] = '\0';
-	fclose(f);
-	if (len)
-		*len = (size_t)n;
-	return buf;
-}
 
 static void sleep_ms(int ms)
 {
@@ -775,8 +756,8 @@ static void interrupt_run(int sig, const char *loops, int settle_ms)
 	kill(pid, sig);
 	status = reap(pid);
 	(void)t0;
-	text = slurp(so, NULL);
-	err = slurp(se, NULL);
+	text = tu_slurp(so, NULL);
+	err = tu_slurp(se, NULL);
 	ck_assert_msg(status == 0, "exit %d after signal %d: %s", status, sig, err);
 	ck_assert_msg(strstr(err, sig == SIGINT ? "SIGINT" : "SIGTERM") != NULL, "%s", err);
 	j = json_loads(text, 0, &je);
@@ -865,8 +846,8 @@ START_TEST(test_demo_signal_before_verify)
 		ck_assert_msg(demo[0], "the demo did not start");
 		kill(pid, SIGTERM);
 		status = reap(pid);
-		text = slurp(so, NULL);
-		err = slurp(se, NULL);
+		text = tu_slurp(so, NULL);
+		err = tu_slurp(se, NULL);
 		ck_assert_msg(status == 0, "exit %d: %s", status, err);
 		if (json) {
 			json_error_t je;
@@ -1202,8 +1183,8 @@ START_TEST(test_raw_block_device)
 	    "--batch-rows", "7", "--output", o2);
 	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
 	tu_proc_free(&p);
-	a = slurp(o1, &n1);
-	b = slurp(o2, &n2);
+	a = tu_slurp(o1, &n1);
+	b = tu_slurp(o2, &n2);
 	ck_assert_uint_eq(n1, n2);
 	ck_assert_msg(memcmp(a, b, n1) == 0, "the block device's output differs from the file's");
 	free(a);
@@ -1242,14 +1223,14 @@ START_TEST(test_output_onto_input)
 	struct tu_proc p;
 
 	gen("layernorm-bwd", "bf16", "40", "64", "1", in);
-	before = slurp(in, &nb);
+	before = tu_slurp(in, &nb);
 	ck_assert_int_eq(symlink(in, ln), 0);
 	for (int k = 0; k < 2; k++) {
 		RUN(&p, "run", "--input", in, "--device", "cpu", "--output", k ? ln : in, "--copy-size", "64K");
 		ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
 		ck_assert_msg(strstr(p.err, "EEXIST") && strstr(p.err, in), "%s", p.err);
 		tu_proc_free(&p);
-		after = slurp(in, &na);
+		after = tu_slurp(in, &na);
 		ck_assert_msg(na == nb && !memcmp(before, after, nb), "the input changed (output %s)", k ? ln : in);
 		free(after);
 	}
@@ -1257,12 +1238,12 @@ START_TEST(test_output_onto_input)
 	free(before);
 
 	gen("rmsnorm-fwd", "f32", "30", "16", "2", ds);
-	before = slurp(shard, &nb);
+	before = tu_slurp(shard, &nb);
 	RUN(&p, "run", "--input", ds, "--device", "cpu", "--output", ds, "--copy-size", "64K");
 	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
 	ck_assert_msg(strstr(p.err, "it is the input"), "%s", p.err);
 	tu_proc_free(&p);
-	after = slurp(shard, &na);
+	after = tu_slurp(shard, &na);
 	ck_assert_msg(na == nb && !memcmp(before, after, nb), "a shard changed");
 	ck_assert_int_eq(dir_count(ds, names, sizeof(names)), 2);
 	free(before);

@@ -5,12 +5,9 @@
 
 #include "codegen.h"
 
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 static const enum wsn_op all_ops[] = { WSN_LAYERNORM_FWD, WSN_LAYERNORM_BWD, WSN_RMSNORM_FWD, WSN_RMSNORM_BWD };
 static const enum wsn_dtype all_dtypes[] = { WSN_F32, WSN_F16, WSN_BF16 };
@@ -520,69 +517,6 @@ END_TEST
 
 /* ---------------------------------------------------------------- ptxas */
 
-static const char *ptxas_path(void)
-{
-	const char *p = getenv("WSNORM_PTXAS");
-
-	if (!p || !*p)
-		p = WSN_PTXAS;
-	if (!p || !*p || access(p, X_OK)) {
-		printf("note: ptxas not found (set WSNORM_PTXAS): ws kernels not compiled offline\n");
-		return NULL;
-	}
-	return p;
-}
-
-/* ptxas -v on path for arch; returns the exit status, the log in *log (malloc'd). */
-static int run_ptxas(const char *ptxas, const char *path, int arch, char **log)
-{
-	char archopt[32], logpath[600], cubin[600];
-	int st = 0;
-	pid_t pid;
-	FILE *f;
-	long n;
-
-	snprintf(archopt, sizeof(archopt), "-arch=sm_%da", arch);
-	snprintf(logpath, sizeof(logpath), "%s.%d.log", path, arch);
-	snprintf(cubin, sizeof(cubin), "%s.%d.cubin", path, arch);
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		int fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		if (fd < 0)
-			_exit(126);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		execl(ptxas, ptxas, archopt, "-v", "-o", cubin, path, (char *)NULL);
-		_exit(127);
-	}
-	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-	f = fopen(logpath, "rb");
-	ck_assert_ptr_nonnull(f);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	*log = tu_xmalloc((size_t)n + 1);
-	ck_assert_int_eq(fread(*log, 1, (size_t)n, f), (size_t)n);
-	(*log)[n] = 0;
-	fclose(f);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-/* Spill bytes ptxas reported for entry (-1: not found). */
-static int spills(const char *log, const char *entry)
-{
-	char key[160];
-	const char *p;
-	int st, ld;
-
-	snprintf(key, sizeof(key), "Function properties for %s\n", entry);
-	if (!(p = strstr(log, key)) ||
-	    sscanf(p + strlen(key), " %*d bytes stack frame, %d bytes spill stores, %d bytes spill loads", &st, &ld) != 2)
-		return -1;
-	return st + ld;
-}
-
 /* A ws kernel through ptxas for sm_90a and sm_100a: accepted, setmaxnreg honoured (no C7508), and
  * no spills where the heuristic promised the registers fit. */
 static int ptxas_plan(const char *ptxas, const char *dir, enum wsn_op op, enum wsn_dtype dt, int64_t h, int y, int u,
@@ -595,6 +529,8 @@ static int ptxas_plan(const char *ptxas, const char *dir, enum wsn_op op, enum w
 		struct wsn__gpu_props g;
 		struct wsn__plan_params p;
 		struct wsn__kernel_plan kp;
+		struct tu_ptxas_job job;
+		struct tu_fn_info fi;
 		char path[512], *text, *log;
 		int st, sp;
 
@@ -617,10 +553,12 @@ static int ptxas_plan(const char *ptxas, const char *dir, enum wsn_op op, enum w
 				  strstr(text, "barrier.cluster.wait.acquire.aligned") && strstr(text, "%clusterid.x"));
 		snprintf(path, sizeof(path), "%s/%s_%d.ptx", dir, kp.entry, archs[a]);
 		tu_write_file(path, text, strlen(text));
-		st = run_ptxas(ptxas, path, archs[a], &log);
+		tu_ptxas_start(&job, ptxas, path, archs[a]);
+		st = tu_ptxas_wait(&job, &log);
 		ck_assert_msg(st == 0, "ptxas sm_%da rejected %s:\n%.3000s", archs[a], kp.entry, log);
 		ck_assert_msg(!strstr(log, "C7508"), "%s: setmaxnreg ignored:\n%.2000s", kp.entry, log);
-		sp = spills(log, kp.entry);
+		fi = tu_ptxas_info(log, kp.entry);
+		sp = fi.found ? fi.spill_st + fi.spill_ld : -1;
 		printf("ptxas sm_%da %-39s bdimx %3u bdimy %u unroll %u stages %2u est %3u budget %3u spill %d\n",
 		       archs[a], kp.entry, kp.bdimx, kp.bdimy, kp.unroll, kp.stages, kp.est_regs, kp.regs_compute, sp);
 		ck_assert_msg(sp >= 0, "ptxas -v said nothing about %s", kp.entry);
@@ -629,8 +567,10 @@ static int ptxas_plan(const char *ptxas, const char *dir, enum wsn_op op, enum w
 			       sp, kp.est_regs, kp.regs_compute);
 			bad++;
 		}
-		if (kp.finish_entry[0])
-			ck_assert_int_eq(spills(log, kp.finish_entry), 0);
+		if (kp.finish_entry[0]) {
+			fi = tu_ptxas_info(log, kp.finish_entry);
+			ck_assert_msg(fi.found && fi.spill_st == 0 && fi.spill_ld == 0, "%s", kp.finish_entry);
+		}
 		free(log);
 		free(text);
 	}
@@ -700,7 +640,7 @@ END_TEST
 START_TEST(test_ws_ptxas)
 {
 	static const int64_t hs[] = { 3, 1000, 2048, 4096, 4097, 8192, 16384 };
-	const char *ptxas = ptxas_path();
+	const char *ptxas = tu_ptxas("the ws kernels");
 	int bad = 0;
 	char *dir;
 

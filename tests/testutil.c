@@ -78,25 +78,33 @@ void *tu_xmalloc(size_t n)
 	return p;
 }
 
-char *tu_golden(const char *name)
+char *tu_slurp(const char *path, size_t *len)
 {
-	const char *src = getenv("WSNORM_SRCDIR");
-	char path[4096];
-	FILE *f;
+	FILE *f = fopen(path, "rb");
 	char *buf;
 	long n;
 
-	snprintf(path, sizeof(path), "%s/tests/golden/%s", src ? src : ".", name);
-	f = fopen(path, "rb");
-	ck_assert_msg(f != NULL, "golden file %s", path);
-	fseek(f, 0, SEEK_END);
+	ck_assert_msg(f != NULL, "cannot open %s", path);
+	ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
 	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
+	ck_assert_int_ge(n, 0);
+	rewind(f);
 	buf = tu_xmalloc((size_t)n + 1);
 	ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
 	buf[n] = '\0';
 	fclose(f);
+	if (len)
+		*len = (size_t)n;
 	return buf;
+}
+
+char *tu_golden(const char *name)
+{
+	const char *src = getenv("WSNORM_SRCDIR");
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/tests/golden/%s", src ? src : ".", name);
+	return tu_slurp(path, NULL);
 }
 
 void tu_assert_golden(const char *got, const char *name)
@@ -208,4 +216,65 @@ void tu_proc_free(struct tu_proc *p)
 	free(p->out);
 	free(p->err);
 	p->out = p->err = NULL;
+}
+
+const char *tu_ptxas(const char *skipped)
+{
+	const char *p = getenv("WSNORM_PTXAS");
+
+	if (!p || !*p)
+		p = WSN_PTXAS;
+	if (!p || !*p || access(p, X_OK)) {
+		printf("note: ptxas not found (set WSNORM_PTXAS): %s not compiled offline\n", skipped);
+		return NULL;
+	}
+	return p;
+}
+
+void tu_ptxas_start(struct tu_ptxas_job *j, const char *ptxas, const char *ptx_path, int arch)
+{
+	char archopt[32];
+
+	snprintf(archopt, sizeof(archopt), "-arch=sm_%da", arch);
+	ck_assert((size_t)snprintf(j->log, sizeof(j->log), "%s.%d.log", ptx_path, arch) < sizeof(j->log));
+	ck_assert((size_t)snprintf(j->cubin, sizeof(j->cubin), "%s.%d.cubin", ptx_path, arch) < sizeof(j->cubin));
+	j->pid = fork();
+	ck_assert_int_ge(j->pid, 0);
+	if (j->pid == 0) {
+		int fd = open(j->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd < 0)
+			_exit(126);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execl(ptxas, ptxas, archopt, "-v", "-o", j->cubin, ptx_path, (char *)NULL);
+		_exit(127);
+	}
+}
+
+int tu_ptxas_wait(struct tu_ptxas_job *j, char **log)
+{
+	int st = 0;
+
+	ck_assert_int_eq(waitpid(j->pid, &st, 0), j->pid);
+	*log = tu_slurp(j->log, NULL);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+struct tu_fn_info tu_ptxas_info(const char *log, const char *entry)
+{
+	struct tu_fn_info fi = { 0, -1, -1, -1 };
+	char key[160];
+	const char *p, *q;
+
+	snprintf(key, sizeof(key), "Function properties for %s\n", entry);
+	if (!(p = strstr(log, key)))
+		return fi;
+	p += strlen(key);
+	if (sscanf(p, " %*d bytes stack frame, %d bytes spill stores, %d bytes spill loads", &fi.spill_st,
+		   &fi.spill_ld) != 2)
+		return fi;
+	if (!(q = strstr(p, "Used ")) || sscanf(q, "Used %d registers", &fi.regs) != 1)
+		return fi;
+	fi.found = 1;
+	return fi;
 }

@@ -8,6 +8,7 @@
 #include <check.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "wsnorm.h"
 
@@ -32,6 +33,8 @@ struct tu_proc {
 /* Run argv (argv[0] resolved by PATH unless it has a slash) with a timeout in seconds. */
 void tu_run(char *const argv[], int timeout_s, struct tu_proc *p);
 void tu_proc_free(struct tu_proc *p);
+/* A file's bytes, NUL-terminated and malloc'd; their count in *len unless len is NULL. */
+char *tu_slurp(const char *path, size_t *len);
 /* The contents of tests/golden/<name> in the source tree ($WSNORM_SRCDIR), malloc'd. */
 char *tu_golden(const char *name);
 /* ck_assert that got equals tests/golden/<name>, showing both when they differ. */
@@ -43,5 +46,23 @@ void tu_assert_usage_golden(const char *const *args, const char *golden);
 void tu_assert_why_clauses(const char *who, const char *why);
 /* The wsnorm binary under test ($WSNORM_BIN). */
 const char *tu_wsnorm_bin(void);
+
+/* ptxas for the offline checks: $WSNORM_PTXAS, else the one configure found; NULL when there is
+ * none, with a printed note saying that `skipped` is not compiled offline. */
+const char *tu_ptxas(const char *skipped);
+/* ptxas -v -arch=sm_<arch>a on a PTX file, in the background: its log (stdout and stderr) goes to
+ * <ptx>.<arch>.log, its cubin to <ptx>.<arch>.cubin. */
+struct tu_ptxas_job {
+	pid_t pid;
+	char log[600], cubin[600];
+};
+void tu_ptxas_start(struct tu_ptxas_job *j, const char *ptxas, const char *ptx_path, int arch);
+/* Wait for it; its exit status (128 + signal when killed) and its log in *log (malloc'd). */
+int tu_ptxas_wait(struct tu_ptxas_job *j, char **log);
+/* What ptxas -v said about one entry: found only when its registers and spills were both there. */
+struct tu_fn_info {
+	int found, regs, spill_st, spill_ld;
+};
+struct tu_fn_info tu_ptxas_info(const char *log, const char *entry);
 
 #endif
