@@ -209,16 +209,13 @@ static int gen_forward(struct rk_gen *g)
 	ptx_ins(k, "setp.ne.and.u64 %s, %s, 0, %s", p_rstd, pr[5], p_t0);
 
 	/* 16-byte path when every row start is 16-byte aligned */
-	const char *al = ptx_tmp(k, PTX_B64), *pal = ptx_reg(k, PTX_PRED, "p_aligned");
-	ptx_ins(k, "or.b64 %s, %s, %s", al, pr[0], pr[3]);
-	ptx_ins(k, "or.b64 %s, %s, %s", al, al, xld);
-	ptx_ins(k, "or.b64 %s, %s, %s", al, al, yld);
+	const char *ptrs[6] = { pr[0], pr[3], xld, yld };
+	int np = 4;
 	if (kp->has_weight)
-		ptx_ins(k, "or.b64 %s, %s, %s", al, al, pr[1]);
+		ptrs[np++] = pr[1];
 	if (kp->has_bias)
-		ptx_ins(k, "or.b64 %s, %s, %s", al, al, pr[2]);
-	ptx_ins(k, "and.b64 %s, %s, 15", al, al);
-	ptx_ins(k, "setp.eq.u64 %s, %s, 0", pal, al);
+		ptrs[np++] = pr[2];
+	const char *pal = wsn__rk_aligned_pred(g, ptrs, np);
 	const char *elem = ptx_label_new(k, "elem_path"), *exit = ptx_label_new(k, "exit");
 	ptx_guard(k, pal, 1);
 	ptx_bra(k, elem);
@@ -421,15 +418,7 @@ static int gen_backward(struct rk_gen *g)
 		struct rk_acc *ac = accs[a];
 		if (!ac)
 			continue;
-		if (ac->store == WSN_STORE_REG) {
-			for (int j = 0; j < g->nv; j++)
-				for (int e = 0; e < g->vec; e++)
-					ac->r[j][e] = ptx_reg(k, PTX_F32, "%s%d_%d", ac->tag, j, e);
-		} else if (ac->store == WSN_STORE_SMEM) {
-			ac->s = ptx_reg(k, PTX_U32, "%s_s", ac->tag);
-			ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", ac->s, g->tx, g->vec * 4, g->smem);
-			ptx_ins(k, "add.u32 %s, %s, %u", ac->s, ac->s, a ? g->sm_db : g->sm_dw);
-		} else {
+		if (!wsn__rk_acc_home(g, ac, a ? g->sm_db : g->sm_dw)) {
 			const char *part = ptx_tmp(k, PTX_U32), *col = ptx_tmp(k, PTX_U64);
 			ac->g = ptx_reg(k, PTX_U64, "%s_g", ac->tag);
 			if (a)
@@ -443,16 +432,8 @@ static int gen_backward(struct rk_gen *g)
 		}
 	}
 
-	const char *al = ptx_tmp(k, PTX_B64), *pal = ptx_reg(k, PTX_PRED, "p_aligned");
-	ptx_ins(k, "or.b64 %s, %s, %s", al, pr[0], pr[1]);
-	ptx_ins(k, "or.b64 %s, %s, %s", al, al, pr[5]);
-	ptx_ins(k, "or.b64 %s, %s, %s", al, al, dyld);
-	ptx_ins(k, "or.b64 %s, %s, %s", al, al, xld);
-	ptx_ins(k, "or.b64 %s, %s, %s", al, al, dxld);
-	if (kp->has_weight)
-		ptx_ins(k, "or.b64 %s, %s, %s", al, al, pr[2]);
-	ptx_ins(k, "and.b64 %s, %s, 15", al, al);
-	ptx_ins(k, "setp.eq.u64 %s, %s, 0", pal, al);
+	const char *ptrs[] = { pr[0], pr[1], pr[5], dyld, xld, dxld, pr[2] };
+	const char *pal = wsn__rk_aligned_pred(g, ptrs, kp->has_weight ? 7 : 6);
 	const char *elem = ptx_label_new(k, "elem_path"), *join = ptx_label_new(k, "rows_done");
 	ptx_guard(k, pal, 1);
 	ptx_bra(k, elem);

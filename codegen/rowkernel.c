@@ -640,6 +640,37 @@ void wsn__rk_abi_params(struct rk_gen *g, int bwd, struct rk_abi *a)
 		wsn__rk_griddep(k);
 }
 
+int wsn__rk_acc_home(struct rk_gen *g, struct rk_acc *a, unsigned smem_off)
+{
+	struct ptx_kernel *k = g->k;
+
+	if (a->store == WSN_STORE_REG) {
+		for (int j = 0; j < g->nv; j++)
+			for (int e = 0; e < g->vec; e++)
+				a->r[j][e] = ptx_reg(k, PTX_F32, "%s%d_%d", a->tag, j, e);
+		return 1;
+	}
+	if (a->store != WSN_STORE_SMEM)
+		return 0;
+	a->s = ptx_reg(k, PTX_U32, "%s_s", a->tag);
+	ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", a->s, g->tx, g->vec * 4, g->smem);
+	ptx_ins(k, "add.u32 %s, %s, %u", a->s, a->s, smem_off);
+	return 1;
+}
+
+const char *wsn__rk_aligned_pred(struct rk_gen *g, const char *const v[], int n)
+{
+	struct ptx_kernel *k = g->k;
+	const char *al = ptx_tmp(k, PTX_B64), *pal = ptx_reg(k, PTX_PRED, "p_aligned");
+
+	ptx_ins(k, "or.b64 %s, %s, %s", al, v[0], v[1]);
+	for (int i = 2; i < n; i++)
+		ptx_ins(k, "or.b64 %s, %s, %s", al, al, v[i]);
+	ptx_ins(k, "and.b64 %s, %s, 15", al, al);
+	ptx_ins(k, "setp.eq.u64 %s, %s, 0", pal, al);
+	return pal;
+}
+
 void wsn__rk_acc_zero(struct rk_gen *g, struct rk_acc *a)
 {
 	struct ptx_kernel *k = g->k;

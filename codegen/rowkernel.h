@@ -162,6 +162,12 @@ void wsn__rk_acc_get(struct rk_gen *g, struct rk_acc *a, int j, const char *f[8]
 void wsn__rk_acc_put(struct rk_gen *g, struct rk_acc *a, int j, const char *const f[8]);
 /* Set every slice of accumulator a to zero (registers directly, other storage through acc_put). */
 void wsn__rk_acc_zero(struct rk_gen *g, struct rk_acc *a);
+/* An accumulator's home: a register per column of the thread (WSN_STORE_REG), or its columns in
+ * shared memory at byte offset smem_off of g->smem (WSN_STORE_SMEM). 0 for another store, which is
+ * the caller's to place. */
+int wsn__rk_acc_home(struct rk_gen *g, struct rk_acc *a, unsigned smem_off);
+/* A predicate "p_aligned": every one of the n (>= 2) .b64 addresses and strides is 16-byte aligned. */
+const char *wsn__rk_aligned_pred(struct rk_gen *g, const char *const v[], int n);
 /* After the row loop: fold the row groups' register accumulators through shared memory at sm_xg in a
  * fixed order (group 0 + (group 1 + (... + group bdimy - 1))), then write the CTA's partial rows:
  * dweight at ws[ctaid][.], dbias at ws[nctaid + ctaid][.] (rows of hidden floats; with g->rank: cluster

@@ -926,19 +926,6 @@ static void lane_zero(struct ws *w)
 }
 
 /* The 16-byte path when every row start, row stride and parameter is 16-byte aligned. */
-static const char *aligned_pred(struct ws *w, const char *const ptrs[], int n)
-{
-	struct ptx_kernel *k = w->g.k;
-	const char *al = ptx_tmp(k, PTX_B64), *pal = ptx_reg(k, PTX_PRED, "p_aligned");
-
-	ptx_mov(k, PTX_B64, al, ptrs[0]);
-	for (int i = 1; i < n; i++)
-		ptx_ins(k, "or.b64 %s, %s, %s", al, al, ptrs[i]);
-	ptx_ins(k, "and.b64 %s, %s, 15", al, al);
-	ptx_ins(k, "setp.eq.u64 %s, %s, 0", pal, al);
-	return pal;
-}
-
 static int gen_backward(struct ws *w)
 {
 	struct rk_gen *g = &w->g;
@@ -979,22 +966,11 @@ static int gen_backward(struct ws *w)
 	lane_zero(w);
 	ka.txoff = ptx_reg(k, PTX_U64, "txoff");
 	ptx_ins(k, "mul.wide.u32 %s, %s, 16", ka.txoff, g->tx);
-	for (int a = 0; a < 2; a++) {
-		struct rk_acc *ac = accs[a];
-		if (!ac)
-			continue;
-		if (ac->store == WSN_STORE_REG) {
-			for (int v = 0; v < g->nv; v++)
-				for (int e = 0; e < g->vec; e++)
-					ac->r[v][e] = ptx_reg(k, PTX_F32, "%s%d_%d", ac->tag, v, e);
-		} else {
-			ac->s = ptx_reg(k, PTX_U32, "%s_s", ac->tag);
-			ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", ac->s, g->tx, g->vec * 4, g->smem);
-			ptx_ins(k, "add.u32 %s, %s, %u", ac->s, ac->s, a ? w->L.db : w->L.dw);
-		}
-	}
+	for (int a = 0; a < 2; a++) /* registers or shared memory: the ws plans have no other */
+		if (accs[a])
+			wsn__rk_acc_home(g, accs[a], a ? w->L.db : w->L.dw);
 	const char *ptrs[] = { ka.pr[0], ka.pr[1], ka.pr[5], dyld, xld, dxld, ka.pr[2] };
-	const char *pal = aligned_pred(w, ptrs, kp->has_weight ? 7 : 6);
+	const char *pal = wsn__rk_aligned_pred(g, ptrs, kp->has_weight ? 7 : 6);
 	const char *elem = ptx_label_new(k, "elem_path"), *join = ptx_label_new(k, "rows_done");
 	ptx_guard(k, pal, 1);
 	ptx_bra(k, elem);
@@ -1055,7 +1031,7 @@ static int gen_forward(struct ws *w)
 		ptrs[np++] = ka.pr[1];
 	if (kp->has_bias)
 		ptrs[np++] = ka.pr[2];
-	const char *pal = aligned_pred(w, ptrs, np);
+	const char *pal = wsn__rk_aligned_pred(g, ptrs, np);
 	const char *elem = ptx_label_new(k, "elem_path"), *join = ptx_label_new(k, "rows_done");
 	ptx_guard(k, pal, 1);
 	ptx_bra(k, elem);
