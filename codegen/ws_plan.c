@@ -347,7 +347,8 @@ static int search(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp, c
 	return eval(g, kp, c);
 }
 
-/* Leftover shared memory: one more stage at a time while it fits. */
+/* Leftover shared memory: one more stage at a time while it fits (a backward ring past WS_FILL_RING_MIN
+ * stages also within WS_FILL_RING_BWD). Returns whether that cap stopped it. */
 static int more_stages(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp, struct cfg *c)
 {
 	unsigned most = wsn_op_is_backward(kp->op) ? WS_FILL_STAGES_BWD : WS_MAX_STAGES;

@@ -843,6 +843,8 @@ static void report_text(const struct run_opts *o, const struct pl_run *run, cons
 
 /* ---- one run ---- */
 
+/* Run one dataset and report it (into collect when given, else printed); *interrupted says whether a
+ * signal stopped it, and the batches it verified are added to *verified_batches (unless NULL). */
 static int run_one(struct run_opts *o, json_t *collect, int *interrupted, int64_t *verified_batches)
 {
 	struct pl_dataset ds;
