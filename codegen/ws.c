@@ -1084,7 +1084,8 @@ int wsn__ws_generate(const struct wsn__kernel_plan *kp, char **ptx)
 	*ptx = NULL;
 	if (kp->approach != WSN_APPROACH_WS || !kp->bdimx || kp->bdimx % 32 || !kp->nvec || kp->nvec > RK_MAXV ||
 	    !kp->bdimy || (kp->bdimx > 32 && kp->bdimy > 14) || (kp->bdimx * kp->bdimy) % 128 || kp->producer_threads != 128 || kp->bdimx * kp->bdimy + kp->producer_threads != kp->block_threads ||
-	    kp->unroll < 1 || kp->unroll > MAXU || kp->stages < 1 || kp->row_bytes % 16 || !kp->regs_producer ||
+	    kp->unroll < 1 || kp->unroll > MAXU || kp->stages < 1 || kp->stages % kp->bdimy || kp->row_bytes % 16 ||
+	    !kp->regs_producer ||
 	    kp->cluster > 8 || (kp->cluster & (kp->cluster - 1)) ||
 	    (kp->cluster > 1 && (!wsn_op_is_backward(kp->op) || kp->hidden % ((int64_t)kp->cluster * (16 / (int64_t)wsn_dtype_size(kp->dtype))))))
 		return wsn__error(WSN_EINVAL, "codegen: warp-specialised plan for %s is inconsistent (bdimx %u, bdimy %u, "

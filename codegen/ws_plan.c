@@ -366,8 +366,65 @@ static int more_stages(const struct wsn__gpu_props *g, struct wsn__kernel_plan *
 		}
 		*c = n;
 	}
+	if (c->stages >= c->bdimy && c->stages % c->bdimy) { /* own_stages: a whole number per row group */
+		c->stages -= c->stages % c->bdimy;
+		capped = 0;
+	}
 	eval(g, kp, c);
 	return capped;
+}
+
+/*
+ * Every stage belongs to one row group: slot s of the ring carries iterations s, s + stages, ..., and
+ * group ty takes iterations ty, ty + bdimy, ..., so with stages a multiple of bdimy all of a slot's
+ * iterations are one group's, and it waits on the slot's phases in order. A slot two groups share
+ * lets one of them wait for a phase while the one before it is still incomplete, and mbarrier parity
+ * cannot tell those two apart: the wait passes at once on a stage not yet filled (GPU launch failures
+ * at LayerNorm bwd 2K over 4 with 8 groups and 9-14 stages, RMSNorm bwd 1K with 8 groups and 12;
+ * bench/NOTES.md v15). Stages forced: the groups come down to a divisor of them (unless forced too);
+ * free: a multiple of the groups, at least one stage each.
+ */
+static int own_stages(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp, const struct forced *f,
+		      struct cfg *c, struct trace *t, const char *opname, const char *dtname, int64_t hidden)
+{
+	unsigned y = c->bdimy;
+	struct cfg n;
+
+	if (c->stages % c->bdimy == 0)
+		return 0;
+	if (!f->stages && c->stages > c->bdimy) {
+		c->stages -= c->stages % c->bdimy;
+		eval(g, kp, c);
+		return 0;
+	}
+	if (!f->bdimy) {
+		/* the largest that divides the stages, in whole warpgroups of row-group threads */
+		unsigned m = 128 / (c->bdimx % 128 ? c->bdimx % 128 : 128);
+		for (c->bdimy -= c->bdimy % m; c->bdimy && c->stages % c->bdimy; c->bdimy -= m)
+			;
+		if (!c->bdimy)
+			return wsn__error(WSN_EINVAL, "plan: ws %s %s hidden %lld: forced: %u stages: rows of %u threads "
+					  "come in row groups of %u (whole warpgroups) and each stage belongs to one "
+					  "group, so the stages must be a multiple of %u", opname, dtname,
+					  (long long)hidden, c->stages, c->bdimx, m, m);
+		tr(t, "%u row group%s, not %u: each of the %u stages belongs to one; ", c->bdimy, c->bdimy > 1 ? "s" : "",
+		   y, c->stages);
+		eval(g, kp, c);
+		return 0;
+	}
+	n = *c;
+	n.stages = n.bdimy;
+	if (!f->stages && smem_fits(g, kp, &n)) {
+		*c = n;
+		return 0;
+	}
+	if (f->stages)
+		return wsn__error(WSN_EINVAL, "plan: ws %s %s hidden %lld: forced: %u stages for %u row groups: each "
+				  "stage belongs to one row group, so the stages must be a multiple of the groups", opname,
+				  dtname, (long long)hidden, c->stages, c->bdimy);
+	return wsn__error(WSN_EINVAL, "plan: ws %s %s hidden %lld: forced: %u row groups need %u stages (each stage "
+			  "belongs to one row group); shared memory holds %u", opname, dtname, (long long)hidden,
+			  c->bdimy, c->bdimy, c->stages);
 }
 
 /* is_good_ws_heuristic: a ring of one stage cannot overlap copies with compute; one row group
@@ -583,6 +640,8 @@ planned:
 			   "up to %u KB); " : "leftover shared memory: stages %u; ", c.stages, WS_FILL_RING_MIN,
 			   WS_FILL_RING_BWD / 1024);
 	}
+	if ((err = own_stages(g, kp, &f, &c, &t, opname, dtname, p->hidden)))
+		return err;
 	eval(g, kp, &c);
 	apply(kp, &c);
 	kp->est_regs = c.est;

@@ -587,6 +587,19 @@ START_TEST(test_ws_forced)
 					fails += run_op(&s, ops[o], &po, label, rows, 2, 1);
 					plans++;
 				}
+	/* stages forced, groups free: the planner's groups come down to a count that divides the stages
+	 * (each stage one group's; shared slots failed to launch), and those kernels match too */
+	for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++)
+		for (unsigned st = 3; st <= 12; st *= 2) {
+			struct wsn_plan_options po;
+			char label[64];
+			memset(&po, 0, sizeof(po));
+			po.approach = WSN_APPROACH_WS;
+			po.stages = (int)st;
+			snprintf(label, sizeof(label), "ws stages=%u, groups free", st);
+			fails += run_op(&s, ops[o], &po, label, rows, 2, 1);
+			plans++;
+		}
 	setup_free(&s);
 	inputs_free(&in);
 	ck_assert_msg(fails == 0, "%d mismatches over %d forced ws plans (see FAIL lines above)", fails, plans);

@@ -52,6 +52,8 @@ static void check_ws_plan(const struct wsn__gpu_props *g, const struct wsn__kern
 	ck_assert_msg(kp->row_bytes % 16 == 0 && kp->row_bytes >= cols * E + 16, "%s: row bytes", e);
 	ck_assert_uint_eq(kp->stage_bytes, kp->unroll * (wsn_op_is_backward(kp->op) ? 2 : 1) * kp->row_bytes);
 	ck_assert_msg(kp->unroll >= 1 && kp->unroll <= 8 && kp->stages >= 1, "%s: unroll/stages", e);
+	/* every stage is one row group's (a slot two groups share breaks the mbarrier parity waits) */
+	ck_assert_msg(kp->stages % kp->bdimy == 0, "%s: %u stages for %u row groups", e, kp->stages, kp->bdimy);
 	/* registers: the entry allocation is the pool the producer gives to and the row groups take from */
 	ck_assert_msg(kp->regs_entry % 8 == 0 && kp->regs_entry * kp->block_threads <= (unsigned)g->regs_per_block,
 		      "%s: %u x %u registers at entry", e, kp->block_threads, kp->regs_entry);
@@ -217,7 +219,8 @@ START_TEST(test_ws_choices)
 	kp = plan_ok(&b, WSN_RMSNORM_FWD, WSN_BF16, 4096);
 	ck_assert_uint_eq(kp.max_grid, 148);
 	ck_assert_uint_eq(kp.unroll, 4);
-	ck_assert_uint_eq(kp.stages, 7);
+	ck_assert_uint_eq(kp.bdimy, 2);
+	ck_assert_uint_eq(kp.stages, 6); /* 7 fit; 6 give each of the 2 row groups its own 3 */
 	kp = plan_ok(&h, WSN_RMSNORM_FWD, WSN_BF16, 4096);
 	ck_assert_uint_eq(kp.unroll, 2);
 	ck_assert_uint_eq(kp.stages, 14);
@@ -310,15 +313,33 @@ START_TEST(test_ws_forced_options)
 	params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 2048, 16384);
 	p.opts.groups = 2;
 	p.opts.unroll = 1;
-	p.opts.stages = 3;
+	p.opts.stages = 6;
 	p.opts.block_threads = 256;
 	ck_assert_msg(wsn__ws_plan(&h, &p, &kp) == 0, "%s", wsn_last_error());
 	check_ws_plan(&h, &kp);
 	ck_assert_uint_eq(kp.bdimx, 256);
 	ck_assert_uint_eq(kp.bdimy, 2);
 	ck_assert_uint_eq(kp.unroll, 1);
-	ck_assert_uint_eq(kp.stages, 3);
+	ck_assert_uint_eq(kp.stages, 6);
 	ck_assert_ptr_nonnull(strstr(kp.why, "forced parameters kept"));
+	/* each stage is one row group's: 3 stages cannot be shared by 2 forced groups (a slot two groups
+	 * share made the GPU wait pass on a stage not yet filled: launch failures, NOTES v15) */
+	p.opts.stages = 3;
+	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "forced: 3 stages for 2 row groups"));
+	/* forced stages, free groups: the largest count of whole warpgroups that divides them */
+	params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 2048, 16384);
+	p.opts.cluster = 4;
+	p.opts.stages = 12; /* the plan has 8 groups of 32 threads */
+	ck_assert_msg(wsn__ws_plan(&h, &p, &kp) == 0, "%s", wsn_last_error());
+	check_ws_plan(&h, &kp);
+	ck_assert_uint_eq(kp.bdimx, 32);
+	ck_assert_uint_eq(kp.bdimy, 4);
+	ck_assert_uint_eq(kp.stages, 12);
+	ck_assert_ptr_nonnull(strstr(kp.why, "4 row groups, not 8: each of the 12 stages belongs to one"));
+	p.opts.stages = 9; /* groups of 32-thread rows come in fours */
+	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "the stages must be a multiple of 4"));
 	/* every combination the GPU test forces plans or is refused with a named budget */
 	for (int y = 1; y <= 2; y++)
 		for (int u = 1; u <= 4; u *= 2)
