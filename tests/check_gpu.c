@@ -606,6 +606,79 @@ START_TEST(test_ws_forced)
 }
 END_TEST
 
+/*
+ * Random forced ws shapes (seeded, printed): op, dtype, hidden (odd sizes too), groups, unroll,
+ * stages, threads per row and, for the backward, the cluster, each free or forced at random, over 7
+ * rows and 4096 (rings that wrap many times). Shapes the planner refuses are skipped; every one it
+ * plans must match the CPU reference. Forced stages that two row groups shared crashed the GPU
+ * before each stage became one group's; this is the net for the next such combination.
+ */
+START_TEST(test_ws_fuzz)
+{
+	static const int64_t rows[] = { 7, 4096 }, hs[] = { 64, 500, 1000, 1024, 2048, 2050, 3000, 4096, 4097, 8192 };
+	/* each parameter free about half the time (a draw that forces all five rarely plans) */
+	static const int groups[] = { 0, 0, 0, 1, 2, 4, 8 }, unrolls[] = { 0, 0, 1, 2, 4 }, clusters[] = { 0, 0, 1, 2, 4 };
+	static const int threads[] = { 0, 0, 0, 64, 128, 256 };
+	uint64_t st = tu_case_seed("ws-fuzz");
+	int fails = 0, ran = 0, tries = 32;
+
+	for (int i = 0; i < tries; i++) {
+		struct wsn_plan_options po;
+		struct inputs in;
+		struct setup su;
+		enum wsn_op op;
+		enum wsn_dtype dt;
+		int64_t h;
+		char label[96];
+		uint64_t r[9];
+
+		for (int k = 0; k < 9; k++) { /* splitmix64 */
+			uint64_t z = (st += 0x9e3779b97f4a7c15ull);
+			z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+			z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+			r[k] = z ^ (z >> 31);
+		}
+		op = ops[r[0] % 4];
+		dt = dtypes[r[1] % 3];
+		h = hs[r[2] % (sizeof(hs) / sizeof(hs[0]))];
+		memset(&po, 0, sizeof(po));
+		po.approach = WSN_APPROACH_WS;
+		po.groups = groups[r[3] % (sizeof(groups) / sizeof(groups[0]))];
+		po.unroll = unrolls[r[4] % (sizeof(unrolls) / sizeof(unrolls[0]))];
+		po.stages = r[5] % 2 ? (int)(2 + (r[5] >> 1) % 15) : 0; /* free, or 2 to 16 */
+		po.block_threads = threads[r[6] % (sizeof(threads) / sizeof(threads[0]))];
+		po.cluster = wsn_op_is_backward(op) ? clusters[r[7] % (sizeof(clusters) / sizeof(clusters[0]))] : 0;
+		snprintf(label, sizeof(label), "fuzz %d: groups=%d unroll=%d stages=%d threads=%d cluster=%d", i,
+			 po.groups, po.unroll, po.stages, po.block_threads, po.cluster);
+		{
+			struct wsn_plan_options o;
+			struct wsn_plan *gp = NULL;
+			wsn_plan_options_init(&o, op);
+			o.approach = po.approach;
+			o.groups = po.groups;
+			o.unroll = po.unroll;
+			o.stages = po.stages;
+			o.block_threads = po.block_threads;
+			o.cluster = po.cluster;
+			if (wsn_plan_create(gpu, op, 4096, h, dt, &o, &gp) < 0) {
+				printf("skip %s %s hidden=%lld %s: %s\n", wsn_op_name(op), wsn_dtype_name(dt), (long long)h,
+				       label, wsn_last_error());
+				continue;
+			}
+			wsn_plan_destroy(gp);
+		}
+		inputs_make(&in, "ws-fuzz", h, 4096, h, 0);
+		setup_init(&su, dt, h, 4096, h, 0, 0, in.x, in.dy, in.w, in.b);
+		fails += run_op(&su, op, &po, label, rows, 2, 0);
+		ran++;
+		setup_free(&su);
+		inputs_free(&in);
+	}
+	ck_assert_msg(fails == 0, "%d of %d random forced ws shapes mismatched (see FAIL lines above)", fails, ran);
+	ck_assert_msg(ran >= tries / 5, "only %d of %d random shapes planned: the draw tests too little", ran, tries);
+}
+END_TEST
+
 /* Whether the ws planner gives a plan for op/dt/hidden/rows on this GPU with default options (what
  * autotune asks first); the CTAs that share a row in *cluster (1: a CTA per row; cluster may be NULL). */
 static int ws_plans(enum wsn_op op, enum wsn_dtype dt, int64_t hidden, int64_t rows, unsigned *cluster)
@@ -1329,6 +1402,12 @@ static Suite *suite_gpu(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, test_ws_forced, 0, (int)(sizeof(dtypes) / sizeof(dtypes[0])));
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("ws-fuzz");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_ws_fuzz);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("ws-cluster");
