@@ -607,19 +607,21 @@ START_TEST(test_ws_forced)
 END_TEST
 
 /*
- * Random forced ws shapes (seeded, printed): op, dtype, hidden (odd sizes too), groups, unroll,
- * stages, threads per row and, for the backward, the cluster, each free or forced at random, over 7
- * rows and 4096 (rings that wrap many times). Shapes the planner refuses are skipped; every one it
- * plans must match the CPU reference. Forced stages that two row groups shared crashed the GPU
- * before each stage became one group's; this is the net for the next such combination.
+ * Random forced shapes (seeded, printed): op, dtype, hidden (odd sizes too), groups, threads per row
+ * and, for the ws kernels (_i 0; multi-wave _i 1), unroll, stages and the backward's cluster, each
+ * free or forced at random, over 7 rows and 4096 (rings that wrap many times). Shapes the planner
+ * refuses are skipped; every one it plans must match the CPU reference. Forced stages that two row
+ * groups shared crashed the GPU before each stage became one group's; this is the net for the next
+ * such combination.
  */
-START_TEST(test_ws_fuzz)
+START_TEST(test_fuzz)
 {
+	const int ws = _i == 0;
 	static const int64_t rows[] = { 7, 4096 }, hs[] = { 64, 500, 1000, 1024, 2048, 2050, 3000, 4096, 4097, 8192 };
 	/* each parameter free about half the time (a draw that forces all five rarely plans) */
 	static const int groups[] = { 0, 0, 0, 1, 2, 4, 8 }, unrolls[] = { 0, 0, 1, 2, 4 }, clusters[] = { 0, 0, 1, 2, 4 };
 	static const int threads[] = { 0, 0, 0, 64, 128, 256 };
-	uint64_t st = tu_case_seed("ws-fuzz");
+	uint64_t st = tu_case_seed(ws ? "ws-fuzz" : "mw-fuzz");
 	int fails = 0, ran = 0, tries = 32;
 
 	for (int i = 0; i < tries; i++) {
@@ -642,14 +644,16 @@ START_TEST(test_ws_fuzz)
 		dt = dtypes[r[1] % 3];
 		h = hs[r[2] % (sizeof(hs) / sizeof(hs[0]))];
 		memset(&po, 0, sizeof(po));
-		po.approach = WSN_APPROACH_WS;
+		po.approach = ws ? WSN_APPROACH_WS : WSN_APPROACH_MULTIWAVE;
 		po.groups = groups[r[3] % (sizeof(groups) / sizeof(groups[0]))];
-		po.unroll = unrolls[r[4] % (sizeof(unrolls) / sizeof(unrolls[0]))];
-		po.stages = r[5] % 2 ? (int)(2 + (r[5] >> 1) % 15) : 0; /* free, or 2 to 16 */
 		po.block_threads = threads[r[6] % (sizeof(threads) / sizeof(threads[0]))];
-		po.cluster = wsn_op_is_backward(op) ? clusters[r[7] % (sizeof(clusters) / sizeof(clusters[0]))] : 0;
-		snprintf(label, sizeof(label), "fuzz %d: groups=%d unroll=%d stages=%d threads=%d cluster=%d", i,
-			 po.groups, po.unroll, po.stages, po.block_threads, po.cluster);
+		if (ws) {
+			po.unroll = unrolls[r[4] % (sizeof(unrolls) / sizeof(unrolls[0]))];
+			po.stages = r[5] % 2 ? (int)(2 + (r[5] >> 1) % 15) : 0; /* free, or 2 to 16 */
+			po.cluster = wsn_op_is_backward(op) ? clusters[r[7] % (sizeof(clusters) / sizeof(clusters[0]))] : 0;
+		}
+		snprintf(label, sizeof(label), "%s fuzz %d: groups=%d unroll=%d stages=%d threads=%d cluster=%d",
+			 ws ? "ws" : "multiwave", i, po.groups, po.unroll, po.stages, po.block_threads, po.cluster);
 		{
 			struct wsn_plan_options o;
 			struct wsn_plan *gp = NULL;
@@ -667,14 +671,14 @@ START_TEST(test_ws_fuzz)
 			}
 			wsn_plan_destroy(gp);
 		}
-		inputs_make(&in, "ws-fuzz", h, 4096, h, 0);
+		inputs_make(&in, ws ? "ws-fuzz" : "mw-fuzz", h, 4096, h, 0);
 		setup_init(&su, dt, h, 4096, h, 0, 0, in.x, in.dy, in.w, in.b);
 		fails += run_op(&su, op, &po, label, rows, 2, 0);
 		ran++;
 		setup_free(&su);
 		inputs_free(&in);
 	}
-	ck_assert_msg(fails == 0, "%d of %d random forced ws shapes mismatched (see FAIL lines above)", fails, ran);
+	ck_assert_msg(fails == 0, "%d of %d random forced shapes mismatched (see FAIL lines above)", fails, ran);
 	ck_assert_msg(ran >= tries / 5, "only %d of %d random shapes planned: the draw tests too little", ran, tries);
 }
 END_TEST
@@ -1404,10 +1408,10 @@ static Suite *suite_gpu(void)
 	tcase_add_loop_test(tc, test_ws_forced, 0, (int)(sizeof(dtypes) / sizeof(dtypes[0])));
 	suite_add_tcase(s, tc);
 
-	tc = tcase_create("ws-fuzz");
+	tc = tcase_create("fuzz");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_ws_fuzz);
+	tcase_add_loop_test(tc, test_fuzz, 0, 2); /* ws, multi-wave */
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("ws-cluster");
