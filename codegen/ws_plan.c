@@ -399,14 +399,15 @@ static int own_stages(const struct wsn__gpu_props *g, struct wsn__kernel_plan *k
 	}
 	if (!f->bdimy) {
 		/* the largest that divides the stages, in whole warpgroups of row-group threads */
-		unsigned m = 128 / (c->bdimx % 128 ? c->bdimx % 128 : 128);
+		unsigned m = c->bdimx < 128 ? 128 / c->bdimx : 1; /* bdimx is 32, 64 or a multiple of 128 */
 		for (c->bdimy -= c->bdimy % m; c->bdimy && c->stages % c->bdimy; c->bdimy -= m)
 			;
 		if (!c->bdimy)
-			return wsn__error(WSN_EINVAL, "plan: ws %s %s hidden %lld: forced: %u stages: rows of %u threads "
-					  "come in row groups of %u (whole warpgroups) and each stage belongs to one "
-					  "group, so the stages must be a multiple of %u", opname, dtname,
-					  (long long)hidden, c->stages, c->bdimx, m, m);
+			return wsn__error(f->stages ? WSN_EINVAL : WSN_ESHAPE, "plan: ws %s %s hidden %lld: %s%u stage%s: "
+					  "rows of %u threads come in row groups of %u (whole warpgroups) and each stage "
+					  "belongs to one group, so the stages must be a multiple of %u", opname, dtname,
+					  (long long)hidden, f->stages ? "forced: " : "shared memory holds ", c->stages,
+					  c->stages > 1 ? "s" : "", c->bdimx, m, m);
 		tr(t, "%u row group%s, not %u: each of the %u stages belongs to one; ", c->bdimy, c->bdimy > 1 ? "s" : "",
 		   y, c->stages);
 		eval(g, kp, c);
