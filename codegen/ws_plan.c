@@ -366,10 +366,8 @@ static int more_stages(const struct wsn__gpu_props *g, struct wsn__kernel_plan *
 		}
 		*c = n;
 	}
-	if (c->stages >= c->bdimy && c->stages % c->bdimy) { /* own_stages: a whole number per row group */
+	if (c->stages >= c->bdimy && c->stages % c->bdimy) /* own_stages: a whole number per row group */
 		c->stages -= c->stages % c->bdimy;
-		capped = 0;
-	}
 	eval(g, kp, c);
 	return capped;
 }
@@ -399,9 +397,18 @@ static int own_stages(const struct wsn__gpu_props *g, struct wsn__kernel_plan *k
 	}
 	if (!f->bdimy) {
 		/* the largest that divides the stages, in whole warpgroups of row-group threads */
-		unsigned m = c->bdimx < 128 ? 128 / c->bdimx : 1; /* bdimx is 32, 64 or a multiple of 128 */
+		unsigned m = c->bdimx < 128 ? 128 / c->bdimx : 1, x = c->bdimx; /* bdimx: 32, 64 or k x 128 */
 		for (c->bdimy -= c->bdimy % m; c->bdimy && c->stages % c->bdimy; c->bdimy -= m)
 			;
+		if (!c->bdimy && !f->bdimx && x < 128) {
+			/* short rows got 32 or 64 threads, so groups come in fours or twos: 128 threads a
+			 * row instead, at most the threads the groups had, in any count that divides */
+			c->bdimx = 128;
+			for (c->bdimy = y * x / 128 ? y * x / 128 : 1; c->stages % c->bdimy; c->bdimy--)
+				;
+			tr(t, "bdimx 128, not %u: ", x);
+			m = 1;
+		}
 		if (!c->bdimy)
 			return wsn__error(f->stages ? WSN_EINVAL : WSN_ESHAPE, "plan: ws %s %s hidden %lld: %s%u stage%s: "
 					  "rows of %u threads come in row groups of %u (whole warpgroups) and each stage "

@@ -337,7 +337,14 @@ START_TEST(test_ws_forced_options)
 	ck_assert_uint_eq(kp.bdimy, 4);
 	ck_assert_uint_eq(kp.stages, 12);
 	ck_assert_ptr_nonnull(strstr(kp.why, "4 row groups, not 8: each of the 12 stages belongs to one"));
-	p.opts.stages = 9; /* groups of 32-thread rows come in fours */
+	p.opts.stages = 9; /* groups of 32-thread rows come in fours: none divides 9, rows of 128 then */
+	ck_assert_msg(wsn__ws_plan(&h, &p, &kp) == 0, "%s", wsn_last_error());
+	check_ws_plan(&h, &kp);
+	ck_assert_uint_eq(kp.bdimx, 128);
+	ck_assert_uint_eq(kp.bdimy, 1);
+	ck_assert_uint_eq(kp.stages, 9);
+	ck_assert_ptr_nonnull(strstr(kp.why, "bdimx 128, not 32: 1 row group, not 8"));
+	p.opts.block_threads = 32; /* and with the 32 threads forced too, no plan */
 	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
 	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "the stages must be a multiple of 4"));
 	/* every combination the GPU test forces plans or is refused with a named budget */

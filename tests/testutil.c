@@ -256,8 +256,10 @@ int tu_ptxas_wait(struct tu_ptxas_job *j, char **log)
 	int st = 0;
 
 	ck_assert_int_eq(waitpid(j->pid, &st, 0), j->pid);
+	st = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	ck_assert_msg(access(j->log, R_OK) == 0, "ptxas exited %d without a log at %s", st, j->log);
 	*log = tu_slurp(j->log, NULL);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	return st;
 }
 
 struct tu_fn_info tu_ptxas_info(const char *log, const char *entry)
