@@ -327,23 +327,28 @@ START_TEST(test_ws_forced_options)
 	p.opts.stages = 3;
 	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
 	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "forced: 3 stages for 2 row groups"));
-	/* forced stages, free groups: the largest count of whole warpgroups that divides them */
-	params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 2048, 16384);
-	p.opts.cluster = 4;
-	p.opts.stages = 12; /* the plan has 8 groups of 32 threads */
-	ck_assert_msg(wsn__ws_plan(&h, &p, &kp) == 0, "%s", wsn_last_error());
-	check_ws_plan(&h, &kp);
-	ck_assert_uint_eq(kp.bdimx, 32);
-	ck_assert_uint_eq(kp.bdimy, 4);
-	ck_assert_uint_eq(kp.stages, 12);
-	ck_assert_ptr_nonnull(strstr(kp.why, "4 row groups, not 8: each of the 12 stages belongs to one"));
-	p.opts.stages = 9; /* groups of 32-thread rows come in fours: none divides 9, rows of 128 then */
-	ck_assert_msg(wsn__ws_plan(&h, &p, &kp) == 0, "%s", wsn_last_error());
-	check_ws_plan(&h, &kp);
-	ck_assert_uint_eq(kp.bdimx, 128);
-	ck_assert_uint_eq(kp.bdimy, 1);
-	ck_assert_uint_eq(kp.stages, 9);
-	ck_assert_ptr_nonnull(strstr(kp.why, "bdimx 128, not 32: 1 row group, not 8"));
+	/* forced stages, free groups (the plan has 8 groups of 32 threads): the most whole warpgroups
+	 * that divide them, or, where groups of 32-thread rows (fours) cannot, rows of 128 threads */
+	{
+		static const struct {
+			unsigned stages, bdimx, bdimy;
+			const char *why;
+		} fs[] = {
+			{ 12, 32, 4, "4 row groups, not 8: each of the 12 stages belongs to one" },
+			{ 9, 128, 1, "bdimx 128, not 32: 1 row group, not 8" },
+		};
+		params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 2048, 16384);
+		p.opts.cluster = 4;
+		for (size_t i = 0; i < WSN_ARRAY_SIZE(fs); i++) {
+			p.opts.stages = (int)fs[i].stages;
+			ck_assert_msg(wsn__ws_plan(&h, &p, &kp) == 0, "%s", wsn_last_error());
+			check_ws_plan(&h, &kp);
+			ck_assert_uint_eq(kp.bdimx, fs[i].bdimx);
+			ck_assert_uint_eq(kp.bdimy, fs[i].bdimy);
+			ck_assert_uint_eq(kp.stages, fs[i].stages);
+			ck_assert_ptr_nonnull(strstr(kp.why, fs[i].why));
+		}
+	}
 	p.opts.block_threads = 32; /* and with the 32 threads forced too, no plan */
 	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
 	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "the stages must be a multiple of 4"));
