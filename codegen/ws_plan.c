@@ -366,8 +366,6 @@ static int more_stages(const struct wsn__gpu_props *g, struct wsn__kernel_plan *
 		}
 		*c = n;
 	}
-	if (c->stages >= c->bdimy && c->stages % c->bdimy) /* own_stages: a whole number per row group */
-		c->stages -= c->stages % c->bdimy;
 	eval(g, kp, c);
 	return capped;
 }
@@ -640,16 +638,16 @@ planned:
 				  (long long)p->hidden, f.bdimx || f.bdimy || f.unroll ? "forced parameters: " : "",
 				  c.bdimy, c.bdimx, c.est, c.r_compute, WS_PRODUCER_THREADS, WS_PRODUCER_REGS);
 	}
-	if (!f.stages) {
+	{
 		unsigned s0 = c.stages;
-		int capped = more_stages(g, kp, &c);
+		int capped = f.stages ? 0 : more_stages(g, kp, &c);
+		if ((err = own_stages(g, kp, &f, &c, &t, opname, dtname, p->hidden)))
+			return err;
 		if (c.stages > s0)
 			tr(&t, capped ? "leftover shared memory: stages %u (a backward ring grows past %u stages only "
 			   "up to %u KB); " : "leftover shared memory: stages %u; ", c.stages, WS_FILL_RING_MIN,
 			   WS_FILL_RING_BWD / 1024);
 	}
-	if ((err = own_stages(g, kp, &f, &c, &t, opname, dtname, p->hidden)))
-		return err;
 	eval(g, kp, &c);
 	apply(kp, &c);
 	kp->est_regs = c.est;
