@@ -650,7 +650,7 @@ START_TEST(test_fuzz)
 		op = ops[r[0] % 4];
 		dt = dtypes[r[1] % 3];
 		h = hs[r[2] % (sizeof(hs) / sizeof(hs[0]))];
-		memset(&po, 0, sizeof(po));
+		wsn_plan_options_init(&po, op);
 		po.approach = ws ? WSN_APPROACH_WS : WSN_APPROACH_MULTIWAVE;
 		po.groups = groups[r[3] % (sizeof(groups) / sizeof(groups[0]))];
 		po.block_threads = threads[r[6] % (sizeof(threads) / sizeof(threads[0]))];
@@ -661,17 +661,9 @@ START_TEST(test_fuzz)
 		}
 		snprintf(label, sizeof(label), "%s fuzz %d: groups=%d unroll=%d stages=%d threads=%d cluster=%d",
 			 ws ? "ws" : "multiwave", i, po.groups, po.unroll, po.stages, po.block_threads, po.cluster);
-		{
-			struct wsn_plan_options o;
+		{ /* the plan first: inputs are made only for shapes that have one */
 			struct wsn_plan *gp = NULL;
-			wsn_plan_options_init(&o, op);
-			o.approach = po.approach;
-			o.groups = po.groups;
-			o.unroll = po.unroll;
-			o.stages = po.stages;
-			o.block_threads = po.block_threads;
-			o.cluster = po.cluster;
-			if (wsn_plan_create(gpu, op, 4096, h, dt, &o, &gp) < 0) {
+			if (wsn_plan_create(gpu, op, 4096, h, dt, &po, &gp) < 0) {
 				printf("skip %s %s hidden=%lld %s: %s\n", wsn_op_name(op), wsn_dtype_name(dt), (long long)h,
 				       label, wsn_last_error());
 				continue;
