@@ -73,12 +73,17 @@ void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  */
 int cli_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 int cli_parse_size(const char *s, uint64_t *out); /* bytes, at least 1 */
-int cli_parse_f32(const char *s, float *out);
+/* counts (threads, iterations, ...): decimal digits alone, no suffix */
+int cli_parse_count(const char *s, int64_t min, int64_t max, int64_t *out);
+/* a decimal number (1e-5, 0.5, 12): no sign, space, hex, inf or nan; at most max, checked before rounding */
+int cli_parse_f32(const char *s, double max, float *out);
 int cli_parse_u64(const char *s, uint64_t *out);
-/* Comma-separated list of integers (with suffixes); returns count or -1. */
+/* Comma-separated list of integers (with suffixes), no empty entry; returns count or -1. */
 int cli_parse_i64_list(const char *s, int64_t min, int64_t max, int64_t *out, int max_n);
 /* Parse "sm_90a"/"sm_100a"/"90"/"100" into 90/100; -1 on error. */
 int cli_parse_arch(const char *s);
+/* Whether a comma-separated list is empty or has an empty entry ("a,,b", ",a", "a,"). */
+int cli_list_has_empty(const char *list);
 
 /*
  * The GPU kernel parameters plan, emit and bench can force (--block-threads, --groups, --unroll,
@@ -160,8 +165,6 @@ int cli_copy_bandwidth(struct wsn_device *dev, struct wsn_stream *s, uint64_t by
 int cli_xfer_bandwidth(struct wsn_device *dev, struct wsn_stream *s, void *const *host, int nhost, void *dbuf,
 		       uint64_t bytes, enum wsn_copy_kind kind, int iters, double *out);
 
-#endif
-
 /* Which named tensors an op reads and writes in files (PyTorch names). */
 struct cli_op_io {
 	bool dy;        /* reads dy */
@@ -182,3 +185,5 @@ uint64_t cli_tensor_seed(uint64_t seed, int shard, char tag);
 /* Write one generated input file (see `wsnorm gen`); used by `run --demo`. Returns 0 or EXIT_RUNTIME. */
 int cli_gen_file(enum wsn_op op, enum wsn_dtype dt, int64_t rows, int64_t hidden, uint64_t seed,
 		 const char *path);
+
+#endif

@@ -100,21 +100,23 @@ static int bench_h2d(const struct bench_opts *o, struct timer *t, const struct w
 	if (!err)
 		err = cli_xfer_bandwidth(t->dev, t->s, host, PL_DEFAULT_RING, dbuf, o->copy_bytes, WSN_COPY_D2H, o->iters,
 					 &d2h);
-	if (err < 0) {
+	if (err < 0)
 		ret = cli_fail(err, "bench --h2d: %llu-byte copies on %s", (unsigned long long)o->copy_bytes, di->spec);
-	} else if (o->json) {
+	if (o->json) { /* after an error too, with the error's message in place of the rates */
 		json_t *root = json_object();
 		json_object_set_new(root, "device", json_string(di->spec));
 		json_object_set_new(root, "device_name", json_string(di->name));
 		json_object_set_new(root, "copy_bytes", json_integer((json_int_t)o->copy_bytes));
 		json_object_set_new(root, "ring", json_integer(PL_DEFAULT_RING));
 		json_object_set_new(root, "iters", json_integer(o->iters));
-		json_object_set_new(root, "h2d_gbs", cli_json_real(h2d / 1e9));
-		json_object_set_new(root, "d2h_gbs", cli_json_real(d2h / 1e9));
+		json_object_set_new(root, "h2d_gbs", ret ? json_null() : cli_json_real(h2d / 1e9));
+		json_object_set_new(root, "d2h_gbs", ret ? json_null() : cli_json_real(d2h / 1e9));
 		if (di->pcie_gen)
 			json_object_set_new(root, "pcie", json_sprintf("gen%d x%d", di->pcie_gen, di->pcie_width));
+		if (ret)
+			json_object_set_new(root, "error", json_string(cli_last_error()));
 		cli_json_print(root);
-	} else {
+	} else if (!ret) {
 		printf("device %s (%s)%s: %d copies of %llu MiB each way from a ring of %d pinned buffers\n", di->spec,
 		       di->name, di->exec_mem == WSN_MEM_HOST ? " (host memory: copies are memcpy)" : "", o->iters,
 		       (unsigned long long)(o->copy_bytes >> 20), PL_DEFAULT_RING);
@@ -384,7 +386,7 @@ static int parse_list(const char *s, int (*one)(const char *, int *), int *out, 
 	char buf[512], *save = NULL, *tok;
 	int n = 0;
 
-	if (strlen(s) >= sizeof(buf))
+	if (strlen(s) >= sizeof(buf) || cli_list_has_empty(s))
 		return -1;
 	strcpy(buf, s);
 	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
@@ -432,6 +434,7 @@ int cmd_bench(int argc, char **argv)
 	struct timer t = { 0 };
 	int ops[WSN_OP_COUNT], dts[WSN_DTYPE_COUNT], c, ret = EXIT_PASS, err;
 	int have_copy = 0, noplan = 0;
+	const char *kernel_opt = NULL; /* the last option that only the kernels' table uses */
 	double copy_bps = 0;
 	int64_t v;
 	json_t *jres = NULL;
@@ -461,39 +464,47 @@ int cmd_bench(int argc, char **argv)
 			if ((o.nops = parse_list(optarg, one_op, ops, WSN_OP_COUNT)) < 0)
 				return cli_usage_error("bench", "bad --op '%s' (expected %s, comma-separated)", optarg,
 						       "layernorm-fwd, layernorm-bwd, rmsnorm-fwd or rmsnorm-bwd");
+			kernel_opt = "--op";
 			break;
 		case 'd':
 			if ((o.ndts = parse_list(optarg, one_dt, dts, WSN_DTYPE_COUNT)) < 0)
 				return cli_usage_error("bench", "bad --dtype '%s' (expected f32, f16 or bf16, comma-separated)",
 						       optarg);
+			kernel_opt = "--dtype";
 			break;
 		case 'H':
 			if ((o.nhidden = cli_parse_i64_list(optarg, 1, CLI_MAX_HIDDEN, o.hidden, MAX_LIST)) < 0)
 				return cli_usage_error("bench", "bad --hidden '%s' (expected up to %d sizes 1..%d, comma-separated)",
 						       optarg, MAX_LIST, CLI_MAX_HIDDEN);
+			kernel_opt = "--hidden";
 			break;
 		case 'r':
 			if (cli_parse_i64(optarg, 1, 1LL << 31, &o.rows))
 				return cli_usage_error("bench", "bad --rows '%s' (expected 1..2^31)", optarg);
 			o.have_rows = 1;
+			kernel_opt = "--rows";
 			break;
 		case 'i': case 'w':
-			if (cli_parse_i64(optarg, c == 'i' ? 1 : 0, 100000, &v))
+			if (cli_parse_count(optarg, c == 'i' ? 1 : 0, 100000, &v))
 				return cli_usage_error("bench", "bad %s '%s' (expected %d..100000)", c == 'i' ? "--iters" : "--warmup",
 						       optarg, c == 'i' ? 1 : 0);
-			if (c == 'i')
+			if (c == 'i') {
 				o.iters = (int)v, o.have_iters = 1;
-			else
+			} else {
 				o.warmup = (int)v;
+				kernel_opt = "--warmup";
+			}
 			break;
 		case 'b':
-			if (cli_parse_i64(optarg, 1, MAX_BATCH, &v))
+			if (cli_parse_count(optarg, 1, MAX_BATCH, &v))
 				return cli_usage_error("bench", "bad --batch '%s' (expected 1..%d)", optarg, MAX_BATCH);
 			o.batch = (int)v;
+			kernel_opt = "--batch";
 			break;
 		case 'a':
 			if (wsn_approach_parse(optarg, &o.approach) < 0)
 				return cli_usage_error("bench", "%s", wsn_last_error());
+			kernel_opt = "--approach";
 			break;
 		case 'c':
 			if (cli_parse_size(optarg, &o.copy_bytes) || o.copy_bytes < 4096)
@@ -503,12 +514,13 @@ int cmd_bench(int argc, char **argv)
 		CLI_KPARAM_CASES:
 			if ((ret = cli_parse_kparam("bench", c - CLI_OPT_KPARAM, optarg, o.force)))
 				return ret;
+			kernel_opt = cli_kparam_forced(o.force);
 			break;
 		case 'j': o.json = 1; break;
 		case 'T': o.h2d = 1; break;
-		case 'A': o.autotune = 1; break;
-		case 'W': o.weight = 0; break;
-		case 'B': o.bias = 0; break;
+		case 'A': o.autotune = 1, kernel_opt = "--autotune"; break;
+		case 'W': o.weight = 0, kernel_opt = "--no-weight"; break;
+		case 'B': o.bias = 0, kernel_opt = "--no-bias"; break;
 		case 'h': usage(stdout); return EXIT_PASS;
 		case ':':
 		default: return cli_option_error("bench", c, argv, opts);
@@ -516,6 +528,8 @@ int cmd_bench(int argc, char **argv)
 	}
 	if (optind < argc)
 		return cli_usage_error("bench", "unexpected argument '%s'", argv[optind]);
+	if (o.h2d && kernel_opt)
+		return cli_usage_error("bench", "--h2d times copies, not kernels: drop %s", kernel_opt);
 	if ((ret = cli_open_device("bench", o.device, 0, &t.dev))) {
 		if (o.json && ret == EXIT_RUNTIME) { /* the document still comes, with no device and the error */
 			json_t *root = json_object();

@@ -48,8 +48,8 @@ static void device_text(const struct wsn_device_info *d)
 {
 	printf("  %-8s %s\n", d->spec, d->name);
 	if (!strcmp(d->backend, "cpu")) {
-		printf("           %s, %d hardware threads, %.1f GiB memory\n", d->arch, d->multiprocessors,
-		       (double)d->total_mem / (1 << 30));
+		printf("           %s, %d hardware thread%s, %.1f GiB memory\n", d->arch, d->multiprocessors,
+		       d->multiprocessors == 1 ? "" : "s", (double)d->total_mem / (1 << 30));
 		return;
 	}
 	printf("           compute capability %d.%d (%s), %d SMs, %.1f GiB memory\n", d->cc_major, d->cc_minor,

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* launcher/cmd_gen.c: `wsnorm gen`: seeded synthetic safetensors inputs for an op and shape. */
 #include "cli.h"
+#include "pipeline.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -162,6 +163,10 @@ static int write_dir(const struct gen *g, struct wsn_device *cpu)
 	} else if (errno != EEXIST) {
 		fprintf(stderr, "%s: gen: cannot create directory '%s': %s\n", cli_prog, g->out, strerror(errno));
 		return EXIT_RUNTIME;
+	} else if (pl_shard_stale(g->out, "shard", g->shards, path, sizeof(path))) {
+		/* run would read both sets as one dataset */
+		return cli_error("gen: directory '%s' already holds '%s', a shard of another set: remove that set "
+				 "or give another --out", g->out, path);
 	}
 	for (s = 0; s < g->shards; s++) {
 		int64_t r0 = g->rows * s / g->shards, r1 = g->rows * (s + 1) / g->shards;
@@ -225,7 +230,7 @@ int cmd_gen(int argc, char **argv)
 				return cli_usage_error("gen", "bad --hidden '%s' (expected 1..%d)", optarg, CLI_MAX_HIDDEN);
 			break;
 		case 'k':
-			if (cli_parse_i64(optarg, 1, CLI_MAX_SHARDS, &v))
+			if (cli_parse_count(optarg, 1, CLI_MAX_SHARDS, &v))
 				return cli_usage_error("gen", "bad --shards '%s' (expected 1..%d)", optarg, CLI_MAX_SHARDS);
 			g.shards = (int)v;
 			break;
@@ -235,7 +240,7 @@ int cmd_gen(int argc, char **argv)
 						       optarg);
 			break;
 		case 'e':
-			if (cli_parse_f32(optarg, &g.eps) || !(g.eps > 0) || g.eps > 1)
+			if (cli_parse_f32(optarg, 1, &g.eps) || !(g.eps > 0) || g.eps > 1)
 				return cli_usage_error("gen", "bad --eps '%s' (expected 0 < eps <= 1)", optarg);
 			break;
 		case 'W': g.weight = 0; break;
@@ -260,8 +265,11 @@ int cmd_gen(int argc, char **argv)
 		return cli_usage_error("gen", "--out is required");
 	if (g.shards > g.rows)
 		return cli_usage_error("gen", "--shards %d is more than --rows %lld", g.shards, (long long)g.rows);
-	if (g.rows > (int64_t)(SIZE_MAX / 4) / g.hidden)
-		return cli_usage_error("gen", "%lld x %lld is too large", (long long)g.rows, (long long)g.hidden);
+	if (g.rows > (int64_t)(SIZE_MAX / 4) / g.hidden) { /* each value in range, the two together too many */
+		cli_error("gen: %lld rows x %lld elements is more than this machine can address", (long long)g.rows,
+			  (long long)g.hidden);
+		return EXIT_RUNTIME;
+	}
 	if ((ret = cli_open_device("gen", "cpu", 0, &cpu)))
 		return ret;
 	if (g.shards == 1)

@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <float.h>
 #include <getopt.h>
 #include <math.h>
 #include <poll.h>
@@ -204,7 +205,7 @@ static int dataset_setup(struct run_opts *o, struct pl_dataset *ds)
 		}
 		if (!o->have_eps) {
 			const char *e = wsn_st_metadata(sh->st, "wsnorm.eps");
-			if (e && (cli_parse_f32(e, &ds->shape.eps) || !(ds->shape.eps > 0) || ds->shape.eps > 1)) {
+			if (e && (cli_parse_f32(e, 1, &ds->shape.eps) || !(ds->shape.eps > 0) || ds->shape.eps > 1)) {
 				cli_error("run: %s: metadata has a bad eps '%s'", sh->path, e);
 				return EXIT_RUNTIME;
 			}
@@ -1009,6 +1010,23 @@ static int rm_tree(const char *dir)
 	return rmdir(dir);
 }
 
+/* The demo's --json object: the runs so far, and after a runtime error its message. Takes runs. */
+static void demo_json(json_t *runs, int interrupted, int verified, int ran, int ret)
+{
+	json_t *root = json_object();
+
+	json_object_set_new(root, "demo", json_true());
+	json_object_set_new(root, "runs", runs);
+	json_object_set_new(root, "interrupted", json_boolean(interrupted));
+	json_object_set_new(root, "verified", json_boolean(verified));
+	json_object_set_new(root, "ops_completed", json_integer(ran));
+	json_object_set_new(root, "result", json_string(ret == EXIT_PASS ? (verified ? "pass" : "unverified") :
+							ret == EXIT_MISMATCH ? "mismatch" : "error"));
+	if (ret == EXIT_RUNTIME && cli_last_error()[0])
+		json_object_set_new(root, "error", json_string(cli_last_error()));
+	cli_json_print(root);
+}
+
 /* The demo: all four ops on a small generated input set, on the best device present. */
 static int run_demo(struct run_opts *o)
 {
@@ -1023,16 +1041,10 @@ static int run_demo(struct run_opts *o)
 	enum wsn_dtype dt = o->have_dt ? o->dt : WSN_BF16;
 
 	if ((r = cli_open_device("run", o->device, o->cfg.threads, &dev))) {
-		if (o->json && r == EXIT_RUNTIME) {
-			json_t *root = json_object();
-			json_object_set_new(root, "demo", json_true());
-			json_object_set_new(root, "runs", runs);
-			json_object_set_new(root, "result", json_string("error"));
-			json_object_set_new(root, "error", json_string(cli_last_error()));
-			cli_json_print(root);
-		} else {
+		if (o->json && r == EXIT_RUNTIME)
+			demo_json(runs, 0, 0, 0, r);
+		else
 			json_decref(runs);
-		}
 		return r;
 	}
 	wsn_device_info(dev, &di);
@@ -1044,7 +1056,8 @@ static int run_demo(struct run_opts *o)
 	if (!mkdtemp(dir)) {
 		cli_error("run --demo: cannot create a temporary directory in %s: %s", tmp && *tmp ? tmp : "/tmp",
 			  strerror(errno));
-		json_decref(runs);
+		if (o->json)
+			demo_json(runs, 0, 0, 0, EXIT_RUNTIME);
 		return EXIT_RUNTIME;
 	}
 	if (!o->json)
@@ -1077,15 +1090,7 @@ static int run_demo(struct run_opts *o)
 	rm_tree(dir);
 	verified = checked(o, vb); /* a signal in the first op's first batch leaves nothing verified */
 	if (o->json) {
-		json_t *root = json_object();
-		json_object_set_new(root, "demo", json_true());
-		json_object_set_new(root, "runs", runs);
-		json_object_set_new(root, "interrupted", json_boolean(interrupted));
-		json_object_set_new(root, "verified", json_boolean(verified));
-		json_object_set_new(root, "ops_completed", json_integer(ran));
-		json_object_set_new(root, "result", json_string(ret == EXIT_PASS ? (verified ? "pass" : "unverified") :
-								ret == EXIT_MISMATCH ? "mismatch" : "error"));
-		cli_json_print(root);
+		demo_json(runs, interrupted, verified, ran, ret);
 	} else if (ret == EXIT_PASS && interrupted) {
 		/* PASS would say the node is good: it says only that what ran did not fail */
 		printf("demo result: INTERRUPTED after %d of %d ops (%s)\n", ran, WSN_OP_COUNT,
@@ -1112,7 +1117,7 @@ static int parse_threshold(const char *opt, const char *arg, double *out)
 {
 	float v;
 
-	if (cli_parse_f32(arg, &v) || !(v > 0))
+	if (cli_parse_f32(arg, FLT_MAX, &v) || !(v > 0))
 		return cli_usage_error("run", "bad %s '%s' (expected a positive number)", opt, arg);
 	*out = v;
 	return 0;
@@ -1159,6 +1164,7 @@ int cmd_run(int argc, char **argv)
 	};
 	struct run_opts o;
 	int demo = 0, have_device = 0, c, ret, interrupted = 0;
+	const char *device_opt = NULL; /* the last option that only a device stage uses */
 	int64_t v;
 	uint64_t u;
 
@@ -1204,21 +1210,26 @@ int cmd_run(int argc, char **argv)
 			break;
 		case OPT_JSON: o.json = 1; break;
 		case OPT_THREADS:
-			if (cli_parse_i64(optarg, 1, CLI_MAX_THREADS, &v))
+			if (cli_parse_count(optarg, 1, CLI_MAX_THREADS, &v))
 				return cli_usage_error("run", "bad --threads '%s' (expected 1..%d)", optarg, CLI_MAX_THREADS);
 			o.cfg.threads = (int)v;
 			break;
 		case OPT_VERIFY_ROWS:
 			if (cli_parse_i64(optarg, 0, 1 << 20, &o.cfg.verify_rows))
 				return cli_usage_error("run", "bad --verify-rows '%s' (expected 0..%d)", optarg, 1 << 20);
+			device_opt = "--verify-rows";
 			break;
-		case OPT_NO_VERIFY: o.cfg.verify_rows = 0; break;
+		case OPT_NO_VERIFY:
+			o.cfg.verify_rows = 0;
+			device_opt = "--no-verify";
+			break;
 		case OPT_VERIFY_EVERY:
-			if (cli_parse_i64(optarg, 1, INT64_MAX, &o.cfg.verify_every))
+			if (cli_parse_count(optarg, 1, INT64_MAX, &o.cfg.verify_every))
 				return cli_usage_error("run", "bad --verify-every '%s' (expected a positive count)", optarg);
+			device_opt = "--verify-every";
 			break;
 		case OPT_QD:
-			if (cli_parse_i64(optarg, 1, 4096, &v))
+			if (cli_parse_count(optarg, 1, 4096, &v))
 				return cli_usage_error("run", "bad --qd '%s' (expected 1..4096)", optarg);
 			o.cfg.rd.queue_depth = (unsigned)v;
 			break;
@@ -1241,8 +1252,12 @@ int cmd_run(int argc, char **argv)
 		case OPT_APPROACH:
 			if (wsn_approach_parse(optarg, &o.cfg.approach) < 0)
 				return cli_usage_error("run", "%s", wsn_last_error());
+			device_opt = "--approach";
 			break;
-		case OPT_AUTOTUNE: o.cfg.autotune = 1; break;
+		case OPT_AUTOTUNE:
+			o.cfg.autotune = 1;
+			device_opt = "--autotune";
+			break;
 		case OPT_SHAPE: {
 			char *xp = strchr(optarg, 'x');
 			if (!xp)
@@ -1257,19 +1272,19 @@ int cmd_run(int argc, char **argv)
 			break;
 		}
 		case OPT_EPS:
-			if (cli_parse_f32(optarg, &o.eps) || !(o.eps > 0) || o.eps > 1)
+			if (cli_parse_f32(optarg, 1, &o.eps) || !(o.eps > 0) || o.eps > 1)
 				return cli_usage_error("run", "bad --eps '%s' (expected 0 < eps <= 1)", optarg);
 			o.have_eps = 1;
 			break;
 		case OPT_DEMO: demo = 1; break;
 		case OPT_INJECT_MISMATCH: o.cfg.inject_mismatch = 1; break;
 		case OPT_INJECT_FAULT:
-			if (cli_parse_i64(optarg, 0, PL_MAX_DEVICES - 1, &v))
+			if (cli_parse_count(optarg, 0, PL_MAX_DEVICES - 1, &v))
 				return cli_usage_error("run", "bad --inject-fault '%s' (expected a device index)", optarg);
 			o.cfg.inject_fault = (int)v;
 			break;
 		case OPT_RING:
-			if (cli_parse_i64(optarg, 1, PL_MAX_RING, &v))
+			if (cli_parse_count(optarg, 1, PL_MAX_RING, &v))
 				return cli_usage_error("run", "bad --ring '%s' (expected 1..%d)", optarg, PL_MAX_RING);
 			o.cfg.ring = (int)v;
 			break;
@@ -1279,7 +1294,7 @@ int cmd_run(int argc, char **argv)
 			o.have_batch_rows = 1;
 			break;
 		case OPT_ITERATIONS:
-			if (cli_parse_i64(optarg, 1, INT64_MAX, &v))
+			if (cli_parse_count(optarg, 1, INT64_MAX, &v))
 				return cli_usage_error("run", "bad --iterations '%s' (expected a positive count)", optarg);
 			o.cfg.iterations = (uint64_t)v;
 			break;
@@ -1288,9 +1303,10 @@ int cmd_run(int argc, char **argv)
 				return cli_usage_error("run", "bad --duration '%s' (expected e.g. 90, 90s, 5m or 1h)", optarg);
 			break;
 		case OPT_KERNEL_LOOPS:
-			if (cli_parse_i64(optarg, 1, 1000000, &v))
+			if (cli_parse_count(optarg, 1, 1000000, &v))
 				return cli_usage_error("run", "bad --kernel-loops '%s' (expected 1..1000000)", optarg);
 			o.cfg.kernel_loops = (int)v;
+			device_opt = "--kernel-loops";
 			break;
 		case OPT_MIN_READ:
 			if ((ret = parse_threshold("--min-read-gbs", optarg, &o.min_read_gbs)))
@@ -1324,15 +1340,17 @@ int cmd_run(int argc, char **argv)
 	if (o.raw_rows && !o.have_dt)
 		return cli_usage_error("run", "--shape needs --dtype");
 	if (o.cfg.read_only && (o.cfg.output || o.cfg.inject_mismatch || o.cfg.inject_fault >= 0 ||
-				o.min_h2d_gbs > 0 || o.min_kernel_frac > 0))
-		return cli_usage_error("run", "--read-only runs no device stage: drop --output, --inject-*, "
-				       "--min-h2d-gbs and --min-kernel-frac");
+				o.min_h2d_gbs > 0 || o.min_kernel_frac > 0 || device_opt))
+		return cli_usage_error("run", "--read-only runs no device stage: drop %s", device_opt ? device_opt :
+				       "--output, --inject-*, --min-h2d-gbs and --min-kernel-frac");
 	if (o.cfg.duration == 0 && o.cfg.iterations == 0)
 		o.cfg.iterations = 1;
 	signals_block();
 	if (demo) {
 		if (o.input || o.cfg.output || o.raw_rows || o.devices)
 			return cli_usage_error("run", "--demo makes its own input: drop --input, --output, --shape and --devices");
+		if (o.have_op)
+			return cli_usage_error("run", "--demo runs each of the four ops: drop --op");
 		return run_demo(&o);
 	}
 	if (!o.input)

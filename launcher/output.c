@@ -49,8 +49,26 @@ static const char *st_dtype(enum wsn_dtype dt)
 /* Output tensors in file order: the forward ops' y, mean, rstd; the backward ops' dx, dweight, dbias. */
 static const int out_order[PL_NOUT] = { PL_OUT_Y, PL_OUT_MEAN, PL_OUT_RSTD, PL_OUT_DX, PL_OUT_DW, PL_OUT_DB };
 
-/* The header: metadata first, then the outputs with their data packed in order. */
-static char *build_header(const struct pl_shape *sh, int64_t rows, struct pl_out *o, size_t *hlen)
+/* y's or dx's shape: x's own (a [2, 5, 64] x gives a [2, 5, 64] y), or [rows, hidden] for raw input. */
+static json_t *row_shape(const struct wsn_st_entry *x, int64_t rows, int64_t hidden)
+{
+	json_t *a;
+
+	if (!x)
+		return json_pack("[I, I]", (json_int_t)rows, (json_int_t)hidden);
+	a = json_array();
+	for (int d = 0; a && d < x->ndim; d++)
+		if (json_array_append_new(a, json_integer((json_int_t)x->shape[d]))) {
+			json_decref(a);
+			return NULL;
+		}
+	return a;
+}
+
+/* The header: metadata first, then the outputs with their data packed in order. x: the input's x
+ * (NULL for raw input). */
+static char *build_header(const struct pl_shape *sh, const struct wsn_st_entry *x, int64_t rows, struct pl_out *o,
+			  size_t *hlen)
 {
 	json_t *root = json_object(), *meta = json_object();
 	uint64_t off = 0;
@@ -71,8 +89,8 @@ static char *build_header(const struct pl_shape *sh, int64_t rows, struct pl_out
 		if (!sh->out[i])
 			continue;
 		if (i == PL_OUT_Y || i == PL_OUT_DX)
-			e = json_pack("{s:s, s:[I, I], s:[I, I]}", "dtype", st_dtype(dt), "shape", (json_int_t)rows,
-				      (json_int_t)sh->hidden, "data_offsets", (json_int_t)off, (json_int_t)(off + n));
+			e = json_pack("{s:s, s:o, s:[I, I]}", "dtype", st_dtype(dt), "shape",
+				      row_shape(x, rows, sh->hidden), "data_offsets", (json_int_t)off, (json_int_t)(off + n));
 		else
 			e = json_pack("{s:s, s:[I], s:[I, I]}", "dtype", st_dtype(dt), "shape",
 				      (json_int_t)(sh->out_row[i] ? rows : sh->hidden), "data_offsets", (json_int_t)off,
@@ -208,7 +226,7 @@ int pl_out_create(struct pl_dataset *ds, int i, char *msg, size_t len)
 	for (int k = PL_OUT_DW; k <= PL_OUT_DB; k++)
 		if (sh->out[k] && !(o->acc[k - PL_OUT_DW] = calloc((size_t)sh->hidden, sizeof(double))))
 			goto oom;
-	if (!(hdr = build_header(sh, shard->rows, o, &hlen)))
+	if (!(hdr = build_header(sh, shard->st ? wsn_st_find(shard->st, "x") : NULL, shard->rows, o, &hlen)))
 		goto oom;
 	if (asprintf(&o->tmp, "%s.XXXXXX", o->path) < 0) {
 		o->tmp = NULL;

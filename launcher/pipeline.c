@@ -243,6 +243,16 @@ static int check_shard_set(const char *dir, char **names, int n)
 	for (int a = 0; a < n; a++)
 		if (shard_name(base_name(names[a]), &sn[a]))
 			sn[a].of = NULL; /* not a set's name */
+	/* one name, two counts: a set written over another of a different size (gen into a used directory) */
+	for (int a = 0; a < n && !ret; a++)
+		for (int b = a + 1; b < n && sn[a].of && !ret; b++)
+			if (sn[b].of && sn[b].prefix == sn[a].prefix && sn[b].k != sn[a].k &&
+			    !strncmp(base_name(names[a]), base_name(names[b]), sn[a].prefix)) {
+				cli_error("run: directory '%s' holds two sets of shards named %.*s-*: '%s' and '%s' (one "
+					  "left from an earlier gen?): remove the stale set", dir, (int)sn[a].prefix,
+					  base_name(names[a]), base_name(names[a]), base_name(names[b]));
+				ret = EXIT_RUNTIME;
+			}
 	for (int a = 0; a < n && !ret; a++) {
 		const char *ba = base_name(names[a]);
 		long first = 1, members = 0, want;
@@ -288,6 +298,25 @@ static int check_shard_set(const char *dir, char **names, int n)
 	free(seen);
 	free(sn);
 	return ret;
+}
+
+int pl_shard_stale(const char *dir, const char *prefix, long k, char *found, size_t len)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	struct shard_name sn;
+	int stale = 0;
+
+	if (!d)
+		return 0;
+	while (!stale && (e = readdir(d)))
+		if (ends_with(e->d_name, ".safetensors") && !shard_name(e->d_name, &sn) && sn.k != k &&
+		    sn.prefix == strlen(prefix) && !strncmp(e->d_name, prefix, sn.prefix)) {
+			snprintf(found, len, "%s", e->d_name);
+			stale = 1;
+		}
+	closedir(d);
+	return stale;
 }
 
 /* The *.safetensors files of a directory, sorted. */
@@ -351,6 +380,10 @@ int pl_dataset_list(struct pl_dataset *ds, const char *input, int raw)
 			goto oom;
 		}
 	} else {
+		if (cli_list_has_empty(input)) {
+			cli_error("run: --input '%s' has an empty entry (and no file of that name exists)", input);
+			goto out;
+		}
 		if (!(copy = strdup(input)))
 			goto oom;
 		for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
@@ -703,7 +736,7 @@ int pl_devices_parse(const char *list, char specs[][32], int max)
 		cli_usage_error("run", "--devices list too long");
 		return -EXIT_USAGE;
 	}
-	if (list[0] == ',' || strstr(list, ",,") || (list[0] && list[strlen(list) - 1] == ',')) {
+	if (cli_list_has_empty(list)) {
 		cli_usage_error("run", "--devices '%s' has an empty entry", list);
 		return -EXIT_USAGE;
 	}
@@ -715,7 +748,7 @@ int pl_devices_parse(const char *list, char specs[][32], int max)
 			cli_usage_error("run", "--devices names more than %d devices", max);
 			return -EXIT_USAGE;
 		}
-		if (!cli_parse_i64(tok, 0, 4095, &idx)) {
+		if (!cli_parse_count(tok, 0, 4095, &idx)) {
 			/* a bare number: that GPU of the backend "auto" picks */
 			if (!be[0] && auto_backend(be, sizeof(be), &count))
 				return -EXIT_RUNTIME;
@@ -1856,7 +1889,9 @@ static void *device_main(void *arg)
 		goto out;
 	}
 	if (!cfg->read_only) {
-		uint64_t cb = cfg->copy_bytes ? cfg->copy_bytes : d->host ? PL_DEFAULT_COPY_CPU : PL_DEFAULT_COPY_GPU;
+		/* the CPU's default also when WSNORM_RUN_COPIES makes it copy like a GPU */
+		uint64_t cb = cfg->copy_bytes ? cfg->copy_bytes :
+			      d->di.exec_mem == WSN_MEM_HOST ? PL_DEFAULT_COPY_CPU : PL_DEFAULT_COPY_GPU;
 		if ((err = cli_copy_bandwidth(d->dev, d->ks, cb, PL_COPY_ITERS, &res->copy_bps)) < 0) {
 			errf(msg, sizeof(msg), err, "run: copy bandwidth of %s (%s)", res->spec, res->name);
 			dev_fail(d, msg);

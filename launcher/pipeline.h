@@ -220,6 +220,8 @@ int64_t pl_entry_rows(const struct wsn_st_entry *e);
 int pl_out_check(const struct pl_dataset *ds, const struct pl_config *cfg, char *msg, size_t len);
 /* Create shard i's temporary output file. Returns 0 or a WSN_E* code with msg set. */
 int pl_out_create(struct pl_dataset *ds, int i, char *msg, size_t len);
+/* Whether directory dir holds a shard PREFIX-I-of-K.safetensors of another count than k (its name in found). */
+int pl_shard_stale(const char *dir, const char *prefix, long k, char *found, size_t len);
 /* Commit (sync and rename) every output when commit and all are complete, else remove them all. */
 int pl_out_finish(struct pl_dataset *ds, int commit, char *msg, size_t len);
 /* Whether every shard's output is complete. */

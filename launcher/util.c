@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <float.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
@@ -48,12 +49,17 @@ int cli_option_error(const char *cmd, int c, char *const argv[], const struct op
 		/* getopt_long takes an unambiguous prefix; a prefix of several options lands here */
 		size_t len = strcspn(last + 2, "=");
 		char which[256] = "";
+		const struct option *one = NULL;
 		int n = 0;
 		for (const struct option *op = opts; op->name; op++)
-			if (len && !strncmp(op->name, last + 2, len) && strlen(which) + strlen(op->name) + 5 < sizeof(which))
+			if (len && !strncmp(op->name, last + 2, len) && strlen(which) + strlen(op->name) + 5 < sizeof(which)) {
 				n++, strcat(strcat(which, n > 1 ? ", --" : "--"), op->name);
+				one = op;
+			}
 		if (n > 1)
 			return cli_usage_error(cmd, "ambiguous option '%.*s' (could be %s)", (int)len + 2, last, which);
+		if (n == 1 && last[2 + len] == '=' && one->has_arg == no_argument)
+			return cli_usage_error(cmd, "option '--%s' takes no value (got '%s')", one->name, last);
 	}
 	return cli_usage_error(cmd, "unknown option '%s'", is_short ? name : last ? last : "?");
 }
@@ -234,7 +240,7 @@ int cli_parse_kparam(const char *cmd, int k, const char *s, int force[CLI_KP_COU
 {
 	int64_t v;
 
-	if (cli_parse_i64(s, kparams[k].min, kparams[k].max, &v) ||
+	if (cli_parse_count(s, kparams[k].min, kparams[k].max, &v) ||
 	    (kparams[k].step > 0 ? v % kparams[k].step : v & (v - 1)))
 		return cli_usage_error(cmd, "bad %s '%s' (expected %s)", kparams[k].option, s, kparams[k].expect);
 	force[k] = (int)v;
@@ -280,19 +286,55 @@ int cli_parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
-int cli_parse_f32(const char *s, float *out)
+/*
+ * Length of the decimal number s starts with: digits with at most one point (90, 1.5, .5), then, with
+ * exp, an optional exponent e or E, a sign and digits. No sign, space, hex, inf or nan. 0 if none.
+ */
+static size_t decimal_len(const char *s, int exp)
 {
-	char *end;
+	size_t n = strspn(s, "0123456789"), e;
+
+	if (s[n] == '.')
+		n += 1 + strspn(s + n + 1, "0123456789");
+	if (!n || (n == 1 && s[0] == '.'))
+		return 0;
+	if (exp && (s[n] == 'e' || s[n] == 'E')) {
+		e = n + 1 + (s[n + 1] == '+' || s[n + 1] == '-');
+		if (!is_digit(s[e]))
+			return 0;
+		n = e + strspn(s + e, "0123456789");
+	}
+	return n;
+}
+
+int cli_parse_f32(const char *s, double max, float *out)
+{
+	size_t n;
 	double v;
 
-	if (!s || !*s)
+	if (!s || !(n = decimal_len(s, 1)) || s[n])
 		return -1;
 	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || *end || !isfinite(v))
+	v = strtod(s, NULL);
+	/* the range is checked before the value is rounded to a float: 1.00000001 is above 1 */
+	if (errno || !isfinite(v) || v > max || v > FLT_MAX)
 		return -1;
 	*out = (float)v;
 	return 0;
+}
+
+int cli_parse_count(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+	if (!s || s[strspn(s, "0123456789")])
+		return -1;
+	return cli_parse_i64(s, min, max, out);
+}
+
+int cli_list_has_empty(const char *list)
+{
+	size_t n = strlen(list);
+
+	return !n || list[0] == ',' || list[n - 1] == ',' || strstr(list, ",,");
 }
 
 int cli_parse_i64_list(const char *s, int64_t min, int64_t max, int64_t *out, int max_n)
@@ -300,7 +342,7 @@ int cli_parse_i64_list(const char *s, int64_t min, int64_t max, int64_t *out, in
 	char buf[1024], *save = NULL, *tok;
 	int n = 0;
 
-	if (!s || strlen(s) >= sizeof(buf))
+	if (!s || strlen(s) >= sizeof(buf) || cli_list_has_empty(s))
 		return -1;
 	strcpy(buf, s);
 	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
@@ -405,11 +447,8 @@ int cli_parse_duration(const char *s, double *seconds)
 
 	if (!s)
 		return -1;
-	/* decimal digits with at most one point (90, 1.5, .5), then s, m or h: no sign, space, exponent or hex */
-	digits = strspn(s, "0123456789");
-	if (s[digits] == '.')
-		digits += 1 + strspn(s + digits + 1, "0123456789");
-	if (!digits || (digits == 1 && s[0] == '.'))
+	/* a decimal number without an exponent, then s, m or h */
+	if (!(digits = decimal_len(s, 0)))
 		return -1;
 	errno = 0;
 	v = strtod(s, &end);

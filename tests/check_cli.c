@@ -1091,6 +1091,181 @@ START_TEST(test_gen_shards_cleanup)
 }
 END_TEST
 
+/*
+ * Values the manual does not allow and options that would do nothing: a usage error (exit 2) naming
+ * the option, or for an empty entry in an input list a runtime error (exit 3), and nothing on stdout.
+ */
+START_TEST(test_strict_values)
+{
+	static const struct {
+		const char *args[12];
+		int status;
+		const char *msg;
+	} cases[] = {
+		/* counts take no size suffix (rows, hidden sizes and byte sizes do) */
+		{ { "run", "--input", "x", "--threads", "1k", NULL }, 2, "bad --threads '1k'" },
+		{ { "run", "--input", "x", "--qd", "4K", NULL }, 2, "bad --qd '4K'" },
+		{ { "run", "--input", "x", "--iterations", "2k", NULL }, 2, "bad --iterations '2k'" },
+		{ { "run", "--input", "x", "--kernel-loops", "1K", NULL }, 2, "bad --kernel-loops '1K'" },
+		{ { "bench", "--iters", "1K", NULL }, 2, "bad --iters '1K'" },
+		{ { "gen", "--op", "rmsnorm-fwd", "--rows", "8", "--hidden", "8", "--shards", "2k", "--out", "x", NULL }, 2,
+		  "bad --shards '2k'" },
+		{ { "plan", "--op", "rmsnorm-fwd", "--hidden", "4096", "--block-threads", "1K", NULL }, 2,
+		  "bad --block-threads '1K'" },
+		/* fractional values: decimal only, and the range checked before rounding to a float */
+		{ { "run", "--input", "x", "--eps", "0x1p-4", NULL }, 2, "bad --eps '0x1p-4'" },
+		{ { "run", "--input", "x", "--eps", " 1e-5", NULL }, 2, "bad --eps ' 1e-5'" },
+		{ { "run", "--input", "x", "--eps", "+0.1", NULL }, 2, "bad --eps '+0.1'" },
+		{ { "plan", "--op", "rmsnorm-fwd", "--hidden", "64", "--eps", "1.00000001", NULL }, 2,
+		  "bad --eps '1.00000001'" },
+		{ { "gen", "--op", "rmsnorm-fwd", "--eps", "nan", NULL }, 2, "bad --eps 'nan'" },
+		{ { "gen", "--op", "rmsnorm-fwd", "--eps", "1e", NULL }, 2, "bad --eps '1e'" },
+		{ { "run", "--input", "x", "--min-read-gbs", "1e39", NULL }, 2, "bad --min-read-gbs '1e39'" },
+		{ { "run", "--input", "x", "--min-read-gbs", "0x10", NULL }, 2, "bad --min-read-gbs '0x10'" },
+		/* lists: no empty entry */
+		{ { "bench", "--hidden", "64,,128", NULL }, 2, "bad --hidden '64,,128'" },
+		{ { "bench", "--hidden", ",64", NULL }, 2, "bad --hidden ',64'" },
+		{ { "bench", "--op", "layernorm-fwd,", NULL }, 2, "bad --op 'layernorm-fwd,'" },
+		{ { "run", "--input", "nothing-a,,nothing-b", NULL }, 3, "has an empty entry" },
+		/* options that nothing would use */
+		{ { "run", "--demo", "--op", "layernorm-fwd", NULL }, 2, "drop --op" },
+		{ { "run", "--input", "x", "--read-only", "--kernel-loops", "8", NULL }, 2, "drop --kernel-loops" },
+		{ { "run", "--input", "x", "--autotune", "--read-only", NULL }, 2, "drop --autotune" },
+		{ { "run", "--input", "x", "--read-only", "--verify-rows", "5", NULL }, 2, "drop --verify-rows" },
+		{ { "bench", "--h2d", "--op", "rmsnorm-fwd", NULL }, 2, "--h2d times copies, not kernels: drop --op" },
+		{ { "bench", "--hidden", "64", "--h2d", NULL }, 2, "drop --hidden" },
+		{ { "devices", "--json=1", NULL }, 2, "option '--json' takes no value" },
+		{ { "run", "--dem=yes", NULL }, 2, "option '--demo' takes no value" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *argv[14] = { (char *)tu_wsnorm_bin() };
+		struct tu_proc p;
+
+		for (int a = 0; cases[i].args[a]; a++)
+			argv[a + 1] = (char *)cases[i].args[a];
+		tu_run(argv, 120, &p);
+		ck_assert_msg(p.status == cases[i].status, "case %zu (%s %s): exit %d, want %d: %s", i, cases[i].args[0],
+			      cases[i].args[1], p.status, cases[i].status, p.err);
+		ck_assert_msg(strstr(p.err, cases[i].msg), "case %zu: '%s' not in: %s", i, cases[i].msg, p.err);
+		ck_assert_str_eq(p.out, "");
+		tu_proc_free(&p);
+	}
+}
+END_TEST
+
+/* The same fractional values in their allowed forms are taken, and mean what they say (gen keeps --eps). */
+START_TEST(test_decimal_values)
+{
+	static const char *const ok[] = { "1e-5", "1E-05", "0.5", ".5", "1", "1.", "1e+0" };
+	static const float want[] = { 1e-5f, 1e-5f, 0.5f, 0.5f, 1.0f, 1.0f, 1.0f };
+	char *dir = tu_tmpdir(), *out = path_in(dir, "e.safetensors");
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		struct wsn_st_file *f;
+		struct tu_proc p;
+		const char *eps;
+
+		RUN(&p, "gen", "--op", "rmsnorm-fwd", "--rows", "2", "--hidden", "4", "--eps", (char *)ok[i], "--out", out);
+		ck_assert_msg(p.status == 0, "--eps '%s': exit %d: %s", ok[i], p.status, p.err);
+		tu_proc_free(&p);
+		ck_assert_msg(wsn_st_open(out, NULL, &f) == 0, "%s", wsn_last_error());
+		ck_assert_ptr_nonnull(eps = wsn_st_metadata(f, "wsnorm.eps"));
+		ck_assert_msg(strtof(eps, NULL) == want[i], "--eps '%s': wsnorm.eps %s", ok[i], eps);
+		wsn_st_close(f);
+	}
+	tu_rmtree(dir);
+	free(out);
+	free(dir);
+}
+END_TEST
+
+/*
+ * gen --shards k into a directory that holds a set of another count refuses and leaves the directory
+ * as it was (run would read both sets as one dataset); run refuses a directory with two such sets.
+ */
+START_TEST(test_stale_shard_set)
+{
+	char *dir = tu_tmpdir(), *ds = path_in(dir, "ds");
+	char *a = path_in(ds, "shard-00000-of-00003.safetensors"), *b = path_in(ds, "shard-00000-of-00002.safetensors");
+	char *c = path_in(ds, "shard-00001-of-00002.safetensors");
+	struct tu_proc p;
+	struct stat st;
+	size_t len;
+	char *bytes;
+
+	RUN(&p, "gen", "--op", "layernorm-bwd", "--rows", "10", "--hidden", "16", "--shards", "3", "--out", ds);
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	tu_proc_free(&p);
+	/* the same set again is fine: it writes over itself */
+	RUN(&p, "gen", "--op", "layernorm-bwd", "--rows", "10", "--hidden", "16", "--shards", "3", "--out", ds);
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	tu_proc_free(&p);
+	RUN(&p, "gen", "--op", "layernorm-bwd", "--rows", "10", "--hidden", "16", "--shards", "2", "--out", ds);
+	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
+	ck_assert_ptr_nonnull(strstr(p.err, "a shard of another set"));
+	ck_assert_ptr_nonnull(strstr(p.err, "-of-00003.safetensors"));
+	tu_proc_free(&p);
+	ck_assert_int_ne(stat(b, &st), 0);
+	/* a second set put there by hand: run names both and reads neither */
+	bytes = tu_slurp(a, &len);
+	tu_write_file(b, bytes, len);
+	tu_write_file(c, bytes, len);
+	free(bytes);
+	RUN(&p, "run", "--input", ds, "--device", "cpu");
+	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
+	ck_assert_ptr_nonnull(strstr(p.err, "two sets of shards named shard-*"));
+	ck_assert_ptr_null(strstr(p.out, "PASS"));
+	tu_proc_free(&p);
+	tu_rmtree(dir);
+	free(ds);
+	free(a);
+	free(b);
+	free(c);
+	free(dir);
+}
+END_TEST
+
+/* y keeps the shape of x: [2, 5, 16] in, [2, 5, 16] out; the statistics stay one per row. */
+START_TEST(test_output_keeps_shape)
+{
+	char *dir = tu_tmpdir(), *in = path_in(dir, "in.safetensors"), *out = path_in(dir, "out.safetensors");
+	static const int64_t xs[3] = { 2, 5, 16 };
+	static const char *const meta[] = { "wsnorm.op", "rmsnorm-fwd", NULL };
+	float *x = tu_xmalloc(10 * 16 * sizeof(float)), *w = tu_xmalloc(16 * sizeof(float));
+	struct wsn_tensor tx, tw;
+	struct wsn_named_tensor nt[2] = { { "x", &tx }, { "weight", &tw } };
+	uint64_t seed = tu_case_seed("keeps-shape");
+	struct wsn_st_file *f;
+	const struct wsn_st_entry *e;
+	struct tu_proc p;
+
+	ck_assert_int_eq(wsn_tensor_init(&tx, x, WSN_F32, WSN_MEM_HOST, 3, xs), 0);
+	ck_assert_int_eq(wsn_tensor_1d(&tw, w, WSN_F32, WSN_MEM_HOST, 16), 0);
+	ck_assert_int_eq(wsn_tensor_fill_random(&tx, seed, 0, 3), 0);
+	ck_assert_int_eq(wsn_tensor_fill_random(&tw, seed + 1, 0, 3), 0);
+	ck_assert_msg(wsn_st_write(in, nt, 2, meta) == 0, "%s", wsn_last_error());
+	RUN(&p, "run", "--input", in, "--output", out, "--device", "cpu");
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	tu_proc_free(&p);
+	ck_assert_msg(wsn_st_open(out, NULL, &f) == 0, "%s", wsn_last_error());
+	ck_assert_ptr_nonnull(e = wsn_st_find(f, "y"));
+	ck_assert_int_eq(e->ndim, 3);
+	for (int d = 0; d < 3; d++)
+		ck_assert_int_eq(e->shape[d], xs[d]);
+	ck_assert_ptr_nonnull(e = wsn_st_find(f, "rstd"));
+	ck_assert_int_eq(e->ndim, 1);
+	ck_assert_int_eq(e->shape[0], 10);
+	wsn_st_close(f);
+	tu_rmtree(dir);
+	free(x);
+	free(w);
+	free(in);
+	free(out);
+	free(dir);
+}
+END_TEST
+
 Suite *suite_cli(void)
 {
 	Suite *s = suite_create("cli");
@@ -1124,6 +1299,10 @@ Suite *suite_cli(void)
 	tcase_add_test(tc, test_output_paths);
 	tcase_add_test(tc, test_output_many_shards);
 	tcase_add_test(tc, test_raw_shape_overflow);
+	tcase_add_test(tc, test_strict_values);
+	tcase_add_test(tc, test_decimal_values);
+	tcase_add_test(tc, test_stale_shard_set);
+	tcase_add_test(tc, test_output_keeps_shape);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -93,7 +93,6 @@ static int cpu_device_info(int index, struct wsn_device_info *out)
 {
 	struct utsname u;
 	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-	long online = sysconf(_SC_NPROCESSORS_ONLN);
 
 	if (index != 0)
 		return wsn__error(WSN_ENODEV, "cpu: no device %d (the CPU is device 0)", index);
@@ -101,7 +100,7 @@ static int cpu_device_info(int index, struct wsn_device_info *out)
 		snprintf(out->name, sizeof(out->name), "cpu");
 	if (uname(&u) == 0)
 		snprintf(out->arch, sizeof(out->arch), "%.*s", (int)sizeof(out->arch) - 1, u.machine);
-	out->multiprocessors = online > 0 ? (int)online : wsn__cpu_hw_threads();
+	out->multiprocessors = wsn__cpu_hw_threads(); /* the threads a plan uses: this process's CPUs */
 	if (pages > 0 && page > 0)
 		out->total_mem = (int64_t)pages * page;
 	return 0;
