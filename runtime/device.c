@@ -21,6 +21,8 @@ static const struct wsn__backend_ops *const backends[] = {
 static const char *const known[] = { "cpu", "cuda", "amd" };
 
 static struct wsn_backend_info infos[WSN_ARRAY_SIZE(known)];
+/* Why an unavailable backend is: WSN_ENODEV for a driver that found no device, else WSN_ENODRIVER. */
+static int unavailable_err[WSN_ARRAY_SIZE(known)];
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static const struct wsn__backend_ops *built(const char *name)
@@ -48,7 +50,11 @@ static void init_all(void)
 			snprintf(bi->note, sizeof(bi->note), "no initialisation");
 			continue;
 		}
-		if (ops->init(bi) < 0 || bi->device_count <= 0) {
+		int err = ops->init(bi);
+
+		if (err < 0 || bi->device_count <= 0) {
+			unavailable_err[i] = err == WSN_ENODEV || (!err && bi->device_count <= 0) ? WSN_ENODEV :
+					     WSN_ENODRIVER;
 			bi->available = 0;
 			bi->device_count = 0;
 			if (!bi->note[0])
@@ -209,8 +215,8 @@ WSN_API int wsn_device_open(const char *spec, struct wsn_device **out)
 		return wsn__error(WSN_EBACKEND, "device '%s': the %s backend is not built into this library",
 				  spec, name);
 	if (!bi->available)
-		return wsn__error(!strcmp(name, "cpu") ? WSN_EBACKEND : WSN_ENODRIVER, "device '%s': %s", spec,
-				  bi->note);
+		return wsn__error(!strcmp(name, "cpu") ? WSN_EBACKEND : unavailable_err[bi - infos], "device '%s': %s",
+				  spec, bi->note);
 	if (index >= bi->device_count)
 		return wsn__error(WSN_ENODEV, "device '%s': the %s backend has %d device%s", spec, name,
 				  bi->device_count, bi->device_count == 1 ? "" : "s");

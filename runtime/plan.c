@@ -215,7 +215,9 @@ static int check_matrix(const struct wsn_tensor *t, const struct want *w, int64_
 		return wsn__error(WSN_ESHAPE, "tensor '%s': last dimension is not contiguous (stride %lld)",
 				  w->name, (long long)t->stride[nd - 1]);
 	for (int d = 0; d < nd - 1; d++)
-		r *= t->shape[d];
+		if (__builtin_mul_overflow(r, t->shape[d], &r))
+			return wsn__error(WSN_EOVERFLOW, "tensor '%s': the leading dimensions' product overflows 64 bits",
+					  w->name);
 	for (int d = 0; d < nd - 2; d++)
 		if (t->shape[d + 1] > 1 && t->stride[d] != t->stride[d + 1] * t->shape[d + 1])
 			return wsn__error(WSN_ESHAPE, "tensor '%s': leading dimensions cannot be flattened into rows",

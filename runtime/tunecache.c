@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,25 +88,53 @@ static int time_ok(double us)
 	return us >= 0 && us < 1e12; /* also false for NaN */
 }
 
+/*
+ * The entry's one line, read without blocking or following a link: a FIFO, a device or a link at the
+ * path is not an entry (a FIFO would block the open, a terminal the read). 0, WSN_ENOENT when there
+ * is none, WSN_EFORMAT for something other than a small regular file, or the open's error.
+ */
+static int read_entry(const char *path, char *line, size_t len)
+{
+	struct stat st;
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return wsn__error(WSN_ENOENT, "autotune cache: no entry %s", path);
+		if (errno == ELOOP)
+			return wsn__error(WSN_EFORMAT, "autotune cache: %s is a symbolic link, not an entry (ignored)", path);
+		return wsn__error(-errno, "autotune cache: cannot open %s: %s (ignored)", path, strerror(errno));
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size >= (off_t)len) {
+		close(fd);
+		return wsn__error(WSN_EFORMAT, "autotune cache: %s is not an entry (not a one-line file; ignored)", path);
+	}
+	n = read(fd, line, len - 1);
+	close(fd);
+	if (n < 0)
+		return wsn__error(WSN_EIO, "autotune cache: cannot read %s (ignored)", path);
+	line[n] = '\0';
+	return 0;
+}
+
 int wsn__tune_lookup(const struct wsn__tune_id *id, struct wsn__tune_entry *out)
 {
 	char dir[4096], path[4608], line[256], appr[32];
 	long long rows = -1;
-	FILE *f;
-	int err, n;
+	int err, end = 0;
 
 	memset(out, 0, sizeof(*out));
 	if ((err = entry_path(id, dir, sizeof(dir), path, sizeof(path))) < 0)
 		return err;
-	if (!(f = fopen(path, "r")))
-		return wsn__error(WSN_ENOENT, "autotune cache: no entry %s", path);
-	n = fgets(line, sizeof(line), f) != NULL;
-	fclose(f);
-	if (!n || strncmp(line, TUNE_MAGIC " ", sizeof(TUNE_MAGIC)) ||
-	    sscanf(line + sizeof(TUNE_MAGIC), "approach=%31s ws_us=%lf multiwave_us=%lf rows=%lld", appr, &out->ws_us,
-		   &out->multiwave_us, &rows) != 4 ||
+	if ((err = read_entry(path, line, sizeof(line))) < 0)
+		return err;
+	/* exactly the line wsn__tune_store writes: every field, a newline, nothing after it */
+	if (strncmp(line, TUNE_MAGIC " ", sizeof(TUNE_MAGIC)) ||
+	    sscanf(line + sizeof(TUNE_MAGIC), "approach=%31s ws_us=%lf multiwave_us=%lf rows=%lld%n", appr, &out->ws_us,
+		   &out->multiwave_us, &rows, &end) != 4 || strcmp(line + sizeof(TUNE_MAGIC) + end, "\n") ||
 	    wsn_approach_parse(appr, &out->approach) < 0 || out->approach == WSN_APPROACH_AUTO ||
-	    !time_ok(out->ws_us) || !time_ok(out->multiwave_us) || rows < 0) {
+	    !time_ok(out->ws_us) || !time_ok(out->multiwave_us) || rows < 0 || rows == LLONG_MAX) {
 		memset(out, 0, sizeof(*out));
 		return wsn__error(WSN_EFORMAT, "autotune cache: malformed entry %s (ignored)", path);
 	}
@@ -150,11 +179,12 @@ int wsn__tune_store(const struct wsn__tune_id *id, const struct wsn__tune_entry 
 		return err;
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s/.tmp-XXXXXX", dir) >= sizeof(tmp))
 		return wsn__error(WSN_ERANGE, "autotune cache: path too long");
-	if ((fd = mkstemp(tmp)) < 0)
+	if ((fd = mkostemp(tmp, O_CLOEXEC)) < 0)
 		return wsn__error(-errno, "autotune cache: cannot create a file in %s: %s", dir, strerror(errno));
 	n = snprintf(line, sizeof(line), TUNE_MAGIC " approach=%s ws_us=%.3f multiwave_us=%.3f rows=%lld\n",
 		     wsn_approach_name(e->approach), e->ws_us, e->multiwave_us, (long long)e->rows);
-	if (write(fd, line, (size_t)n) != n || fchmod(fd, 0644) < 0) {
+	errno = ENOSPC; /* what a short write means, when write() sets none */
+	if (write(fd, line, (size_t)n) != n || fchmod(fd, 0644) < 0 || fsync(fd) < 0) {
 		err = wsn__error(WSN_EIO, "autotune cache: cannot write %s: %s", tmp, strerror(errno));
 		close(fd);
 		unlink(tmp);

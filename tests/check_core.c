@@ -404,6 +404,10 @@ START_TEST(test_tune_cache_roundtrip)
 			"wsnorm-tune 2 approach=ws ws_us=10.000 multiwave_us=12.000 rows=-5\n",
 			"\x7f\x45\x4c\x46 garbage",
 			"",
+			/* the whole line or nothing: no trailing text, no line cut short, no saturated count */
+			"wsnorm-tune 2 approach=ws ws_us=10.000 multiwave_us=12.000 rows=4096 extra\n",
+			"wsnorm-tune 2 approach=ws ws_us=10.000 multiwave_us=12.000 rows=4096",
+			"wsnorm-tune 2 approach=ws ws_us=10.000 multiwave_us=12.000 rows=99999999999999999999\n",
 		};
 		char path[4096];
 		id = tune_id(4096);
@@ -413,6 +417,29 @@ START_TEST(test_tune_cache_roundtrip)
 			ck_assert_msg(wsn__tune_lookup(&id, &got) == WSN_EFORMAT, "entry %zu '%s' is not a miss", i, bad[i]);
 			ck_assert_ptr_nonnull(strstr(wsn_last_error(), "malformed"));
 			ck_assert_ptr_nonnull(strstr(wsn_last_error(), path));
+		}
+		/*
+		 * not a regular file: a FIFO (an open that would block for ever), a directory, a link (even to
+		 * a good entry) are misses, at once
+		 */
+		{
+			char good[4200];
+			const char *line = "wsnorm-tune 2 approach=ws ws_us=10.000 multiwave_us=12.000 rows=4096\n";
+
+			snprintf(good, sizeof(good), "%s.good", path);
+			tu_write_file(good, line, strlen(line));
+			ck_assert_int_eq(unlink(path), 0);
+			ck_assert_int_eq(mkfifo(path, 0644), 0);
+			ck_assert_int_eq(wsn__tune_lookup(&id, &got), WSN_EFORMAT);
+			ck_assert_ptr_nonnull(strstr(wsn_last_error(), "not an entry"));
+			ck_assert_int_eq(unlink(path), 0);
+			ck_assert_int_eq(mkdir(path, 0755), 0);
+			ck_assert_int_eq(wsn__tune_lookup(&id, &got), WSN_EFORMAT);
+			ck_assert_int_eq(rmdir(path), 0);
+			ck_assert_int_eq(symlink(good, path), 0);
+			ck_assert_int_eq(wsn__tune_lookup(&id, &got), WSN_EFORMAT);
+			ck_assert_ptr_nonnull(strstr(wsn_last_error(), "symbolic link"));
+			unlink(good);
 		}
 		/* and a store replaces it */
 		e = (struct wsn__tune_entry){ WSN_APPROACH_WS, 10, 12, 4096 };
@@ -445,7 +472,7 @@ START_TEST(test_tune_cache_concurrent)
 	char *dir = tu_tmpdir(), tdir[4096];
 	struct wsn__tune_id id = tune_id(2048);
 	pid_t kids[4];
-	int hits = 0;
+	int hits = 0, reads = 0;
 	DIR *d;
 	struct dirent *de;
 
@@ -462,9 +489,20 @@ START_TEST(test_tune_cache_concurrent)
 			_exit(0);
 		}
 	}
-	for (int i = 0; i < 400; i++) {
+	/* read for as long as any writer runs (and at least 400 times) */
+	for (int i = 0, running = 4; running || i < 400; i++) {
 		struct wsn__tune_entry got;
 		int r = wsn__tune_lookup(&id, &got);
+
+		reads++;
+		for (int k = 0; k < 4; k++) {
+			int st;
+			if (kids[k] > 0 && waitpid(kids[k], &st, WNOHANG) == kids[k]) {
+				ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+				kids[k] = 0;
+				running--;
+			}
+		}
 		if (r == 0) {
 			hits++;
 			ck_assert(got.ws_us >= 100 && got.ws_us <= 103);
@@ -476,12 +514,8 @@ START_TEST(test_tune_cache_concurrent)
 				      wsn_last_error());
 		}
 	}
-	for (int k = 0; k < 4; k++) {
-		int st;
-		ck_assert(waitpid(kids[k], &st, 0) == kids[k]);
-		ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	}
-	printf("tune cache: %d of 400 reads hit during the writes\n", hits);
+	printf("tune cache: %d of %d reads hit during the writes\n", hits, reads);
+	ck_assert_msg(hits > 0, "no read saw an entry while the writers ran: the check above checked nothing");
 	snprintf(tdir, sizeof(tdir), "%s/wsnorm/tune", dir);
 	ck_assert((d = opendir(tdir)) != NULL);
 	while ((de = readdir(d)))

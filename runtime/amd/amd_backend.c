@@ -45,8 +45,11 @@ static int load(void)
 	kt.acquire = (HSAKMT_STATUS(*)(HsaSystemProperties *))dlsym(kt.lib, "hsaKmtAcquireSystemProperties");
 	kt.release = (HSAKMT_STATUS(*)(void))dlsym(kt.lib, "hsaKmtReleaseSystemProperties");
 	kt.node = (HSAKMT_STATUS(*)(HSAuint32, HsaNodeProperties *))dlsym(kt.lib, "hsaKmtGetNodeProperties");
-	if (!kt.open_kfd || !kt.close_kfd || !kt.acquire || !kt.release || !kt.node)
+	if (!kt.open_kfd || !kt.close_kfd || !kt.acquire || !kt.release || !kt.node) {
+		dlclose(kt.lib);
+		memset(&kt, 0, sizeof(kt));
 		return wsn__error(WSN_ENODRIVER, "libhsakmt.so.1 lacks the topology entry points");
+	}
 	/* libdrm_amdgpu is optional: it adds the memory bus width and clock */
 	if ((kt.drm = dlopen("libdrm_amdgpu.so.1", RTLD_NOW | RTLD_LOCAL))) {
 		kt.drm_init = (int (*)(int, uint32_t *, uint32_t *, amdgpu_device_handle *))dlsym(
@@ -109,13 +112,16 @@ static void fill(const HsaNodeProperties *np, struct wsn_device_info *d)
 static int amd_init(struct wsn_backend_info *info)
 {
 	HsaSystemProperties sp;
+	HSAKMT_STATUS st;
 	int err;
 
 	if ((err = load()) < 0) {
 		snprintf(info->note, sizeof(info->note), "%s", wsn_last_error());
 		return err;
 	}
-	if (kt.open_kfd() != HSAKMT_STATUS_SUCCESS) {
+	st = kt.open_kfd();
+	/* already opened (by ROCm in this process): the thunk counted this open too, and the close below undoes it */
+	if (st != HSAKMT_STATUS_SUCCESS && st != HSAKMT_STATUS_KERNEL_ALREADY_OPENED) {
 		snprintf(info->note, sizeof(info->note), "no AMD GPU: the KFD driver (/dev/kfd) could not be opened");
 		return WSN_ENODRIVER;
 	}

@@ -29,9 +29,21 @@ static CUdeviceptr dptr(const void *p)
 	return (CUdeviceptr)(uintptr_t)p;
 }
 
-int wsn__cu_set_current(struct wsn__cu_device *d)
+int wsn__cu_enter(struct wsn__cu_device *d, struct wsn__cu_scope *s)
 {
+	if (!s->saved && wsn__cu.cuCtxGetCurrent(&s->prev) == CUDA_SUCCESS)
+		s->saved = 1;
+	if (s->saved && s->prev == d->ctx)
+		return 0;
 	return WSN_CU(cuCtxSetCurrent, (d->ctx), "making the context of cuda:%d current", d->index);
+}
+
+void wsn__cu_scope_end(struct wsn__cu_scope *s)
+{
+	CUcontext cur;
+
+	if (s->saved && (wsn__cu.cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != s->prev))
+		wsn__cu.cuCtxSetCurrent(s->prev);
 }
 
 /* ---- backend and devices ---- */
@@ -176,6 +188,7 @@ static int cuda_device_open(int index, void **ctxp)
 	struct wsn_device_info info;
 	struct wsn__cu_device *d;
 	int err;
+	WSN_CU_SCOPE(scope);
 
 	*ctxp = NULL;
 	memset(&info, 0, sizeof(info));
@@ -206,7 +219,7 @@ static int cuda_device_open(int index, void **ctxp)
 	if ((err = WSN_CU(cuDevicePrimaryCtxRetain, (&d->ctx, d->dev), "retaining the primary context of cuda:%d",
 			  index)) < 0)
 		goto err;
-	if ((err = wsn__cu_set_current(d)) < 0) {
+	if ((err = wsn__cu_enter(d, &scope)) < 0) {
 		wsn__cu.cuDevicePrimaryCtxRelease(d->dev);
 		goto err;
 	}
@@ -228,6 +241,7 @@ static void host_block_release(struct wsn__cu_host_block *b)
 static void cuda_device_close(void *ctx)
 {
 	struct wsn__cu_device *d = ctx;
+	CUcontext prev;
 
 	if (!d)
 		return;
@@ -235,13 +249,15 @@ static void cuda_device_close(void *ctx)
 	 * Raw calls, results ignored: after a sticky fault every call fails and closing must still
 	 * finish, without overwriting the caller's last error message.
 	 */
+	if (wsn__cu.cuCtxGetCurrent(&prev) != CUDA_SUCCESS)
+		prev = NULL;
 	wsn__cu.cuCtxSetCurrent(d->ctx);
 	while (d->host) {
 		struct wsn__cu_host_block *b = d->host;
 		d->host = b->next;
 		host_block_release(b);
 	}
-	wsn__cu.cuCtxSetCurrent(NULL);
+	wsn__cu.cuCtxSetCurrent(prev); /* the caller's, as every call leaves it */
 	wsn__cu.cuDevicePrimaryCtxRelease(d->dev);
 	pthread_mutex_destroy(&d->lock);
 	free(d);
@@ -254,8 +270,9 @@ static int cuda_mem_alloc(void *ctx, size_t bytes, void **out)
 	struct wsn__cu_device *d = ctx;
 	CUdeviceptr p = 0;
 	int err;
+	WSN_CU_SCOPE(scope);
 
-	if ((err = wsn__cu_set_current(d)) < 0)
+	if ((err = wsn__cu_enter(d, &scope)) < 0)
 		return err;
 	if ((err = WSN_CU(cuMemAlloc, (&p, bytes), "allocating %zu bytes on cuda:%d", bytes, d->index)) < 0)
 		return err;
@@ -267,8 +284,9 @@ static int cuda_mem_free(void *ctx, void *ptr)
 {
 	struct wsn__cu_device *d = ctx;
 	int err;
+	WSN_CU_SCOPE(scope);
 
-	if ((err = wsn__cu_set_current(d)) < 0)
+	if ((err = wsn__cu_enter(d, &scope)) < 0)
 		return err;
 	return WSN_CU(cuMemFree, (dptr(ptr)), "freeing device memory %p on cuda:%d", ptr, d->index);
 }
@@ -277,8 +295,9 @@ static int cuda_mem_set(void *ctx, void *ptr, int value, size_t bytes, void *str
 {
 	struct wsn__cu_device *d = ctx;
 	int err;
+	WSN_CU_SCOPE(scope);
 
-	if ((err = wsn__cu_set_current(d)) < 0)
+	if ((err = wsn__cu_enter(d, &scope)) < 0)
 		return err;
 	return WSN_CU(cuMemsetD8Async, (dptr(ptr), (unsigned char)value, bytes, stream_of(stream)),
 		      "setting %zu bytes at %p on cuda:%d", bytes, ptr, d->index);
@@ -326,8 +345,9 @@ static int cuda_host_alloc(void *ctx, size_t bytes, void **out)
 	size_t len = bytes;
 	int err, huge;
 	void *p;
+	WSN_CU_SCOPE(scope);
 
-	if ((err = wsn__cu_set_current(d)) < 0)
+	if ((err = wsn__cu_enter(d, &scope)) < 0)
 		return err;
 	if (!(b = calloc(1, sizeof(*b))))
 		return wsn__error(WSN_ENOMEM, "pinned host allocation of %zu bytes: out of memory", bytes);
@@ -358,6 +378,7 @@ static int cuda_host_free(void *ctx, void *ptr)
 	struct wsn__cu_device *d = ctx;
 	struct wsn__cu_host_block **pp, *b = NULL;
 	int err, uerr;
+	WSN_CU_SCOPE(scope);
 
 	pthread_mutex_lock(&d->lock);
 	for (pp = &d->host; *pp; pp = &(*pp)->next) {
@@ -372,7 +393,7 @@ static int cuda_host_free(void *ctx, void *ptr)
 		return wsn__error(WSN_EINVAL, "pinned host free: %p was not allocated by wsn_host_alloc on cuda:%d", ptr,
 				  d->index);
 	/* unpin and unmap even when the context is broken, so the pages never outlive the call */
-	err = wsn__cu_set_current(d);
+	err = wsn__cu_enter(d, &scope);
 	uerr = WSN_CU(cuMemHostUnregister, (b->ptr), "unpinning %zu bytes of host memory", b->bytes);
 	munmap(b->ptr, b->bytes);
 	free(b);
@@ -391,8 +412,9 @@ static int cuda_memcpy(void *ctx, void *dst, const void *src, size_t bytes, enum
 	struct wsn__cu_device *d = ctx;
 	CUstream s = stream_of(stream);
 	int err;
+	WSN_CU_SCOPE(scope);
 
-	if ((err = wsn__cu_set_current(d)) < 0)
+	if ((err = wsn__cu_enter(d, &scope)) < 0)
 		return err;
 	switch (kind) {
 	case WSN_COPY_H2D:
@@ -430,8 +452,9 @@ static int cuda_stream_create(void *ctx, void **out)
 	struct wsn__cu_device *d = ctx;
 	CUstream s = NULL;
 	int err;
+	WSN_CU_SCOPE(scope);
 
-	if ((err = wsn__cu_set_current(d)) < 0)
+	if ((err = wsn__cu_enter(d, &scope)) < 0)
 		return err;
 	/* non-blocking: does not serialise with the legacy default stream */
 	if ((err = WSN_CU(cuStreamCreate, (&s, CU_STREAM_NON_BLOCKING), "creating a stream on cuda:%d", d->index)) < 0)
@@ -444,8 +467,9 @@ static int cuda_stream_destroy(void *ctx, void *s)
 {
 	struct wsn__cu_device *d = ctx;
 	int err;
+	WSN_CU_SCOPE(scope);
 
-	if ((err = wsn__cu_set_current(d)) < 0)
+	if ((err = wsn__cu_enter(d, &scope)) < 0)
 		return err;
 	return WSN_CU(cuStreamDestroy, (stream_of(s)), "destroying a stream on cuda:%d", d->index);
 }
@@ -454,8 +478,9 @@ static int cuda_stream_sync(void *ctx, void *s)
 {
 	struct wsn__cu_device *d = ctx;
 	int err;
+	WSN_CU_SCOPE(scope);
 
-	if ((err = wsn__cu_set_current(d)) < 0)
+	if ((err = wsn__cu_enter(d, &scope)) < 0)
 		return err;
 	if (!s)
 		return WSN_CU(cuCtxSynchronize, (), "waiting for all work on cuda:%d", d->index);
@@ -466,8 +491,9 @@ static int cuda_stream_wait_event(void *ctx, void *s, void *e)
 {
 	struct wsn__cu_device *d = ctx;
 	int err;
+	WSN_CU_SCOPE(scope);
 
-	if ((err = wsn__cu_set_current(d)) < 0)
+	if ((err = wsn__cu_enter(d, &scope)) < 0)
 		return err;
 	return WSN_CU(cuStreamWaitEvent, (stream_of(s), (CUevent)e, 0), "making a stream wait for an event on cuda:%d",
 		      d->index);
@@ -478,8 +504,9 @@ static int cuda_event_create(void *ctx, void **out)
 	struct wsn__cu_device *d = ctx;
 	CUevent e = NULL;
 	int err;
+	WSN_CU_SCOPE(scope);
 
-	if ((err = wsn__cu_set_current(d)) < 0)
+	if ((err = wsn__cu_enter(d, &scope)) < 0)
 		return err;
 	/* the event records time stamps; blocking sync: a thread waiting for it sleeps instead of
 	 * spinning a core */
@@ -493,8 +520,9 @@ static int cuda_event_destroy(void *ctx, void *e)
 {
 	struct wsn__cu_device *d = ctx;
 	int err;
+	WSN_CU_SCOPE(scope);
 
-	if ((err = wsn__cu_set_current(d)) < 0)
+	if ((err = wsn__cu_enter(d, &scope)) < 0)
 		return err;
 	return WSN_CU(cuEventDestroy, ((CUevent)e), "destroying an event on cuda:%d", d->index);
 }
@@ -503,8 +531,9 @@ static int cuda_event_record(void *ctx, void *e, void *s)
 {
 	struct wsn__cu_device *d = ctx;
 	int err;
+	WSN_CU_SCOPE(scope);
 
-	if ((err = wsn__cu_set_current(d)) < 0)
+	if ((err = wsn__cu_enter(d, &scope)) < 0)
 		return err;
 	return WSN_CU(cuEventRecord, ((CUevent)e, stream_of(s)), "recording an event on cuda:%d", d->index);
 }
@@ -513,8 +542,9 @@ static int cuda_event_sync(void *ctx, void *e)
 {
 	struct wsn__cu_device *d = ctx;
 	int err;
+	WSN_CU_SCOPE(scope);
 
-	if ((err = wsn__cu_set_current(d)) < 0)
+	if ((err = wsn__cu_enter(d, &scope)) < 0)
 		return err;
 	return WSN_CU(cuEventSynchronize, ((CUevent)e), "waiting for an event on cuda:%d", d->index);
 }
@@ -523,8 +553,9 @@ static int cuda_event_elapsed(void *ctx, void *start, void *end, float *ms)
 {
 	struct wsn__cu_device *d = ctx;
 	int err;
+	WSN_CU_SCOPE(scope);
 
-	if ((err = wsn__cu_set_current(d)) < 0)
+	if ((err = wsn__cu_enter(d, &scope)) < 0)
 		return err;
 	return WSN_CU(cuEventElapsedTime, (ms, (CUevent)start, (CUevent)end),
 		      "measuring the time between two events on cuda:%d", d->index);

@@ -38,6 +38,7 @@
 	X(cuDeviceGetPCIBusId, 12000)                     \
 	X(cuDevicePrimaryCtxRetain, 12000)                \
 	X(cuDevicePrimaryCtxRelease, 12000)               \
+	X(cuCtxGetCurrent, 12000)                         \
 	X(cuCtxSetCurrent, 12000)                         \
 	X(cuCtxSynchronize, 12000)                        \
 	X(cuMemAlloc, 12000)                              \
@@ -135,8 +136,20 @@ struct wsn__cu_device {
 	struct wsn__cu_host_block *host;
 };
 
-/* Make d's context current on the calling thread (every entry point does this first). 0 or an error. */
-int wsn__cu_set_current(struct wsn__cu_device *d);
+/*
+ * Every entry point works in its device's context and gives the calling thread back the context it
+ * had (an application's own stays current across libwsnorm calls): it declares WSN_CU_SCOPE(name)
+ * with its locals and calls wsn__cu_enter(d, &name) first; the cleanup attribute restores the
+ * caller's context on every return after that (raw calls, which keep the last error message).
+ */
+struct wsn__cu_scope {
+	int saved;
+	CUcontext prev;
+};
+void wsn__cu_scope_end(struct wsn__cu_scope *s);
+#define WSN_CU_SCOPE(name) struct wsn__cu_scope name __attribute__((cleanup(wsn__cu_scope_end))) = { 0, NULL }
+/* Make d's context current for the rest of the scope. 0 or an error. */
+int wsn__cu_enter(struct wsn__cu_device *d, struct wsn__cu_scope *s);
 
 /* ---- modules and kernels (module.c) ---- */
 

@@ -565,9 +565,10 @@ int wsn__cuda_plan_create(void *ctx, const struct wsn__plan_params *p, void **ou
 	struct cuda_plan *cp = NULL;
 	char forced[160];
 	int err;
+	WSN_CU_SCOPE(scope);
 
 	*out = NULL;
-	if ((err = wsn__cu_set_current(d)) < 0)
+	if ((err = wsn__cu_enter(d, &scope)) < 0)
 		return err;
 	if ((err = gpu_props(d, p, &g)) < 0)
 		return err;
@@ -590,11 +591,15 @@ int wsn__cuda_plan_create(void *ctx, const struct wsn__plan_params *p, void **ou
 void wsn__cuda_plan_destroy(void *ctx, void *plan)
 {
 	struct wsn__cu_device *d = ctx;
+	CUcontext prev;
 
 	if (!plan)
 		return;
+	if (wsn__cu.cuCtxGetCurrent(&prev) != CUDA_SUCCESS)
+		prev = NULL;
 	wsn__cu.cuCtxSetCurrent(d->ctx); /* raw: keeps the caller's last error message */
 	plan_free(plan);
+	wsn__cu.cuCtxSetCurrent(prev);
 }
 
 static void describe_kernel(char *buf, size_t len, size_t *off, const struct wsn__cu_kernel *k)
@@ -699,8 +704,9 @@ int wsn__cuda_execute(void *ctx, void *plan, const struct wsn__exec *ex, void *s
 	CUstream s = (CUstream)stream; /* NULL: the context's default stream */
 	unsigned grid;
 	int err;
+	WSN_CU_SCOPE(scope);
 
-	if ((err = wsn__cu_set_current(d)) < 0)
+	if ((err = wsn__cu_enter(d, &scope)) < 0)
 		return err;
 	if (ex->rows < 1)
 		return 0;
