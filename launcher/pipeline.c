@@ -989,32 +989,43 @@ static void batch_wait(struct pl_dev *d, struct wsn_reader *rd, struct pending *
 	p->nids = 0;
 }
 
-/* The stage read alone: the first ring batches into the slots, all queued at once. */
+/*
+ * The stage read alone: the first ring batches into the slots, queued at once as far as the reader
+ * takes them (a batch is up to PL_NIN reads, the reader holds WSN_READER_MAX_QUEUED): past that, each
+ * batch waits for the oldest to be in.
+ */
 static int read_alone(struct pl_dev *d, struct wsn_reader *rd)
 {
 	struct pl_batch b[PL_MAX_RING];
 	struct pending *p = calloc(PL_MAX_RING, sizeof(*p));
 	double t0, bytes = 0;
 	int64_t rows = 0;
-	int n = first_batches(d->run->ds, rd, b, d->ring), err = 0, queued = 0;
+	int n = first_batches(d->run->ds, rd, b, d->ring), err = 0, queued = 0, waited = 0, reads = 0;
 
 	if (!p || n < 0) {
 		free(p);
 		return n < 0 ? n : WSN_ENOMEM;
 	}
 	t0 = cli_now();
-	for (int i = 0; i < n && !err; i++, queued++) {
-		p[i].sl = &d->slots[i];
-		p[i].b = d->slots[i].b = b[i];
-		batch_submit(d, rd, &p[i]);
-		err = p[i].err;
-	}
-	for (int i = 0; i < queued; i++) {
-		batch_wait(d, rd, &p[i]);
-		if (p[i].err && !err)
-			err = p[i].err;
-		bytes += p[i].bytes;
-		rows += b[i].rows;
+	while (waited < queued || (queued < n && !err)) {
+		if (queued < n && !err && reads + PL_NIN <= WSN_READER_MAX_QUEUED) {
+			struct pending *q = &p[queued];
+
+			q->sl = &d->slots[queued];
+			q->b = d->slots[queued].b = b[queued];
+			batch_submit(d, rd, q);
+			reads += q->nids;
+			err = q->err;
+			queued++;
+			continue;
+		}
+		reads -= p[waited].nids; /* before the wait, which clears them */
+		batch_wait(d, rd, &p[waited]);
+		if (p[waited].err && !err)
+			err = p[waited].err;
+		bytes += p[waited].bytes;
+		rows += b[waited].rows;
+		waited++;
 	}
 	t0 = cli_now() - t0;
 	for (int i = 0; i < queued; i++)

@@ -1061,6 +1061,15 @@ START_TEST(test_lists_raw_modes)
 	ck_assert(jreal(j, "end_to_end.ratio") > 0);
 	json_decref(j);
 	tu_proc_free(&p);
+	/* a ring of 64 batches of 2 rows, 3 reads each: more than the reader queues at once */
+	RUN(&p, "run", "--input", a, "--device", "cpu", "--json", "--copy-size", "64K", "--standalone", "--ring", "64",
+	    "--batch-rows", "2");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	j = parse(&p);
+	ck_assert_int_eq(jint(j, "rows"), 90);
+	ck_assert(jreal(j, "stages.read.alone_rows_per_s") > 0);
+	json_decref(j);
+	tu_proc_free(&p);
 	RUN(&p, "run", "--input", list, "--device", "cpu", "--read-only", "--iterations", "5", "--json");
 	ck_assert_msg(p.status == 0, "%s", p.err);
 	j = parse(&p);

@@ -52,11 +52,14 @@ WSN_API const char *wsn_reader_ring_mode(const struct wsn_reader *r);
  */
 WSN_API int wsn_reader_read(struct wsn_reader *r, const char *path, uint64_t offset, uint64_t len,
 			    void *dst);
+/* Reads one reader holds queued with wsn_reader_submit() and not yet waited for, at most. */
+#define WSN_READER_MAX_QUEUED 64
+
 /*
  * The same read in two halves, so that several are in flight at once: wsn_reader_submit() opens
  * the file, checks the range and queues the read, starting its first chunks; wsn_reader_wait()
  * waits for one queued read (in any order), handing out the chunks of every queued read, oldest
- * first, so the ring stays full from one read into the next. At most 64 reads are queued.
+ * first, so the ring stays full from one read into the next. At most WSN_READER_MAX_QUEUED are queued.
  * submit returns 0 and *id, or the errors of wsn_reader_read() that opening and checking give,
  * WSN_EBUSY (64 queued) or WSN_EIO (unusable reader); the read is then not queued. wait returns
  * the read's result (as wsn_reader_read()), or WSN_EINVAL for an id that is not queued.

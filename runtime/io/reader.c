@@ -34,7 +34,7 @@
 #define MAX_REGIONS 64   /* caller buffers registered at once */
 #define MAX_PIECES 256   /* fixed-buffer table entries for caller buffers */
 #define PIECE_MAX ((size_t)1 << 30) /* the kernel's limit on one registered buffer */
-#define MAX_JOBS 64      /* reads queued with wsn_reader_submit() and not yet waited for */
+#define MAX_JOBS WSN_READER_MAX_QUEUED
 
 enum slot_state { SLOT_FREE, SLOT_PENDING, SLOT_INFLIGHT };
 
