@@ -649,7 +649,7 @@ static json_t *report_json(const struct run_opts *o, const struct pl_run *run, c
 	json_object_set_new(j, "thresholds", th);
 	if (o->cfg.output) {
 		json_t *x = json_object();
-		json_object_set_new(x, "path", json_string(o->cfg.output));
+		json_object_set_new(x, "path", cli_json_text(o->cfg.output));
 		json_object_set_new(x, "written", json_boolean(sm->output_written));
 		json_object_set_new(j, "output", x);
 	}
@@ -932,6 +932,7 @@ static int run_one(struct run_opts *o, json_t *collect, int *interrupted, int64_
 		int commit = !runtime && pl_out_complete(&ds);
 		if ((err = pl_out_finish(&ds, commit, msg, sizeof(msg))) < 0) {
 			cli_error("%s", msg);
+			wsn_text_escape(msg, sizeof(msg), cli_last_error()); /* as printed: escaped, whole characters */
 			sm->error = msg;
 			runtime = 1;
 		} else {
@@ -974,7 +975,7 @@ out:
 	if (ret == EXIT_RUNTIME && !reported && (collect || o->json)) {
 		/* no report to carry the error: --json still gets an object, with the message printed on stderr */
 		json_t *j = json_object();
-		json_object_set_new(j, "input", o->input ? json_string(o->input) : json_null());
+		json_object_set_new(j, "input", o->input ? cli_json_text(o->input) : json_null());
 		json_object_set_new(j, "result", json_string("error"));
 		json_object_set_new(j, "error", json_string(cli_last_error()));
 		if (collect)

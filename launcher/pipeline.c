@@ -610,7 +610,7 @@ static void dataset_fail(struct pl_dataset *ds, int err, const char *msg)
 {
 	if (!ds->err) {
 		ds->err = err < 0 ? err : WSN_EIO;
-		snprintf(ds->errmsg, sizeof(ds->errmsg), "%s", msg);
+		wsn_text_escape(ds->errmsg, sizeof(ds->errmsg), msg); /* file names and contents: no raw control bytes */
 	}
 	atomic_store(&ds->stop, 1);
 }
@@ -820,7 +820,7 @@ static void dev_fail(struct pl_dev *d, const char *msg)
 	pthread_mutex_lock(&d->mu);
 	if (d->res->status != EXIT_RUNTIME) {
 		d->res->status = EXIT_RUNTIME;
-		snprintf(d->res->errmsg, sizeof(d->res->errmsg), "%s", msg);
+		wsn_text_escape(d->res->errmsg, sizeof(d->res->errmsg), msg);
 	}
 	d->abort = 1;
 	pthread_cond_broadcast(&d->cv);

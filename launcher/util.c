@@ -16,14 +16,15 @@ int cli_verbose;
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
+	char msg[2048], clean[4096];
 	va_list ap;
 
-	fprintf(stderr, "%s%s%s: ", cli_prog, cmd ? " " : "", cmd ? cmd : "");
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "\nTry '%s%s%s --help' for more information.\n", cli_prog, cmd ? " " : "",
-		cmd ? cmd : "");
+	wsn_text_escape(clean, sizeof(clean), msg); /* a value given on the command line may hold anything */
+	fprintf(stderr, "%s%s%s: %s\nTry '%s%s%s --help' for more information.\n", cli_prog, cmd ? " " : "",
+		cmd ? cmd : "", clean, cli_prog, cmd ? " " : "", cmd ? cmd : "");
 	return EXIT_USAGE;
 }
 
@@ -72,11 +73,13 @@ const char *cli_last_error(void)
 	return last_error;
 }
 
+/* The message as printed and kept: control bytes and invalid UTF-8 (from file names and file contents)
+ * escaped, so neither the terminal nor --json sees them raw. */
 static void keep_last(const char *msg)
 {
 	size_t n;
 
-	snprintf(last_error, sizeof(last_error), "%s", msg);
+	wsn_text_escape(last_error, sizeof(last_error), msg);
 	n = strlen(last_error);
 	while (n && last_error[n - 1] == '\n')
 		last_error[--n] = 0;
@@ -111,7 +114,7 @@ static int vfail(int err, const char *fmt, va_list ap)
 		msg = NULL;
 	if (msg) {
 		keep_last(msg);
-		fprintf(stderr, "%s: %s\n", cli_prog, msg);
+		fprintf(stderr, "%s: %s\n", cli_prog, last_error);
 	} else { /* no memory for the copy: straight to stderr */
 		fprintf(stderr, "%s: ", cli_prog);
 		vfprintf(stderr, fmt, copy);
@@ -580,3 +583,16 @@ uint64_t cli_tensor_seed(uint64_t seed, int shard, char tag)
 	return seed * 0x9e3779b97f4a7c15ull + (uint64_t)shard * 0x100000001b3ull + (uint64_t)(unsigned char)tag;
 }
 
+json_t *cli_json_text(const char *s)
+{
+	size_t cap = strlen(s) * 4 + 1;
+	char *t = malloc(cap);
+	json_t *j;
+
+	if (!t)
+		return NULL;
+	wsn_text_escape(t, cap, s);
+	j = json_string(t);
+	free(t);
+	return j;
+}

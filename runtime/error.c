@@ -60,18 +60,54 @@ WSN_API int wsn_last_driver_status(int *code, const char **name)
  * A message may quote bytes from a file (tensor names, metadata, a JSON parser's context): control
  * characters become \xNN, so that printing the message cannot drive the user's terminal.
  */
+/* Bytes of the UTF-8 character at p (2-4), or 0 when p does not start a valid one (overlong, surrogate, past U+10FFFF). */
+static size_t utf8_len(const unsigned char *p)
+{
+	size_t n = p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3 : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
+	unsigned char lo = p[0] == 0xe0 ? 0xa0 : p[0] == 0xf0 ? 0x90 : 0x80;
+	unsigned char hi = p[0] == 0xed ? 0x9f : p[0] == 0xf4 ? 0x8f : 0xbf;
+
+	if (n && (p[1] < lo || p[1] > hi))
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if (p[i] < 0x80 || p[i] > 0xbf)
+			return 0;
+	return n;
+}
+
+WSN_API size_t wsn_text_escape(char *dst, size_t cap, const char *src)
+{
+	const unsigned char *p = (const unsigned char *)src;
+	size_t o = 0, n;
+
+	if (!dst || !cap)
+		return 0;
+	while (src && *p) {
+		if (*p < 0x80 && *p >= 0x20 && *p != 0x7f) {
+			if (o + 1 >= cap)
+				break;
+			dst[o++] = (char)*p++;
+		} else if (*p >= 0x80 && (n = utf8_len(p))) {
+			if (o + n >= cap)
+				break; /* a whole character or none */
+			memcpy(dst + o, p, n);
+			o += n;
+			p += n;
+		} else {
+			if (o + 4 >= cap)
+				break;
+			o += (size_t)snprintf(dst + o, cap - o, "\\x%02x", *p++);
+		}
+	}
+	dst[o] = '\0';
+	return o;
+}
+
 static void escape_controls(char *s, size_t cap)
 {
 	char out[DETAIL_MAX];
-	size_t o = 0;
 
-	for (const unsigned char *p = (const unsigned char *)s; *p && o + 5 < sizeof(out); p++) {
-		if (*p < 0x20 || *p == 0x7f)
-			o += (size_t)snprintf(out + o, sizeof(out) - o, "\\x%02x", *p);
-		else
-			out[o++] = (char)*p;
-	}
-	out[o] = '\0';
+	wsn_text_escape(out, sizeof(out), s);
 	snprintf(s, cap, "%s", out);
 }
 

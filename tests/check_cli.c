@@ -935,6 +935,11 @@ START_TEST(test_hostile_headers)
 		/* an escape sequence in a name reaches stderr escaped */
 		{ "{\"__metadata__\":{\"wsnorm.op\":\"rmsnorm-fwd\"},\"x\\u001b[31m\":{\"dtype\":\"F32\",\"shape\":[2,4],"
 		  "\"data_offsets\":[0,31]}}", 32, 3, "x\\x1b[31m" },
+		/* ... and in metadata the launcher quotes (the op, epsilon) */
+		{ "{\"__metadata__\":{\"wsnorm.op\":\"\\u001b]0;T\\u0007\\u001b[2J\"},\"x\":{\"dtype\":\"F32\",\"shape\":[2,4],"
+		  "\"data_offsets\":[0,32]}}", 32, 3, "unknown op '\\x1b]0;T\\x07\\x1b[2J'" },
+		{ "{\"__metadata__\":{\"wsnorm.op\":\"rmsnorm-fwd\",\"wsnorm.eps\":\"1e-5\\u001b[2J\"},\"x\":{\"dtype\":\"F32\","
+		  "\"shape\":[2,4],\"data_offsets\":[0,32]}}", 32, 3, "1e-5\\x1b[2J" },
 	};
 	char *dir = tu_tmpdir(), *in = path_in(dir, "h.safetensors");
 
@@ -946,8 +951,27 @@ START_TEST(test_hostile_headers)
 		ck_assert_msg(p.status == cases[i].status, "case %zu: exit %d: %s", i, p.status, p.err);
 		if (cases[i].err)
 			ck_assert_msg(strstr(p.err, cases[i].err) && strstr(p.err, in), "case %zu: %s", i, p.err);
-		ck_assert_msg(!strchr(p.err, '\x1b'), "case %zu: an escape reached stderr: %s", i, p.err);
+		ck_assert_msg(!strchr(p.err, '\x1b') && !strchr(p.err, '\x07'), "case %zu: a control byte reached stderr: %s",
+			      i, p.err);
 		tu_proc_free(&p);
+	}
+	/* a file name that is not UTF-8: --json still has its input and error, escaped */
+	{
+		char *bad = path_in(dir, "bad\xff.safetensors");
+		json_error_t je;
+		json_t *j;
+		struct tu_proc p;
+
+		write_st(bad, "{\"x\":{\"dtype\":\"F32\",\"shape\":[2,4],\"data_offsets\":[0,32]}}", 8);
+		RUN(&p, "run", "--input", bad, "--device", "cpu", "--json");
+		ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
+		ck_assert_msg((j = json_loads(p.out, 0, &je)) != NULL, "%s: %s", je.text, p.out);
+		ck_assert_str_eq(json_string_value(json_object_get(j, "result")), "error");
+		ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(j, "input")), "bad\\xff.safetensors"));
+		ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(j, "error")), "bad\\xff.safetensors"));
+		json_decref(j);
+		tu_proc_free(&p);
+		free(bad);
 	}
 	tu_rmtree(dir);
 	free(in);

@@ -13,6 +13,41 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Text for a terminal or JSON: controls and invalid UTF-8 escaped, whole characters or none at the end. */
+START_TEST(test_text_escape)
+{
+	static const struct {
+		const char *in;
+		size_t cap;
+		const char *out;
+	} cases[] = {
+		{ "plain", 64, "plain" },
+		{ "a\x1b[2Jb\x07\n\x7f", 64, "a\\x1b[2Jb\\x07\\x0a\\x7f" },
+		{ "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 64, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80" },
+		{ "bad\xff\xfe", 64, "bad\\xff\\xfe" },
+		{ "\xc3", 64, "\\xc3" },                    /* a character cut short */
+		{ "\xc0\xaf", 64, "\\xc0\\xaf" },           /* overlong */
+		{ "\xed\xa0\x80", 64, "\\xed\\xa0\\x80" },   /* a surrogate */
+		{ "\xf4\x90\x80\x80", 64, "\\xf4\\x90\\x80\\x80" }, /* past U+10FFFF */
+		{ "ab\xc3\xa9", 4, "ab" },                  /* the character does not fit: left out whole */
+		{ "ab\x01", 6, "ab" },                       /* nor does the escape */
+		{ "ab\x01", 7, "ab\\x01" },
+		{ "", 1, "" },
+	};
+	char buf[64];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t n = wsn_text_escape(buf, cases[i].cap, cases[i].in);
+		ck_assert_msg(!strcmp(buf, cases[i].out), "case %zu: '%s'", i, buf);
+		ck_assert_int_eq(n, strlen(cases[i].out));
+	}
+	ck_assert_int_eq(wsn_text_escape(buf, 0, "x"), 0);
+	/* the library's own messages go through it */
+	ck_assert_int_eq(wsn__error(WSN_EINVAL, "name '%s'", "a\x1b\xff"), WSN_EINVAL);
+	ck_assert_str_eq(wsn_last_error(), "name 'a\\x1b\\xff'");
+}
+END_TEST
+
 START_TEST(test_error_table)
 {
 	ck_assert_str_eq(wsn_err_name(WSN_EINVAL), "EINVAL");
@@ -533,6 +568,7 @@ Suite *suite_core(void)
 	TCase *tc = tcase_create("core");
 
 	tcase_add_test(tc, test_error_table);
+	tcase_add_test(tc, test_text_escape);
 	tcase_add_test(tc, test_dtype_parse);
 	tcase_add_test(tc, test_f16_roundtrip_all);
 	tcase_add_test(tc, test_narrowing_rounds_to_nearest);

@@ -92,6 +92,12 @@ WSN_API const char *wsn_err_name(int err);
  */
 WSN_API const char *wsn_last_error(void);
 /*
+ * Copy src into dst (cap bytes, NUL included) as wsn_last_error() writes its messages: control
+ * bytes and bytes that are not valid UTF-8 become \xNN, and a character or escape that does not
+ * fit is left out whole, so the result is always valid UTF-8 for a terminal or JSON. Returns its length.
+ */
+WSN_API size_t wsn_text_escape(char *dst, size_t cap, const char *src);
+/*
  * The raw driver status behind the last WSN_EDRIVER/WSN_EJIT/WSN_ELAUNCH in this thread
  * (a CUresult) and its name; returns 0 if there was one, WSN_ENOENT if not.
  */

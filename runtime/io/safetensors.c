@@ -155,7 +155,8 @@ static int parse_metadata(const struct wsn_st_file *f, json_t *v)
 		return wsn__error(WSN_EFORMAT, "%s: \"" METADATA_KEY "\" is not a JSON object", f->path);
 	json_object_foreach(v, key, x) {
 		if (!json_is_string(x))
-			return wsn__error(WSN_EFORMAT, "%s: metadata '%s' is not a string", f->path, key);
+			return wsn__error(WSN_EFORMAT, "%s: metadata '%.80s%s' is not a string", f->path, key,
+					  strlen(key) > 80 ? "..." : "");
 	}
 	return 0;
 }
