@@ -924,7 +924,8 @@ START_TEST(test_tma)
 	struct wsn__tma_desc d, bad;
 	char *base = dalloc(1 << 20);
 
-	OK(wsn__cu_set_current(cd));
+	WSN_CU_SCOPE(scope);
+	OK(wsn__cu_enter(cd, &scope));
 	memset(&d, 0, sizeof(d));
 	d.dtype = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
 	d.rank = 2;
@@ -993,7 +994,8 @@ START_TEST(test_jit_error)
 	struct wsn__cu_module m;
 	int e;
 
-	OK(wsn__cu_set_current(gpu->ctx));
+	WSN_CU_SCOPE(scope);
+	OK(wsn__cu_enter(gpu->ctx, &scope));
 	e = wsn__cu_module_load(&m, bad, "a deliberately broken module");
 	printf("JIT error: %s\nJIT log: %s\n", wsn_last_error(), m.error_log ? m.error_log : "(none)");
 	ck_assert_int_eq(e, WSN_EJIT);
@@ -1022,7 +1024,8 @@ START_TEST(test_launch_too_many_threads)
 	void *params[] = { &p };
 	int e;
 
-	OK(wsn__cu_set_current(gpu->ctx));
+	WSN_CU_SCOPE(scope);
+	OK(wsn__cu_enter(gpu->ctx, &scope));
 	OK(wsn__cu_module_load(&m, store_ptx, "the store test kernel"));
 	OK(wsn__cu_kernel_get(&m, "wsn_test_store", 32, 0, &k));
 	OK(wsn__cu_launch(&k, 1, 1, NULL, params));
