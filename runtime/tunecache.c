@@ -2,6 +2,7 @@
 /* runtime/tunecache.c: the autotune cache: one small file per (GPU, driver, op, dtype, hidden), renamed into place. */
 #include "internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /*
@@ -161,6 +163,26 @@ static int make_dirs(char *dir)
 	return 0;
 }
 
+/*
+ * Temporary files of writers that were killed between mkostemp and rename: gone after 10 minutes
+ * (a live writer holds its file for microseconds). Best effort.
+ */
+static void sweep_stale(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	struct stat st;
+	time_t old = time(NULL) - 600;
+
+	if (!d)
+		return;
+	while ((de = readdir(d)))
+		if (!strncmp(de->d_name, ".tmp-", 5) && !fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) &&
+		    S_ISREG(st.st_mode) && st.st_mtime < old)
+			unlinkat(dirfd(d), de->d_name, 0);
+	closedir(d);
+}
+
 int wsn__tune_store(const struct wsn__tune_id *id, const struct wsn__tune_entry *e)
 {
 	char dir[4096], path[4608], tmp[4700];
@@ -200,5 +222,6 @@ int wsn__tune_store(const struct wsn__tune_id *id, const struct wsn__tune_entry 
 		unlink(tmp);
 		return err;
 	}
+	sweep_stale(dir);
 	return 0;
 }

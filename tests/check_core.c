@@ -4,6 +4,7 @@
 #include "internal.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -12,6 +13,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Text for a terminal or JSON: controls and invalid UTF-8 escaped, whole characters or none at the end. */
 START_TEST(test_text_escape)
@@ -481,6 +483,23 @@ START_TEST(test_tune_cache_roundtrip)
 		ck_assert_int_eq(wsn__tune_store(&id, &e), 0);
 		ck_assert_int_eq(wsn__tune_lookup(&id, &got), 0);
 		ck_assert(got.approach == WSN_APPROACH_WS && got.rows == 4096);
+	}
+	/* a temporary file a killed writer left: swept by the next store once it is 10 minutes old */
+	{
+		char stale[4200], fresh[4200], tdir2[4096];
+		struct timespec t[2] = { { .tv_sec = time(NULL) - 3600 }, { .tv_sec = time(NULL) - 3600 } };
+		struct stat st;
+
+		snprintf(tdir2, sizeof(tdir2), "%s/wsnorm/tune", dir);
+		snprintf(stale, sizeof(stale), "%s/.tmp-AAAAAA", tdir2);
+		snprintf(fresh, sizeof(fresh), "%s/.tmp-BBBBBB", tdir2);
+		tu_write_file(stale, "x", 1);
+		tu_write_file(fresh, "x", 1);
+		ck_assert_int_eq(utimensat(AT_FDCWD, stale, t, 0), 0);
+		ck_assert_int_eq(wsn__tune_store(&id, &e), 0);
+		ck_assert_int_ne(stat(stale, &st), 0);
+		ck_assert_int_eq(stat(fresh, &st), 0); /* perhaps a writer at work */
+		unlink(fresh);
 	}
 	/* no usable cache directory: a miss, and a store that says why */
 	unsetenv("XDG_CACHE_HOME");
