@@ -1320,6 +1320,9 @@ int cmd_run(int argc, char **argv)
 		case OPT_MIN_KFRAC:
 			if ((ret = parse_threshold("--min-kernel-frac", optarg, &o.min_kernel_frac)))
 				return ret;
+			if (o.min_kernel_frac > 1) /* 90 meant as a percentage could never pass */
+				return cli_usage_error("run", "bad --min-kernel-frac '%s' (expected a fraction of the copy "
+						       "bandwidth, 0 < f <= 1: 0.9 for 90 %%)", optarg);
 			break;
 		case OPT_COPY_SIZE:
 			if (cli_parse_size(optarg, &o.cfg.copy_bytes) || o.cfg.copy_bytes < 4096)

@@ -1146,6 +1146,7 @@ START_TEST(test_strict_values)
 		{ { "gen", "--op", "rmsnorm-fwd", "--eps", "1e", NULL }, 2, "bad --eps '1e'" },
 		{ { "run", "--input", "x", "--min-read-gbs", "1e39", NULL }, 2, "bad --min-read-gbs '1e39'" },
 		{ { "run", "--input", "x", "--min-read-gbs", "0x10", NULL }, 2, "bad --min-read-gbs '0x10'" },
+		{ { "run", "--input", "x", "--min-kernel-frac", "90", NULL }, 2, "0.9 for 90 %" },
 		/* lists: no empty entry */
 		{ { "bench", "--hidden", "64,,128", NULL }, 2, "bad --hidden '64,,128'" },
 		{ { "bench", "--hidden", ",64", NULL }, 2, "bad --hidden ',64'" },
