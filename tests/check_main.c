@@ -17,6 +17,7 @@ Suite *suite_async(void);
 Suite *suite_pipeline(void);
 #ifdef WSN_HAVE_CUDA
 Suite *suite_cuda_host(void);
+Suite *suite_cuda_fake(void);
 #endif
 
 int main(void)
@@ -34,6 +35,7 @@ int main(void)
 	srunner_add_suite(sr, suite_pipeline());
 #ifdef WSN_HAVE_CUDA
 	srunner_add_suite(sr, suite_cuda_host());
+	srunner_add_suite(sr, suite_cuda_fake());
 #endif
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);

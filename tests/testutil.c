@@ -166,6 +166,11 @@ static void drain(int fd, char **buf, size_t *len, size_t *cap, int *open_)
 
 void tu_run(char *const argv[], int timeout_s, struct tu_proc *p)
 {
+	tu_run_env(argv, NULL, timeout_s, p);
+}
+
+void tu_run_env(char *const argv[], char *const env[], int timeout_s, struct tu_proc *p)
+{
 	int out[2], err[2], st = 0;
 	size_t ol = 0, oc = 1, el = 0, ec = 1;
 	int oo = 1, eo = 1;
@@ -185,6 +190,8 @@ void tu_run(char *const argv[], int timeout_s, struct tu_proc *p)
 		dup2(out[1], 1);
 		dup2(err[1], 2);
 		close(out[0]), close(err[0]), close(out[1]), close(err[1]);
+		for (int i = 0; env && env[i]; i++)
+			putenv(env[i]);
 		execvp(argv[0], argv);
 		fprintf(stderr, "exec %s failed\n", argv[0]);
 		_exit(127);

@@ -32,6 +32,9 @@ struct tu_proc {
 };
 /* Run argv (argv[0] resolved by PATH unless it has a slash) with a timeout in seconds. */
 void tu_run(char *const argv[], int timeout_s, struct tu_proc *p);
+/* tu_run with env ("NAME=value" strings, NULL-terminated; NULL for none) added to the child's
+ * environment, each replacing a variable of that name. */
+void tu_run_env(char *const argv[], char *const env[], int timeout_s, struct tu_proc *p);
 void tu_proc_free(struct tu_proc *p);
 /* A file's bytes, NUL-terminated and malloc'd; their count in *len unless len is NULL. */
 char *tu_slurp(const char *path, size_t *len);

@@ -283,12 +283,14 @@ static int cuda_mem_alloc(void *ctx, size_t bytes, void **out)
 static int cuda_mem_free(void *ctx, void *ptr)
 {
 	struct wsn__cu_device *d = ctx;
-	int err;
+	int err, ferr;
 	WSN_CU_SCOPE(scope);
 
-	if ((err = wsn__cu_enter(d, &scope)) < 0)
-		return err;
-	return WSN_CU(cuMemFree, (dptr(ptr)), "freeing device memory %p on cuda:%d", ptr, d->index);
+	/* freed even when the context cannot be made current (the driver finds the allocation by its
+	 * address): the caller's handle is gone either way */
+	err = wsn__cu_enter(d, &scope);
+	ferr = WSN_CU(cuMemFree, (dptr(ptr)), "freeing device memory %p on cuda:%d", ptr, d->index);
+	return err < 0 ? err : ferr;
 }
 
 static int cuda_mem_set(void *ctx, void *ptr, int value, size_t bytes, void *stream)
@@ -466,12 +468,13 @@ static int cuda_stream_create(void *ctx, void **out)
 static int cuda_stream_destroy(void *ctx, void *s)
 {
 	struct wsn__cu_device *d = ctx;
-	int err;
+	int err, derr;
 	WSN_CU_SCOPE(scope);
 
-	if ((err = wsn__cu_enter(d, &scope)) < 0)
-		return err;
-	return WSN_CU(cuStreamDestroy, (stream_of(s)), "destroying a stream on cuda:%d", d->index);
+	/* destroyed even when the context cannot be made current, as wsn_stream_destroy frees the handle */
+	err = wsn__cu_enter(d, &scope);
+	derr = WSN_CU(cuStreamDestroy, (stream_of(s)), "destroying a stream on cuda:%d", d->index);
+	return err < 0 ? err : derr;
 }
 
 static int cuda_stream_sync(void *ctx, void *s)
@@ -519,12 +522,13 @@ static int cuda_event_create(void *ctx, void **out)
 static int cuda_event_destroy(void *ctx, void *e)
 {
 	struct wsn__cu_device *d = ctx;
-	int err;
+	int err, derr;
 	WSN_CU_SCOPE(scope);
 
-	if ((err = wsn__cu_enter(d, &scope)) < 0)
-		return err;
-	return WSN_CU(cuEventDestroy, ((CUevent)e), "destroying an event on cuda:%d", d->index);
+	/* destroyed even when the context cannot be made current, as wsn_event_destroy frees the handle */
+	err = wsn__cu_enter(d, &scope);
+	derr = WSN_CU(cuEventDestroy, ((CUevent)e), "destroying an event on cuda:%d", d->index);
+	return err < 0 ? err : derr;
 }
 
 static int cuda_event_record(void *ctx, void *e, void *s)
