@@ -927,7 +927,7 @@ START_TEST(test_thresholds)
 	ck_assert_msg(strstr(p.err, "threshold missed: --min-read-gbs") != NULL, "%s", p.err);
 	ck_assert_ptr_nonnull(strstr(p.out, "FAIL: threshold missed"));
 	tu_proc_free(&p);
-	RUN(&p, "run", "--input", in, "--device", "cpu", "--min-kernel-frac", "1000", "--json", "--copy-size", "64K");
+	RUN(&p, "run", "--input", in, "--device", "cpu", "--min-kernel-frac", "1", "--json", "--copy-size", "64K");
 	ck_assert_int_eq(p.status, 1);
 	ck_assert_msg(strstr(p.err, "--min-kernel-frac") != NULL, "%s", p.err);
 	j = parse(&p);
