@@ -79,37 +79,14 @@ static const char *const entry_names[E_N] = {
 #undef ENTRY_NAME
 };
 
-/* ---- CUresult names ---- */
-
-#define FAKE_ERRORS(X)                                                                                     \
-	X(CUDA_SUCCESS, "no error")                                                                        \
-	X(CUDA_ERROR_INVALID_VALUE, "invalid argument")                                                    \
-	X(CUDA_ERROR_OUT_OF_MEMORY, "out of memory")                                                       \
-	X(CUDA_ERROR_NOT_INITIALIZED, "initialization error")                                              \
-	X(CUDA_ERROR_DEINITIALIZED, "driver shutting down")                                                \
-	X(CUDA_ERROR_NO_DEVICE, "no CUDA-capable device is detected")                                      \
-	X(CUDA_ERROR_INVALID_DEVICE, "invalid device ordinal")                                             \
-	X(CUDA_ERROR_INVALID_IMAGE, "device kernel image is invalid")                                      \
-	X(CUDA_ERROR_INVALID_CONTEXT, "invalid device context")                                            \
-	X(CUDA_ERROR_INVALID_PTX, "a PTX JIT compilation failed")                                          \
-	X(CUDA_ERROR_INVALID_HANDLE, "invalid resource handle")                                            \
-	X(CUDA_ERROR_NOT_FOUND, "named symbol not found")                                                  \
-	X(CUDA_ERROR_NOT_READY, "device not ready")                                                        \
-	X(CUDA_ERROR_ILLEGAL_ADDRESS, "an illegal memory access was encountered")                          \
-	X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "too many resources requested for launch")                   \
-	X(CUDA_ERROR_LAUNCH_FAILED, "unspecified launch failure")                                          \
-	X(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "part or all of the requested memory range is already mapped") \
-	X(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "pointer does not correspond to a registered memory region") \
-	X(CUDA_ERROR_NOT_PERMITTED, "operation not permitted")                                             \
-	X(CUDA_ERROR_NOT_SUPPORTED, "operation not supported")                                             \
-	X(CUDA_ERROR_UNKNOWN, "unknown error")
+/* ---- CUresult names (the library's own table: cuda_internal.h) ---- */
 
 static const struct {
 	CUresult code;
 	const char *name, *text;
 } errors[] = {
 #define ERR(e, text) { e, #e, text },
-	FAKE_ERRORS(ERR)
+	WSN_CU_ERRORS(ERR)
 #undef ERR
 };
 

@@ -113,42 +113,6 @@ int wsn__cu_load(void)
 
 /* ---- error translation ---- */
 
-/* CUresult names for when the driver cannot be asked (not loaded, or it does not know the code). */
-#define WSN_CU_ERRORS(X)                                                              \
-	X(CUDA_SUCCESS, "no error")                                                   \
-	X(CUDA_ERROR_INVALID_VALUE, "invalid argument")                               \
-	X(CUDA_ERROR_OUT_OF_MEMORY, "out of memory")                                  \
-	X(CUDA_ERROR_NOT_INITIALIZED, "initialization error")                         \
-	X(CUDA_ERROR_DEINITIALIZED, "driver shutting down")                           \
-	X(CUDA_ERROR_NO_DEVICE, "no CUDA-capable device is detected")                 \
-	X(CUDA_ERROR_INVALID_DEVICE, "invalid device ordinal")                        \
-	X(CUDA_ERROR_INVALID_IMAGE, "device kernel image is invalid")                 \
-	X(CUDA_ERROR_INVALID_CONTEXT, "invalid device context")                       \
-	X(CUDA_ERROR_NO_BINARY_FOR_GPU, "no kernel image is available for execution on the device") \
-	X(CUDA_ERROR_INVALID_PTX, "a PTX JIT compilation failed")                     \
-	X(CUDA_ERROR_UNSUPPORTED_PTX_VERSION, "the provided PTX was compiled with an unsupported toolchain") \
-	X(CUDA_ERROR_JIT_COMPILER_NOT_FOUND, "PTX JIT compiler library not found")    \
-	X(CUDA_ERROR_JIT_COMPILATION_DISABLED, "PTX JIT compilation was disabled")    \
-	X(CUDA_ERROR_INVALID_HANDLE, "invalid resource handle")                       \
-	X(CUDA_ERROR_NOT_FOUND, "named symbol not found")                             \
-	X(CUDA_ERROR_NOT_READY, "device not ready")                                   \
-	X(CUDA_ERROR_ILLEGAL_ADDRESS, "an illegal memory access was encountered")     \
-	X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "too many resources requested for launch") \
-	X(CUDA_ERROR_LAUNCH_TIMEOUT, "the launch timed out and was terminated")       \
-	X(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "part or all of the requested memory range is already mapped") \
-	X(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "pointer does not correspond to a registered memory region") \
-	X(CUDA_ERROR_HARDWARE_STACK_ERROR, "hardware stack error")                    \
-	X(CUDA_ERROR_ILLEGAL_INSTRUCTION, "an illegal instruction was encountered")   \
-	X(CUDA_ERROR_MISALIGNED_ADDRESS, "misaligned address")                        \
-	X(CUDA_ERROR_INVALID_ADDRESS_SPACE, "operation not supported on global/shared address space") \
-	X(CUDA_ERROR_INVALID_PC, "invalid program counter")                           \
-	X(CUDA_ERROR_LAUNCH_FAILED, "unspecified launch failure")                     \
-	X(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, "too many blocks in cooperative launch") \
-	X(CUDA_ERROR_NOT_PERMITTED, "operation not permitted")                        \
-	X(CUDA_ERROR_NOT_SUPPORTED, "operation not supported")                        \
-	X(CUDA_ERROR_SYSTEM_NOT_READY, "system not yet initialized")                  \
-	X(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, "system has unsupported display driver / cuda driver combination") \
-	X(CUDA_ERROR_UNKNOWN, "unknown error")
 
 static const struct {
 	CUresult code;
