@@ -81,14 +81,7 @@ static const char *const entry_names[E_N] = {
 
 /* ---- CUresult names (the library's own table: cuda_internal.h) ---- */
 
-static const struct {
-	CUresult code;
-	const char *name, *text;
-} errors[] = {
-#define ERR(e, text) { e, #e, text },
-	WSN_CU_ERRORS(ERR)
-#undef ERR
-};
+static const struct wsn__cu_error_entry errors[] = { WSN_CU_ERRORS(WSN_CU_ERROR_ENTRY) };
 
 /* ---- state ---- */
 

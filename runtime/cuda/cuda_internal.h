@@ -105,6 +105,13 @@
 	X(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, "system has unsupported display driver / cuda driver combination") \
 	X(CUDA_ERROR_UNKNOWN, "unknown error")
 
+/* One entry of that table: static const struct wsn__cu_error_entry t[] = { WSN_CU_ERRORS(WSN_CU_ERROR_ENTRY) }; */
+struct wsn__cu_error_entry {
+	CUresult code;
+	const char *name, *text;
+};
+#define WSN_CU_ERROR_ENTRY(e, text) { e, #e, text },
+
 /*
  * The driver table. Members are typed from cuda.h's own declarations (through its macros, so
  * `cuMemAlloc` is the member cuMemAlloc_v2 of type cuMemAlloc_v2's prototype).

@@ -113,15 +113,8 @@ int wsn__cu_load(void)
 
 /* ---- error translation ---- */
 
-
-static const struct {
-	CUresult code;
-	const char *name, *text;
-} builtin[] = {
-#define ERR(e, text) { e, #e, text },
-	WSN_CU_ERRORS(ERR)
-#undef ERR
-};
+/* for when the driver cannot be asked (not loaded, or it does not know the code) */
+static const struct wsn__cu_error_entry builtin[] = { WSN_CU_ERRORS(WSN_CU_ERROR_ENTRY) };
 
 const char *wsn__cu_error_name(CUresult r)
 {
