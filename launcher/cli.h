@@ -77,6 +77,8 @@ int cli_parse_size(const char *s, uint64_t *out); /* bytes, at least 1 */
 int cli_parse_count(const char *s, int64_t min, int64_t max, int64_t *out);
 /* a decimal number (1e-5, 0.5, 12): no sign, space, hex, inf or nan; at most max, checked before rounding */
 int cli_parse_f32(const char *s, double max, float *out);
+/* an epsilon: such a number with 0 < eps <= 1 */
+int cli_parse_eps(const char *s, float *out);
 int cli_parse_u64(const char *s, uint64_t *out);
 /* Comma-separated list of integers (with suffixes), no empty entry; returns count or -1. */
 int cli_parse_i64_list(const char *s, int64_t min, int64_t max, int64_t *out, int max_n);

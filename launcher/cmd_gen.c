@@ -240,7 +240,7 @@ int cmd_gen(int argc, char **argv)
 						       optarg);
 			break;
 		case 'e':
-			if (cli_parse_f32(optarg, 1, &g.eps) || !(g.eps > 0) || g.eps > 1)
+			if (cli_parse_eps(optarg, &g.eps))
 				return cli_usage_error("gen", "bad --eps '%s' (expected 0 < eps <= 1)", optarg);
 			break;
 		case 'W': g.weight = 0; break;

@@ -114,7 +114,7 @@ static int parse(int argc, char **argv, const char *cmd, struct shape_opts *o)
 				return r;
 			break;
 		case 'e':
-			if (cli_parse_f32(optarg, 1, &eps) || !(eps > 0) || eps > 1)
+			if (cli_parse_eps(optarg, &eps))
 				return cli_usage_error(cmd, "bad --eps '%s' (expected 0 < eps <= 1)", optarg);
 			have_eps = 1;
 			break;

@@ -205,7 +205,7 @@ static int dataset_setup(struct run_opts *o, struct pl_dataset *ds)
 		}
 		if (!o->have_eps) {
 			const char *e = wsn_st_metadata(sh->st, "wsnorm.eps");
-			if (e && (cli_parse_f32(e, 1, &ds->shape.eps) || !(ds->shape.eps > 0) || ds->shape.eps > 1)) {
+			if (e && cli_parse_eps(e, &ds->shape.eps)) {
 				cli_error("run: %s: metadata has a bad eps '%s'", sh->path, e);
 				return EXIT_RUNTIME;
 			}
@@ -1273,7 +1273,7 @@ int cmd_run(int argc, char **argv)
 			break;
 		}
 		case OPT_EPS:
-			if (cli_parse_f32(optarg, 1, &o.eps) || !(o.eps > 0) || o.eps > 1)
+			if (cli_parse_eps(optarg, &o.eps))
 				return cli_usage_error("run", "bad --eps '%s' (expected 0 < eps <= 1)", optarg);
 			o.have_eps = 1;
 			break;

@@ -218,10 +218,16 @@ static const char *base_name(const char *path)
 	return b ? b + 1 : path;
 }
 
-/* Whether a and b (named an and bn) name shards of one set: the same PREFIX and K. */
+/* Whether b (named bn) is a shard named as a (named an) is: the same PREFIX, whatever K. */
+static int same_name(const char *an, const struct shard_name *a, const char *bn, const struct shard_name *b)
+{
+	return b->of && b->prefix == a->prefix && !strncmp(an, bn, a->prefix);
+}
+
+/* Whether a and b name shards of one set: the same PREFIX and K. */
 static int same_set(const char *an, const struct shard_name *a, const char *bn, const struct shard_name *b)
 {
-	return b->of && b->prefix == a->prefix && b->k == a->k && !strncmp(an, bn, a->prefix);
+	return same_name(an, a, bn, b) && b->k == a->k;
 }
 
 /*
@@ -246,8 +252,7 @@ static int check_shard_set(const char *dir, char **names, int n)
 	/* one name, two counts: a set written over another of a different size (gen into a used directory) */
 	for (int a = 0; a < n && !ret; a++)
 		for (int b = a + 1; b < n && sn[a].of && !ret; b++)
-			if (sn[b].of && sn[b].prefix == sn[a].prefix && sn[b].k != sn[a].k &&
-			    !strncmp(base_name(names[a]), base_name(names[b]), sn[a].prefix)) {
+			if (same_name(base_name(names[a]), &sn[a], base_name(names[b]), &sn[b]) && sn[b].k != sn[a].k) {
 				cli_error("run: directory '%s' holds two sets of shards named %.*s-*: '%s' and '%s' (one "
 					  "left from an earlier gen?): remove the stale set", dir, (int)sn[a].prefix,
 					  base_name(names[a]), base_name(names[a]), base_name(names[b]));
@@ -304,14 +309,14 @@ int pl_shard_stale(const char *dir, const char *prefix, long k, char *found, siz
 {
 	DIR *d = opendir(dir);
 	struct dirent *e;
-	struct shard_name sn;
+	struct shard_name sn, want = { .prefix = strlen(prefix), .k = k };
 	int stale = 0;
 
 	if (!d)
 		return 0;
 	while (!stale && (e = readdir(d)))
-		if (ends_with(e->d_name, ".safetensors") && !shard_name(e->d_name, &sn) && sn.k != k &&
-		    sn.prefix == strlen(prefix) && !strncmp(e->d_name, prefix, sn.prefix)) {
+		if (ends_with(e->d_name, ".safetensors") && !shard_name(e->d_name, &sn) &&
+		    same_name(prefix, &want, e->d_name, &sn) && sn.k != k) {
 			snprintf(found, len, "%s", e->d_name);
 			stale = 1;
 		}

@@ -326,6 +326,11 @@ int cli_parse_f32(const char *s, double max, float *out)
 	return 0;
 }
 
+int cli_parse_eps(const char *s, float *out)
+{
+	return cli_parse_f32(s, 1, out) || !(*out > 0) ? -1 : 0;
+}
+
 int cli_parse_count(const char *s, int64_t min, int64_t max, int64_t *out)
 {
 	if (!s || s[strspn(s, "0123456789")])

@@ -56,10 +56,6 @@ WSN_API int wsn_last_driver_status(int *code, const char **name)
 	return 0;
 }
 
-/*
- * A message may quote bytes from a file (tensor names, metadata, a JSON parser's context): control
- * characters become \xNN, so that printing the message cannot drive the user's terminal.
- */
 /* Bytes of the UTF-8 character at p (2-4), or 0 when p does not start a valid one (overlong, surrogate, past U+10FFFF). */
 static size_t utf8_len(const unsigned char *p)
 {
@@ -103,6 +99,11 @@ WSN_API size_t wsn_text_escape(char *dst, size_t cap, const char *src)
 	return o;
 }
 
+/*
+ * A message may quote bytes from a file (tensor names, metadata, a JSON parser's context): control
+ * characters and invalid UTF-8 become \xNN, so that printing the message cannot drive the user's
+ * terminal and JSON can carry it.
+ */
 static void escape_controls(char *s, size_t cap)
 {
 	char out[DETAIL_MAX];

@@ -143,6 +143,17 @@ static void exercise(struct wsn_device *d, struct wsn_device *other)
 	CHECK(wsn_mem_free(d, x));
 }
 
+/* Function pointer fn from an address the fake driver must provide; main fails here without it. */
+#define NEED(fn, addr, name)                                              \
+	do {                                                              \
+		void *a_ = (addr);                                        \
+		if (!a_) {                                                \
+			printf("FAIL: the fake driver has no %s\n", name); \
+			return 1;                                         \
+		}                                                         \
+		memcpy(&(fn), &a_, sizeof(a_));                           \
+	} while (0)
+
 int main(void)
 {
 	__typeof__(cuGetProcAddress) *get_proc;
@@ -156,28 +167,11 @@ int main(void)
 		return 77;
 	}
 	memcpy(&app_context, &p, sizeof(p));
-	if (!(p = dlsym(lib, "fake_cuda_fail_next"))) {
-		printf("FAIL: the fake driver has no fake_cuda_fail_next\n");
-		return 1;
-	}
-	memcpy(&fail_next, &p, sizeof(p));
-	if (!(p = dlsym(lib, "fake_cuda_live"))) {
-		printf("FAIL: the fake driver has no fake_cuda_live\n");
-		return 1;
-	}
-	memcpy(&live, &p, sizeof(p));
-	p = dlsym(lib, "cuGetProcAddress_v2");
-	memcpy(&get_proc, &p, sizeof(p));
-	if (!get_proc || !(p = proc(get_proc, "cuCtxGetCurrent"))) {
-		printf("FAIL: the fake driver has no cuCtxGetCurrent\n");
-		return 1;
-	}
-	memcpy(&get_current, &p, sizeof(p));
-	if (!(p = proc(get_proc, "cuCtxSetCurrent"))) {
-		printf("FAIL: the fake driver has no cuCtxSetCurrent\n");
-		return 1;
-	}
-	memcpy(&set_current, &p, sizeof(p));
+	NEED(fail_next, dlsym(lib, "fake_cuda_fail_next"), "fake_cuda_fail_next");
+	NEED(live, dlsym(lib, "fake_cuda_live"), "fake_cuda_live");
+	NEED(get_proc, dlsym(lib, "cuGetProcAddress_v2"), "cuGetProcAddress_v2");
+	NEED(get_current, proc(get_proc, "cuCtxGetCurrent"), "cuCtxGetCurrent");
+	NEED(set_current, proc(get_proc, "cuCtxSetCurrent"), "cuCtxSetCurrent");
 	/* as an application does before it makes a context of its own current */
 	if (!(p = proc(get_proc, "cuInit")) || ((__typeof__(cuInit) *)p)(0) != CUDA_SUCCESS) {
 		printf("FAIL: cuInit of the fake driver\n");

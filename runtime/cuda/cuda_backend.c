@@ -38,6 +38,14 @@ int wsn__cu_enter(struct wsn__cu_device *d, struct wsn__cu_scope *s)
 	return WSN_CU(cuCtxSetCurrent, (d->ctx), "making the context of cuda:%d current", d->index);
 }
 
+void wsn__cu_enter_quiet(struct wsn__cu_device *d, struct wsn__cu_scope *s)
+{
+	if (wsn__cu.cuCtxGetCurrent(&s->prev) != CUDA_SUCCESS)
+		s->prev = NULL;
+	s->saved = 1;
+	wsn__cu.cuCtxSetCurrent(d->ctx);
+}
+
 void wsn__cu_scope_end(struct wsn__cu_scope *s)
 {
 	CUcontext cur;
@@ -241,23 +249,24 @@ static void host_block_release(struct wsn__cu_host_block *b)
 static void cuda_device_close(void *ctx)
 {
 	struct wsn__cu_device *d = ctx;
-	CUcontext prev;
 
 	if (!d)
 		return;
 	/*
 	 * Raw calls, results ignored: after a sticky fault every call fails and closing must still
-	 * finish, without overwriting the caller's last error message.
+	 * finish, without overwriting the caller's last error message. The caller's context is current
+	 * again before the device's is released.
 	 */
-	if (wsn__cu.cuCtxGetCurrent(&prev) != CUDA_SUCCESS)
-		prev = NULL;
-	wsn__cu.cuCtxSetCurrent(d->ctx);
-	while (d->host) {
-		struct wsn__cu_host_block *b = d->host;
-		d->host = b->next;
-		host_block_release(b);
+	{
+		WSN_CU_SCOPE(scope);
+
+		wsn__cu_enter_quiet(d, &scope);
+		while (d->host) {
+			struct wsn__cu_host_block *b = d->host;
+			d->host = b->next;
+			host_block_release(b);
+		}
 	}
-	wsn__cu.cuCtxSetCurrent(prev); /* the caller's, as every call leaves it */
 	wsn__cu.cuDevicePrimaryCtxRelease(d->dev);
 	pthread_mutex_destroy(&d->lock);
 	free(d);

@@ -194,6 +194,9 @@ void wsn__cu_scope_end(struct wsn__cu_scope *s);
 #define WSN_CU_SCOPE(name) struct wsn__cu_scope name __attribute__((cleanup(wsn__cu_scope_end))) = { 0, NULL }
 /* Make d's context current for the rest of the scope. 0 or an error. */
 int wsn__cu_enter(struct wsn__cu_device *d, struct wsn__cu_scope *s);
+/* The same with raw calls whose failures are ignored, for releases that must finish whatever the driver
+ * says and leave the caller's last error message as it was. */
+void wsn__cu_enter_quiet(struct wsn__cu_device *d, struct wsn__cu_scope *s);
 
 /* ---- modules and kernels (module.c) ---- */
 

@@ -591,15 +591,12 @@ int wsn__cuda_plan_create(void *ctx, const struct wsn__plan_params *p, void **ou
 void wsn__cuda_plan_destroy(void *ctx, void *plan)
 {
 	struct wsn__cu_device *d = ctx;
-	CUcontext prev;
+	WSN_CU_SCOPE(scope);
 
 	if (!plan)
 		return;
-	if (wsn__cu.cuCtxGetCurrent(&prev) != CUDA_SUCCESS)
-		prev = NULL;
-	wsn__cu.cuCtxSetCurrent(d->ctx); /* raw: keeps the caller's last error message */
+	wsn__cu_enter_quiet(d, &scope); /* keeps the caller's last error message */
 	plan_free(plan);
-	wsn__cu.cuCtxSetCurrent(prev);
 }
 
 static void describe_kernel(char *buf, size_t len, size_t *off, const struct wsn__cu_kernel *k)
