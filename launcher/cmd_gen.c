@@ -5,6 +5,8 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -21,7 +23,8 @@ static void usage(FILE *f)
 		"  --rows N         rows (K/M suffixes allowed)\n"
 		"  --hidden H       hidden size (elements per row)\n"
 		"  --shards K       split the rows over K files in directory PATH (default 1: PATH is a file);\n"
-		"                   if one fails, those written are removed\n"
+		"                   if one fails or a signal stops gen, those written\n"
+		"                   are removed\n"
 		"  --seed S         random seed: decimal, or 0x and hex digits (default %d)\n"
 		"  --eps E          epsilon used for the stats of backward inputs (default %g)\n"
 		"  --no-weight      no affine weight\n"
@@ -149,11 +152,105 @@ static int shard_path(const struct gen *g, int s, char *path, size_t len)
 }
 
 /*
+ * SIGINT, SIGTERM and SIGHUP during gen --shards: a thread takes them, removes the shards this run
+ * finished and the directory it made, and ends the process by the same signal. The shard being
+ * written has no name yet (see wsn_st_write(3)) and goes with the process.
+ */
+struct gen_stop {
+	const struct gen *g;
+	pthread_mutex_t lock;
+	/* under lock: */
+	int made;        /* this run created g->out */
+	int done;        /* shards 0 .. done-1 are this run's */
+	int had;         /* shard `done` (being written) replaces a file: ... */
+	dev_t dev;       /* ... this one, which is not this run's */
+	ino_t ino;
+	sigset_t set;
+	pthread_t thread;
+	int running;
+};
+
+static void *stop_main(void *arg)
+{
+	struct gen_stop *st = arg;
+	char path[4096];
+	struct stat now;
+	sigset_t one;
+	int sig, removed = 0;
+
+	if (sigwait(&st->set, &sig))
+		return NULL;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	pthread_mutex_lock(&st->lock); /* kept until the process ends: no shard is counted after this */
+	for (int k = 0; k < st->done; k++)
+		if (!shard_path(st->g, k, path, sizeof(path)) && unlink(path) == 0)
+			removed++;
+	/* the shard being written may have been given its name already */
+	if (st->done < st->g->shards && !shard_path(st->g, st->done, path, sizeof(path)) && !lstat(path, &now) &&
+	    (!st->had || now.st_dev != st->dev || now.st_ino != st->ino) && unlink(path) == 0)
+		removed++;
+	if (st->made)
+		rmdir(st->g->out);
+	fprintf(stderr, "%s: gen: stopped by %s; removed the %d shard%s it had written\n", cli_prog,
+		sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP", removed, removed == 1 ? "" : "s");
+	signal(sig, SIG_DFL);
+	sigemptyset(&one);
+	sigaddset(&one, sig);
+	pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+	raise(sig);
+	_exit(128 + sig); /* not reached: the default action of sig ends the process */
+}
+
+/* Block the signals in this thread and every thread it starts, and start the thread that takes them. */
+static void stop_start(struct gen_stop *st, const struct gen *g)
+{
+	st->g = g;
+	st->done = st->made = st->running = 0;
+	pthread_mutex_init(&st->lock, NULL);
+	sigemptyset(&st->set);
+	sigaddset(&st->set, SIGINT);
+	sigaddset(&st->set, SIGTERM);
+	sigaddset(&st->set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &st->set, NULL);
+	st->running = !pthread_create(&st->thread, NULL, stop_main, st);
+}
+
+/* What a signal would remove now: the directory if made, shards 0 .. done-1, and shard done once it
+ * is no longer the file it replaces. */
+static void stop_count(struct gen_stop *st, int made, int done)
+{
+	char path[4096];
+	struct stat old;
+	int had = done < st->g->shards && !shard_path(st->g, done, path, sizeof(path)) && !lstat(path, &old);
+
+	pthread_mutex_lock(&st->lock);
+	st->made = made;
+	st->done = done;
+	st->had = had;
+	if (had) {
+		st->dev = old.st_dev;
+		st->ino = old.st_ino;
+	}
+	pthread_mutex_unlock(&st->lock);
+}
+
+/* The work is over (or failed and cleaned up): stop taking the signals. */
+static void stop_end(struct gen_stop *st)
+{
+	if (st->running) {
+		pthread_cancel(st->thread); /* waits in sigwait, a cancellation point */
+		pthread_join(st->thread, NULL);
+	}
+	pthread_mutex_destroy(&st->lock);
+	pthread_sigmask(SIG_UNBLOCK, &st->set, NULL);
+}
+
+/*
  * --shards > 1: the shards in directory g->out, created if it does not exist. On failure the
  * shards this call wrote are removed again (and the directory, if it made it and it is empty),
  * so a failed gen leaves no part of a dataset behind. Returns 0 or EXIT_RUNTIME.
  */
-static int write_dir(const struct gen *g, struct wsn_device *cpu)
+static int write_dir(const struct gen *g, struct wsn_device *cpu, struct gen_stop *stop)
 {
 	char path[4096];
 	int made = 0, s, ret = EXIT_PASS;
@@ -168,6 +265,7 @@ static int write_dir(const struct gen *g, struct wsn_device *cpu)
 		return cli_error("gen: directory '%s' already holds '%s', a shard of another set: remove that set "
 				 "or give another --out", g->out, path);
 	}
+	stop_count(stop, made, 0);
 	for (s = 0; s < g->shards; s++) {
 		int64_t r0 = g->rows * s / g->shards, r1 = g->rows * (s + 1) / g->shards;
 
@@ -178,6 +276,7 @@ static int write_dir(const struct gen *g, struct wsn_device *cpu)
 		}
 		if ((ret = write_shard(g, cpu, s, r1 - r0, path)))
 			break;
+		stop_count(stop, made, s + 1);
 	}
 	if (!ret)
 		return EXIT_PASS;
@@ -272,10 +371,15 @@ int cmd_gen(int argc, char **argv)
 	}
 	if ((ret = cli_open_device("gen", "cpu", 0, &cpu)))
 		return ret;
-	if (g.shards == 1)
+	if (g.shards == 1) {
 		ret = write_shard(&g, cpu, 0, g.rows, g.out);
-	else
-		ret = write_dir(&g, cpu);
+	} else {
+		struct gen_stop stop;
+
+		stop_start(&stop, &g);
+		ret = write_dir(&g, cpu, &stop);
+		stop_end(&stop);
+	}
 	wsn_device_close(cpu);
 	return ret;
 }

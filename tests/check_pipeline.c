@@ -796,6 +796,116 @@ START_TEST(test_sigterm)
 }
 END_TEST
 
+/*
+ * gen --shards stopped by SIGINT, SIGTERM or SIGHUP after its first shard: it ends by that signal
+ * and leaves no shard, no temporary file, and no directory it made (one that was there stays, empty).
+ */
+START_TEST(test_gen_signal)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	static const char *names[] = { "SIGINT", "SIGTERM", "SIGHUP" };
+	char *dir = tu_tmpdir(), *ds = path_in(dir, "ds"), *so = path_in(dir, "stdout"), *se = path_in(dir, "stderr");
+	char *first = path_in(ds, "shard-00000-of-00004.safetensors"), left[512];
+	/* 64 MB shards: each takes a good part of a second to make, so the signal lands mid-set */
+	char *argv[] = { (char *)tu_wsnorm_bin(), "gen", "--op", "rmsnorm-fwd", "--dtype", "f32", "--rows", "128K",
+			 "--hidden", "512", "--shards", "4", "--out", ds, NULL };
+
+	for (int i = 0; i < 3; i++) {
+		int made = i != 1, status, waited = 0;
+		char *err;
+		pid_t pid;
+
+		if (!made)
+			ck_assert_int_eq(mkdir(ds, 0755), 0);
+		pid = spawn(argv, so, se);
+		while (access(first, F_OK) < 0 && waited++ < 30000)
+			sleep_ms(1);
+		ck_assert_msg(access(first, F_OK) == 0, "gen wrote no shard in 30 s");
+		kill(pid, sigs[i]);
+		status = reap(pid);
+		err = tu_slurp(se, NULL);
+		ck_assert_msg(status == 128 + sigs[i], "%s: exit %d, expected death by the signal: %s", names[i], status,
+			      err);
+		ck_assert_msg(strstr(err, names[i]) && strstr(err, "removed the"), "%s: %s", names[i], err);
+		if (made) {
+			ck_assert_msg(access(ds, F_OK) < 0, "%s: the directory gen made is still there", names[i]);
+		} else {
+			ck_assert_msg(dir_count(ds, left, sizeof(left)) == 0, "%s: left behind: %s", names[i], left);
+			ck_assert_int_eq(rmdir(ds), 0);
+		}
+		free(err);
+	}
+	tu_rmtree(dir);
+	free(dir), free(ds), free(so), free(se), free(first);
+}
+END_TEST
+
+/* The name under dir of one of pid's open files that has none any more ("dir/#123 (deleted)"), or 0. */
+static int has_unnamed_file(pid_t pid, const char *dir)
+{
+	char fddir[64], lnk[4096 + 64], target[4096];
+	DIR *d;
+	struct dirent *e;
+	int found = 0;
+
+	snprintf(fddir, sizeof(fddir), "/proc/%ld/fd", (long)pid);
+	if (!(d = opendir(fddir)))
+		return 0;
+	while (!found && (e = readdir(d))) {
+		ssize_t n;
+
+		snprintf(lnk, sizeof(lnk), "%s/%s", fddir, e->d_name);
+		if ((n = readlink(lnk, target, sizeof(target) - 1)) <= 0)
+			continue;
+		target[n] = '\0';
+		found = !strncmp(target, dir, strlen(dir)) && target[strlen(dir)] == '/' && strstr(target, "(deleted)");
+	}
+	closedir(d);
+	return found;
+}
+
+/*
+ * gen killed (SIGKILL: nothing can clean up) while it writes its file leaves nothing: the file
+ * being written has no name until it is complete. On a file system without unnamed files the
+ * documented fallback is a temporary name next to the output, which then stays.
+ */
+START_TEST(test_gen_kill_mid_write)
+{
+	char *dir = tu_tmpdir(), *sub = path_in(dir, "out"), *out = path_in(sub, "x.safetensors");
+	char *so = path_in(dir, "stdout"), *se = path_in(dir, "stderr"), left[512];
+	char *argv[] = { (char *)tu_wsnorm_bin(), "gen", "--op", "rmsnorm-fwd", "--dtype", "f32", "--rows", "64K",
+			 "--hidden", "512", "--out", out, NULL };
+	int fd, unnamed, status, waited = 0;
+	pid_t pid;
+
+	ck_assert_int_eq(mkdir(sub, 0755), 0);
+	fd = open(sub, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+	unnamed = fd >= 0 && access("/proc/self/fd", X_OK) == 0;
+	if (fd >= 0)
+		close(fd);
+	if (!unnamed)
+		printf("gen_kill_mid_write: %s holds no unnamed files: checking the named fallback\n", sub);
+	pid = spawn(argv, so, se);
+	/* until the output is being written: an open unnamed file there, or a temporary name */
+	while (waited++ < 60000 && !(unnamed ? has_unnamed_file(pid, sub) : dir_count(sub, NULL, 0) > 0)) {
+		ck_assert_msg(waitpid(pid, &status, WNOHANG) == 0, "gen ended before it was caught writing");
+		sleep_ms(1);
+	}
+	ck_assert_msg(waited < 60000, "gen did not start writing in 60 s");
+	kill(pid, SIGKILL);
+	ck_assert_int_eq(reap(pid), 128 + SIGKILL);
+	if (unnamed) {
+		ck_assert_msg(dir_count(sub, left, sizeof(left)) == 0, "left behind: %s", left);
+	} else {
+		ck_assert_int_eq(dir_count(sub, left, sizeof(left)), 1);
+		ck_assert_msg(!strncmp(left, "x.safetensors.", 14), "left behind: %s", left);
+	}
+	ck_assert_int_eq(access(out, F_OK), -1);
+	tu_rmtree(dir);
+	free(dir), free(sub), free(out), free(so), free(se);
+}
+END_TEST
+
 /* Stopped as its first batch starts (half a second a batch in an optimised build, several under a
  * sanitizer): nothing was verified, so the result is "unverified", not "pass" (the helper checks it
  * against verify.batches == 0). */
@@ -1634,6 +1744,8 @@ Suite *suite_pipeline(void)
 	tcase_add_test(tc, test_corrupt_shard);
 	tcase_add_test(tc, test_sigint);
 	tcase_add_test(tc, test_sigterm);
+	tcase_add_test(tc, test_gen_signal);
+	tcase_add_test(tc, test_gen_kill_mid_write);
 	tcase_add_test(tc, test_signal_before_verify);
 	tcase_add_test(tc, test_demo_signal_before_verify);
 	tcase_add_test(tc, test_injected_mismatch);

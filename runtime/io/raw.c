@@ -12,6 +12,45 @@
 
 /* ---- files written under a temporary name ---- */
 
+/* Testing aid: take the named temporary file even where an unnamed one can be made. */
+static bool force_named;
+
+void wsn__out_force_named(bool on)
+{
+	force_named = on;
+}
+
+/* The magic link of fd under /proc, through which an unnamed file is given a name. */
+static void fd_link(int fd, char *buf, size_t len)
+{
+	snprintf(buf, len, "/proc/self/fd/%d", fd);
+}
+
+/*
+ * An unnamed file (O_TMPFILE) in path's directory: nothing of it has a name until commit links
+ * it, so a process killed while writing leaves nothing behind. Returns the descriptor, or -1
+ * where the file system or the kernel has none, or /proc is not there to link it by.
+ */
+static int open_unnamed(const char *path, mode_t mode)
+{
+	char *copy, lnk[64];
+	struct stat st;
+	int fd;
+
+	if (force_named || !(copy = strdup(path)))
+		return -1;
+	fd = open(dirname(copy), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+	free(copy);
+	if (fd < 0)
+		return -1;
+	fd_link(fd, lnk, sizeof(lnk));
+	if (stat(lnk, &st) < 0 || fchmod(fd, mode) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 int wsn__out_open(struct wsn__out_file *o, const char *path)
 {
 	struct stat st;
@@ -30,6 +69,8 @@ int wsn__out_open(struct wsn__out_file *o, const char *path)
 			return wsn__error(WSN_EINVAL, "%s: exists and is not a regular file", path);
 		mode = st.st_mode & 07777; /* replacing a file keeps its permissions */
 	}
+	if ((o->fd = open_unnamed(path, mode)) >= 0)
+		return 0;
 	if (asprintf(&o->tmp, "%s.XXXXXX", path) < 0) {
 		o->tmp = NULL;
 		return wsn__error(WSN_ENOMEM, "%s: out of memory", path);
@@ -87,6 +128,43 @@ static void sync_dir(const char *path)
 	free(copy);
 }
 
+/*
+ * Give the unnamed file o->fd the name o->path: linked there directly when nothing has that name
+ * (atomic, and no other name ever exists), else linked under a fresh temporary name and renamed
+ * over the old file. 0 or -errno.
+ */
+static int link_unnamed(struct wsn__out_file *o)
+{
+	char lnk[64];
+	int e;
+
+	fd_link(o->fd, lnk, sizeof(lnk));
+	if (linkat(AT_FDCWD, lnk, AT_FDCWD, o->path, AT_SYMLINK_FOLLOW) == 0)
+		return 0;
+	if (errno != EEXIST)
+		return -errno;
+	for (unsigned n = 0;; n++) {
+		free(o->tmp);
+		if (asprintf(&o->tmp, "%s.%ld-%u", o->path, (long)getpid(), n) < 0) {
+			o->tmp = NULL;
+			return -ENOMEM;
+		}
+		if (linkat(AT_FDCWD, lnk, AT_FDCWD, o->tmp, AT_SYMLINK_FOLLOW) == 0)
+			break;
+		if (errno != EEXIST || n == 99) {
+			e = errno;
+			free(o->tmp);
+			o->tmp = NULL;
+			return -e;
+		}
+	}
+	if (rename(o->tmp, o->path) < 0)
+		return -errno; /* the caller's abort removes o->tmp */
+	free(o->tmp);
+	o->tmp = NULL;
+	return 0;
+}
+
 int wsn__out_commit(struct wsn__out_file *o, bool durable)
 {
 	int e, err;
@@ -95,6 +173,16 @@ int wsn__out_commit(struct wsn__out_file *o, bool durable)
 		e = errno;
 		err = wsn__error(wsn__errno_code(e), "%s: fsync failed: %s", o->path, strerror(e));
 		goto err;
+	}
+	if (!o->tmp) { /* unnamed: linked while open, then closed (its data is on disk when durable) */
+		if ((e = -link_unnamed(o)) != 0) {
+			err = wsn__error(wsn__errno_code(e), "%s: cannot link the written file there: %s", o->path,
+					 strerror(e));
+			goto err;
+		}
+		close(o->fd);
+		o->fd = -1;
+		goto done;
 	}
 	e = close(o->fd);
 	o->fd = -1;
@@ -111,6 +199,7 @@ int wsn__out_commit(struct wsn__out_file *o, bool durable)
 	}
 	free(o->tmp);
 	o->tmp = NULL;
+done:
 	if (durable)
 		sync_dir(o->path);
 	return 0;
