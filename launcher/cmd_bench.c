@@ -28,6 +28,8 @@ struct bench_opts {
 	int weight, bias; /* affine weight, and bias for LayerNorm (--no-weight, --no-bias clear them) */
 	uint64_t copy_bytes;
 	int h2d;   /* host<->device copies from a ring of pinned buffers instead of kernels */
+	int verify; /* compare each point's outputs with the CPU reference once (--no-verify clears it) */
+	int inject_mismatch; /* corrupt one element of what the check reads (a self-test of the check) */
 	int json;
 	int have_rows, have_iters;
 };
@@ -39,7 +41,8 @@ static void usage(FILE *f)
 		"Time each op on device-resident inputs, rotated over enough input sets to exceed the L2\n"
 		"cache, with events around batches of back-to-back launches after a warm-up; report the\n"
 		"median time per launch, the throughput over the fewest bytes the op must move, and its\n"
-		"fraction of the device-to-device copy bandwidth measured in the same run.\n\n"
+		"fraction of the device-to-device copy bandwidth measured in the same run; then check each\n"
+		"op's outputs once against the CPU reference (exit status 1 if any is out of tolerance).\n\n"
 		"  --device SPEC    auto, cpu, cuda[:N] or amd[:N] (default auto)\n"
 		"  --op LIST        ops, comma-separated (default %s)\n"
 		"  --dtype LIST     dtypes, comma-separated (default bf16)\n"
@@ -58,6 +61,8 @@ static void usage(FILE *f)
 		"                   not with the CPU device)\n"
 		"  --no-weight      no affine weight (and no dweight)\n"
 		"  --no-bias        no affine bias (and no dbias; LayerNorm)\n"
+		"  --no-verify      do not check the outputs (the check column says off)\n"
+		"  --inject-mismatch corrupt one output element before the check (a self-test, exit status 1)\n"
 		"  --copy-size SIZE bytes of the copy-bandwidth buffer (default 1G; 256M on the CPU), or\n"
 		"                   with --h2d of each copy (default 256M; 64M on the CPU)\n"
 		"  --h2d            instead of kernels, time host-to-device and device-to-host copies\n"
@@ -79,6 +84,38 @@ struct timer {
 #define H2D_DEFAULT_BYTES (256ull << 20)
 #define H2D_CPU_BYTES (64ull << 20)
 
+/* bytes as "1 GiB", "1000 KiB" or "4097 bytes": the largest unit that divides it exactly. */
+static const char *size_text(uint64_t bytes, char *buf, size_t len)
+{
+	static const char *units[] = { "bytes", "KiB", "MiB", "GiB" };
+	int u = 0;
+
+	while (u < 3 && bytes && !(bytes & 1023))
+		bytes >>= 10, u++;
+	snprintf(buf, len, "%llu %s", (unsigned long long)bytes, units[u]);
+	return buf;
+}
+
+/* --h2d --json: the rates, or after an error (err_msg) nulls and the error. */
+static void h2d_json(const struct bench_opts *o, const struct wsn_device_info *di, double h2d, double d2h,
+		     const char *err_msg)
+{
+	json_t *root = json_object();
+
+	json_object_set_new(root, "device", json_string(di->spec));
+	json_object_set_new(root, "device_name", json_string(di->name));
+	json_object_set_new(root, "copy_bytes", json_integer((json_int_t)o->copy_bytes));
+	json_object_set_new(root, "ring", json_integer(PL_DEFAULT_RING));
+	json_object_set_new(root, "iters", json_integer(o->iters));
+	json_object_set_new(root, "h2d_gbs", err_msg ? json_null() : cli_json_real(h2d / 1e9));
+	json_object_set_new(root, "d2h_gbs", err_msg ? json_null() : cli_json_real(d2h / 1e9));
+	if (di->pcie_gen)
+		json_object_set_new(root, "pcie", json_sprintf("gen%d x%d", di->pcie_gen, di->pcie_width));
+	if (err_msg)
+		json_object_set_new(root, "error", json_string(err_msg));
+	cli_json_print(root);
+}
+
 /*
  * --h2d: copies between a ring of pinned host buffers (as `run` reads into) and one device
  * buffer, queued back to back on one stream, each way.
@@ -88,6 +125,7 @@ static int bench_h2d(const struct bench_opts *o, struct timer *t, const struct w
 	void *host[PL_DEFAULT_RING] = { 0 }, *dbuf = NULL;
 	double h2d = 0, d2h = 0;
 	int err = 0, ret = EXIT_PASS;
+	char sz[32];
 
 	for (int i = 0; i < PL_DEFAULT_RING && !err; i++)
 		if ((err = wsn_host_alloc(t->dev, o->copy_bytes, &host[i])) == 0)
@@ -103,23 +141,11 @@ static int bench_h2d(const struct bench_opts *o, struct timer *t, const struct w
 	if (err < 0)
 		ret = cli_fail(err, "bench --h2d: %llu-byte copies on %s", (unsigned long long)o->copy_bytes, di->spec);
 	if (o->json) { /* after an error too, with the error's message in place of the rates */
-		json_t *root = json_object();
-		json_object_set_new(root, "device", json_string(di->spec));
-		json_object_set_new(root, "device_name", json_string(di->name));
-		json_object_set_new(root, "copy_bytes", json_integer((json_int_t)o->copy_bytes));
-		json_object_set_new(root, "ring", json_integer(PL_DEFAULT_RING));
-		json_object_set_new(root, "iters", json_integer(o->iters));
-		json_object_set_new(root, "h2d_gbs", ret ? json_null() : cli_json_real(h2d / 1e9));
-		json_object_set_new(root, "d2h_gbs", ret ? json_null() : cli_json_real(d2h / 1e9));
-		if (di->pcie_gen)
-			json_object_set_new(root, "pcie", json_sprintf("gen%d x%d", di->pcie_gen, di->pcie_width));
-		if (ret)
-			json_object_set_new(root, "error", json_string(cli_last_error()));
-		cli_json_print(root);
+		h2d_json(o, di, h2d, d2h, ret ? cli_last_error() : NULL);
 	} else if (!ret) {
-		printf("device %s (%s)%s: %d copies of %llu MiB each way from a ring of %d pinned buffers\n", di->spec,
-		       di->name, di->exec_mem == WSN_MEM_HOST ? " (host memory: copies are memcpy)" : "", o->iters,
-		       (unsigned long long)(o->copy_bytes >> 20), PL_DEFAULT_RING);
+		printf("device %s (%s)%s: %d copies of %s each way from a ring of %d pinned buffers\n", di->spec, di->name,
+		       di->exec_mem == WSN_MEM_HOST ? " (host memory: copies are memcpy)" : "", o->iters,
+		       size_text(o->copy_bytes, sz, sizeof(sz)), PL_DEFAULT_RING);
 		printf("h2d %8.2f GB/s\nd2h %8.2f GB/s\n", h2d / 1e9, d2h / 1e9);
 	}
 	wsn_mem_free(t->dev, dbuf);
@@ -129,7 +155,7 @@ static int bench_h2d(const struct bench_opts *o, struct timer *t, const struct w
 	return ret;
 }
 
-/* One input/output set in device memory. */
+/* One input/output set: its tensors' places in the point's one device allocation. */
 struct set {
 	void *x, *dy, *y, *mean, *rstd;
 };
@@ -141,9 +167,14 @@ struct point {
 	int weight, bias; /* affine weight; bias (LayerNorm only) */
 	double ms, bytes, tbs, frac;
 	int sets;
-	int batch; /* launches per timed batch */
+	int l2_resident;   /* the sets together fit twice in L2 (more would pass MAX_SETS) */
+	int batch;         /* launches per timed batch */
 	char approach[24]; /* "tuned+multiwave" */
 	char noplan[512];  /* not "": the shape has no plan with these options (why) */
+	int checked;       /* the outputs were compared with the CPU reference: */
+	int pass;          /* ... and were within tolerance */
+	double worst;      /* the largest rel_l2 over the compared outputs */
+	char why[256];     /* the first output out of tolerance */
 };
 
 /*
@@ -176,6 +207,51 @@ static void plan_approach(const struct wsn_plan *plan, enum wsn_approach asked, 
 #define WARM_MS 100.0f
 /* Most launches in one timed batch (--batch and the automatic choice). */
 #define MAX_BATCH 100000
+/* Most input sets: a rotation of smaller sets than 2 x L2 / MAX_SETS stays in L2 (pt->l2_resident). */
+#define MAX_SETS 4096
+/* Rows of y or dx compared with the CPU reference (evenly spaced, the first and the last). */
+#define VERIFY_ROWS 64
+
+/* The random inputs: seed, mean and spread, the same for the timed sets and the reference. */
+enum bench_in { IN_X, IN_DY, IN_MEAN, IN_RSTD, IN_W, IN_B };
+
+static void fill_input(enum bench_in k, const struct wsn_tensor *t)
+{
+	static const struct {
+		uint64_t seed;
+		float mean, spread;
+	} p[] = { [IN_X] = { 11, 0.25f, 1.0f },   [IN_DY] = { 12, 0.0f, 1.0f }, [IN_MEAN] = { 13, 0.25f, 0.1f },
+		  [IN_RSTD] = { 14, 1.0f, 0.05f }, [IN_W] = { 15, 1.0f, 0.25f }, [IN_B] = { 16, 0.0f, 0.1f } };
+
+	wsn_tensor_fill_random(t, p[k].seed, p[k].mean, p[k].spread);
+}
+
+/* The arguments of one launch of pt's op over `rows` rows of the given tensors in memory mem. */
+static void point_args(const struct point *pt, enum wsn_mem mem, int64_t rows, const struct set *st, void *w,
+		       void *b, void *dw, void *db, struct wsn_args *a)
+{
+	int ln = pt->op == WSN_LAYERNORM_FWD || pt->op == WSN_LAYERNORM_BWD;
+
+	memset(a, 0, sizeof(*a));
+	wsn_tensor_2d(&a->x, st->x, pt->dt, mem, rows, pt->hidden);
+	if (pt->weight)
+		wsn_tensor_1d(&a->weight, w, pt->dt, mem, pt->hidden);
+	if (pt->bias)
+		wsn_tensor_1d(&a->bias, b, pt->dt, mem, pt->hidden);
+	wsn_tensor_1d(&a->rstd, st->rstd, WSN_F32, mem, rows);
+	if (ln)
+		wsn_tensor_1d(&a->mean, st->mean, WSN_F32, mem, rows);
+	if (wsn_op_is_backward(pt->op)) {
+		wsn_tensor_2d(&a->dy, st->dy, pt->dt, mem, rows, pt->hidden);
+		wsn_tensor_2d(&a->dx, st->y, pt->dt, mem, rows, pt->hidden);
+		if (pt->weight && dw)
+			wsn_tensor_1d(&a->dweight, dw, pt->dt, mem, pt->hidden);
+		if (pt->bias && db)
+			wsn_tensor_1d(&a->dbias, db, pt->dt, mem, pt->hidden);
+	} else {
+		wsn_tensor_2d(&a->y, st->y, pt->dt, mem, rows, pt->hidden);
+	}
+}
 
 /* A point's plan and buffers, launched going round its input sets. */
 struct launcher {
@@ -191,31 +267,9 @@ struct launcher {
 /* Launch the plan once on the next set. */
 static int bench_launch(struct launcher *l)
 {
-	const struct point *pt = l->pt;
-	const struct set *st = &l->sets[l->seq++ % l->nsets];
-	int bwd = wsn_op_is_backward(pt->op), ln = pt->op == WSN_LAYERNORM_FWD || pt->op == WSN_LAYERNORM_BWD;
-	enum wsn_mem mem = l->di->exec_mem;
 	struct wsn_args a;
 
-	memset(&a, 0, sizeof(a));
-	wsn_tensor_2d(&a.x, st->x, pt->dt, mem, pt->rows, pt->hidden);
-	if (pt->weight)
-		wsn_tensor_1d(&a.weight, l->w, pt->dt, mem, pt->hidden);
-	if (pt->bias)
-		wsn_tensor_1d(&a.bias, l->b, pt->dt, mem, pt->hidden);
-	wsn_tensor_1d(&a.rstd, st->rstd, WSN_F32, mem, pt->rows);
-	if (ln)
-		wsn_tensor_1d(&a.mean, st->mean, WSN_F32, mem, pt->rows);
-	if (bwd) {
-		wsn_tensor_2d(&a.dy, st->dy, pt->dt, mem, pt->rows, pt->hidden);
-		wsn_tensor_2d(&a.dx, st->y, pt->dt, mem, pt->rows, pt->hidden);
-		if (pt->weight)
-			wsn_tensor_1d(&a.dweight, l->dw, pt->dt, mem, pt->hidden);
-		if (pt->bias)
-			wsn_tensor_1d(&a.dbias, l->db, pt->dt, mem, pt->hidden);
-	} else {
-		wsn_tensor_2d(&a.y, st->y, pt->dt, mem, pt->rows, pt->hidden);
-	}
+	point_args(l->pt, l->di->exec_mem, l->pt->rows, &l->sets[l->seq++ % l->nsets], l->w, l->b, l->dw, l->db, &a);
 	return wsn_plan_execute(l->plan, &a, l->t->s);
 }
 
@@ -234,76 +288,189 @@ static int timed_launches(struct launcher *l, int n, float *ms)
 	return wsn_event_elapsed(l->t->e0, l->t->e1, ms);
 }
 
+/* Compare n elements of dtype dt; fold the verdict into pt (name: the output). */
+static void check_output(struct point *pt, const char *name, const void *got, const void *ref, enum wsn_dtype dt,
+			 int64_t n)
+{
+	struct wsn_tensor tg, tr;
+	struct wsn_compare c;
+	double tol = pl_tolerance(dt);
+
+	wsn_tensor_1d(&tg, (void *)got, dt, WSN_MEM_HOST, n);
+	wsn_tensor_1d(&tr, (void *)ref, dt, WSN_MEM_HOST, n);
+	wsn_tensor_compare(&tg, &tr, &c);
+	if (c.rel_l2 > pt->worst || isnan(c.rel_l2))
+		pt->worst = c.rel_l2;
+	if (c.nonfinite == 0 && c.rel_l2 <= tol)
+		return;
+	if (pt->pass)
+		snprintf(pt->why, sizeof(pt->why), "%s rel_l2 %.3g (tolerance %.0e), %lld non-finite of %lld", name,
+			 c.rel_l2, tol, (long long)c.nonfinite, (long long)c.count);
+	pt->pass = 0;
+}
+
 /*
- * Measure one point. A runtime error is reported (its message is then cli_last_error(), for --json)
- * and returns EXIT_RUNTIME; a shape with no plan is not an error (pt->noplan says why). 0 otherwise.
+ * After the timing, check what the plan computes: poison set 0's outputs, launch once on it, and
+ * compare VERIFY_ROWS rows of y or dx (and the forward's mean and rstd) with the CPU reference on
+ * those rows, and dweight/dbias with the CPU reference over every row. Sets pt->checked, pass,
+ * worst and why; a runtime error is returned.
+ */
+static int bench_verify(struct launcher *l, struct wsn_device *cpu, int inject, struct point *pt)
+{
+	struct wsn_device *dev = l->t->dev;
+	const struct set *s0 = &l->sets[0];
+	int bwd = wsn_op_is_backward(pt->op), ln = pt->op == WSN_LAYERNORM_FWD || pt->op == WSN_LAYERNORM_BWD;
+	int sums = bwd && (pt->weight || pt->bias);
+	size_t es = wsn_dtype_size(pt->dt), rb = (size_t)pt->hidden * es, vec = rb;
+	size_t mat = (size_t)pt->rows * rb, stats = (size_t)pt->rows * 4;
+	int64_t n = pt->rows < VERIFY_ROWS ? pt->rows : VERIFY_ROWS;
+	struct set full = { 0 }, rs = { 0 }, ref = { 0 }, got = { 0 };
+	void *w = NULL, *b = NULL, *rdw = NULL, *rdb = NULL, *gdw = NULL, *gdb = NULL;
+	struct wsn_plan_options po;
+	struct wsn_plan *plan = NULL;
+	struct wsn_tensor t;
+	struct wsn_args a;
+	int err = 0;
+
+	/* the launch on set 0 must write every output it is checked on */
+	if ((err = wsn_mem_set(dev, s0->y, 0xff, mat, l->t->s)) < 0 ||
+	    (!bwd && (err = wsn_mem_set(dev, s0->rstd, 0xff, stats, l->t->s)) < 0) ||
+	    (!bwd && ln && (err = wsn_mem_set(dev, s0->mean, 0xff, stats, l->t->s)) < 0) ||
+	    (bwd && pt->weight && (err = wsn_mem_set(dev, l->dw, 0xff, vec, l->t->s)) < 0) ||
+	    (bwd && pt->bias && (err = wsn_mem_set(dev, l->db, 0xff, vec, l->t->s)) < 0))
+		goto out;
+	l->seq = 0;
+	if ((err = bench_launch(l)) < 0 || (err = wsn_stream_sync(dev, l->t->s)) < 0)
+		goto out;
+
+	/* the inputs again on the host, and the rows checked */
+	if (!(full.x = malloc(mat)) || !(w = malloc(vec)) || !(b = malloc(vec)) || !(rs.x = malloc((size_t)n * rb)) ||
+	    !(ref.y = malloc((size_t)n * rb)) || !(got.y = malloc((size_t)n * rb)) || !(rs.mean = malloc((size_t)n * 4)) ||
+	    !(rs.rstd = malloc((size_t)n * 4)) || !(got.mean = malloc((size_t)n * 4)) || !(got.rstd = malloc((size_t)n * 4)))
+		goto oom;
+	wsn_tensor_2d(&t, full.x, pt->dt, WSN_MEM_HOST, pt->rows, pt->hidden);
+	fill_input(IN_X, &t);
+	wsn_tensor_1d(&t, w, pt->dt, WSN_MEM_HOST, pt->hidden);
+	fill_input(IN_W, &t);
+	wsn_tensor_1d(&t, b, pt->dt, WSN_MEM_HOST, pt->hidden);
+	fill_input(IN_B, &t);
+	if (bwd) {
+		if (!(full.dy = malloc(mat)) || !(full.mean = malloc(stats)) || !(full.rstd = malloc(stats)) ||
+		    !(rs.dy = malloc((size_t)n * rb)))
+			goto oom;
+		wsn_tensor_2d(&t, full.dy, pt->dt, WSN_MEM_HOST, pt->rows, pt->hidden);
+		fill_input(IN_DY, &t);
+		wsn_tensor_1d(&t, full.mean, WSN_F32, WSN_MEM_HOST, pt->rows);
+		fill_input(IN_MEAN, &t);
+		wsn_tensor_1d(&t, full.rstd, WSN_F32, WSN_MEM_HOST, pt->rows);
+		fill_input(IN_RSTD, &t);
+	}
+	if (bwd) /* the backward reads the sampled stats; the forward writes its own */
+		ref.mean = rs.mean, ref.rstd = rs.rstd;
+	else if (!(ref.mean = malloc((size_t)n * 4)) || !(ref.rstd = malloc((size_t)n * 4)))
+		goto oom;
+	ref.x = rs.x, ref.dy = rs.dy;
+	for (int64_t i = 0; i < n && !err; i++) {
+		int64_t r = n == 1 ? 0 : (int64_t)((double)i * (double)(pt->rows - 1) / (double)(n - 1) + 0.5);
+
+		memcpy((char *)rs.x + i * rb, (char *)full.x + r * rb, rb);
+		if (bwd) {
+			memcpy((char *)rs.dy + i * rb, (char *)full.dy + r * rb, rb);
+			((float *)rs.mean)[i] = ((float *)full.mean)[r];
+			((float *)rs.rstd)[i] = ((float *)full.rstd)[r];
+		} else {
+			err = wsn_memcpy(dev, (float *)got.rstd + i, (float *)s0->rstd + r, 4, WSN_COPY_D2H, NULL);
+			if (!err && ln)
+				err = wsn_memcpy(dev, (float *)got.mean + i, (float *)s0->mean + r, 4, WSN_COPY_D2H, NULL);
+		}
+		if (!err)
+			err = wsn_memcpy(dev, (char *)got.y + i * rb, (char *)s0->y + r * rb, rb, WSN_COPY_D2H, NULL);
+	}
+	if (err < 0)
+		goto out;
+
+	wsn_plan_options_init(&po, pt->op);
+	po.has_weight = pt->weight;
+	po.has_bias = pt->bias;
+	if ((err = wsn_plan_create(cpu, pt->op, n, pt->hidden, pt->dt, &po, &plan)) < 0)
+		goto out;
+	point_args(pt, WSN_MEM_HOST, n, &ref, w, b, NULL, NULL, &a);
+	if ((err = wsn_plan_execute(plan, &a, NULL)) < 0)
+		goto out;
+	if (inject) { /* the first element read back, far from any reference value */
+		float far = 60000.0f;
+		wsn_dtype_convert(got.y, pt->dt, &far, WSN_F32, 1);
+	}
+	pt->checked = pt->pass = 1;
+	pt->worst = 0;
+	check_output(pt, bwd ? "dx" : "y", got.y, ref.y, pt->dt, n * pt->hidden);
+	if (!bwd) {
+		if (ln)
+			check_output(pt, "mean", got.mean, ref.mean, WSN_F32, n);
+		check_output(pt, "rstd", got.rstd, ref.rstd, WSN_F32, n);
+	}
+	if (sums) { /* dweight/dbias: every row */
+		wsn_plan_destroy(plan);
+		plan = NULL;
+		free(ref.y);
+		if (!(ref.y = malloc(mat)) || !(rdw = malloc(vec)) || !(rdb = malloc(vec)) || !(gdw = malloc(vec)) ||
+		    !(gdb = malloc(vec)))
+			goto oom;
+		full.y = ref.y;
+		if ((err = wsn_plan_create(cpu, pt->op, pt->rows, pt->hidden, pt->dt, &po, &plan)) < 0)
+			goto out;
+		point_args(pt, WSN_MEM_HOST, pt->rows, &full, w, b, rdw, rdb, &a);
+		if ((err = wsn_plan_execute(plan, &a, NULL)) < 0 ||
+		    (pt->weight && (err = wsn_memcpy(dev, gdw, l->dw, vec, WSN_COPY_D2H, NULL)) < 0) ||
+		    (pt->bias && (err = wsn_memcpy(dev, gdb, l->db, vec, WSN_COPY_D2H, NULL)) < 0))
+			goto out;
+		if (pt->weight)
+			check_output(pt, "dweight", gdw, rdw, pt->dt, pt->hidden);
+		if (pt->bias)
+			check_output(pt, "dbias", gdb, rdb, pt->dt, pt->hidden);
+	}
+	goto out;
+oom:
+	err = WSN_ENOMEM;
+	cli_error("bench: checking %s %s hidden %lld: ENOMEM: out of memory for the CPU reference over %lld rows",
+		  wsn_op_name(pt->op), wsn_dtype_name(pt->dt), (long long)pt->hidden, (long long)pt->rows);
+	goto done;
+out:
+	if (err < 0)
+		cli_fail(err, "bench: checking %s %s hidden %lld against the CPU reference", wsn_op_name(pt->op),
+			 wsn_dtype_name(pt->dt), (long long)pt->hidden);
+done:
+	wsn_plan_destroy(plan);
+	free(full.x), free(full.dy), free(full.mean), free(full.rstd);
+	free(rs.x), free(rs.dy), free(rs.mean), free(rs.rstd);
+	free(ref.y);
+	if (!bwd)
+		free(ref.mean), free(ref.rstd);
+	free(got.y), free(got.mean), free(got.rstd);
+	free(w), free(b), free(rdw), free(rdb), free(gdw), free(gdb);
+	return err;
+}
+
+/*
+ * Measure one point (and check it, with cpu). A runtime error is reported (its message is then
+ * cli_last_error(), for --json) and returns EXIT_RUNTIME; a shape with no plan is not an error
+ * (pt->noplan says why). 0 otherwise.
  */
 static int bench_point(const struct bench_opts *o, struct timer *t, const struct wsn_device_info *di,
-		       double copy_bps, struct point *pt)
+		       struct wsn_device *cpu, double copy_bps, struct point *pt)
 {
 	size_t es = wsn_dtype_size(pt->dt), mat = (size_t)pt->rows * (size_t)pt->hidden * es;
-	size_t stats = (size_t)pt->rows * 4, vec = (size_t)pt->hidden * es, set_bytes;
+	size_t stats = (size_t)pt->rows * 4, vec = (size_t)pt->hidden * es, set_bytes, stride, amat, astats;
 	int bwd = wsn_op_is_backward(pt->op);
 	int nsets, err = 0, host = di->exec_mem == WSN_MEM_HOST;
 	struct set *sets = NULL;
-	void *w = NULL, *b = NULL, *dw = NULL, *db = NULL, *hbuf = NULL;
+	void *base = NULL, *w = NULL, *b = NULL, *dw = NULL, *db = NULL, *hbuf = NULL;
 	struct wsn_plan *plan = NULL;
 	struct wsn_plan_options po;
 	float *ms = NULL, m = 0;
 	struct launcher l;
 
-	set_bytes = mat * (bwd ? 3 : 2) + stats * 2;
-	/* enough sets that one pass over all of them does not fit in L2 (twice over) */
-	nsets = (int)((2 * (uint64_t)di->l2_bytes + set_bytes - 1) / set_bytes) + 1;
-	if (nsets < 2)
-		nsets = 2;
-	if (nsets > 64)
-		nsets = 64;
-	pt->sets = nsets;
-	if (!(sets = calloc((size_t)nsets, sizeof(*sets))) || !(ms = calloc((size_t)o->iters, sizeof(float))))
-		goto oom;
-	/* random inputs, made once on the host and copied into every set */
-	{
-		size_t hb = mat > stats ? mat : stats;
-		struct wsn_tensor ht;
-		if ((err = wsn_host_alloc(t->dev, hb, &hbuf)) < 0)
-			goto fail;
-		for (int k = 0; k < nsets && !err; k++) {
-			struct set *st = &sets[k];
-			if ((err = wsn_mem_alloc(t->dev, mat, &st->x)) < 0 || (err = wsn_mem_alloc(t->dev, mat, &st->y)) < 0 ||
-			    (bwd && (err = wsn_mem_alloc(t->dev, mat, &st->dy)) < 0) ||
-			    (err = wsn_mem_alloc(t->dev, stats, &st->mean)) < 0 ||
-			    (err = wsn_mem_alloc(t->dev, stats, &st->rstd)) < 0)
-				goto fail;
-		}
-		wsn_tensor_2d(&ht, hbuf, pt->dt, WSN_MEM_HOST, pt->rows, pt->hidden);
-		wsn_tensor_fill_random(&ht, 11, 0.25f, 1.0f);
-		for (int k = 0; k < nsets && !err; k++)
-			err = wsn_memcpy(t->dev, sets[k].x, hbuf, mat, WSN_COPY_H2D, NULL);
-		if (bwd) {
-			wsn_tensor_fill_random(&ht, 12, 0.0f, 1.0f);
-			for (int k = 0; k < nsets && !err; k++)
-				err = wsn_memcpy(t->dev, sets[k].dy, hbuf, mat, WSN_COPY_H2D, NULL);
-			wsn_tensor_1d(&ht, hbuf, WSN_F32, WSN_MEM_HOST, pt->rows);
-			wsn_tensor_fill_random(&ht, 13, 0.25f, 0.1f);
-			for (int k = 0; k < nsets && !err; k++)
-				err = wsn_memcpy(t->dev, sets[k].mean, hbuf, stats, WSN_COPY_H2D, NULL);
-			wsn_tensor_fill_random(&ht, 14, 1.0f, 0.05f);
-			for (int k = 0; k < nsets && !err; k++)
-				err = wsn_memcpy(t->dev, sets[k].rstd, hbuf, stats, WSN_COPY_H2D, NULL);
-		}
-		if (!err && (err = wsn_mem_alloc(t->dev, vec, &w)) >= 0 && (err = wsn_mem_alloc(t->dev, vec, &b)) >= 0 &&
-		    (err = wsn_mem_alloc(t->dev, vec, &dw)) >= 0 && (err = wsn_mem_alloc(t->dev, vec, &db)) >= 0) {
-			wsn_tensor_1d(&ht, hbuf, pt->dt, WSN_MEM_HOST, pt->hidden);
-			wsn_tensor_fill_random(&ht, 15, 1.0f, 0.25f);
-			err = wsn_memcpy(t->dev, w, hbuf, vec, WSN_COPY_H2D, NULL);
-			wsn_tensor_fill_random(&ht, 16, 0.0f, 0.1f);
-			if (!err)
-				err = wsn_memcpy(t->dev, b, hbuf, vec, WSN_COPY_H2D, NULL);
-		}
-		if (err < 0)
-			goto fail;
-	}
+	/* the plan first: a shape without one needs no memory */
 	wsn_plan_options_init(&po, pt->op);
 	po.approach = o->approach;
 	po.autotune = o->autotune;
@@ -320,6 +487,68 @@ static int bench_point(const struct bench_opts *o, struct timer *t, const struct
 		goto out;
 	}
 	plan_approach(plan, o->approach, host, pt->approach, sizeof(pt->approach));
+
+	/* enough sets in one allocation that a pass over all of them does not fit in L2 (twice over) */
+	amat = (mat + 255) & ~(size_t)255;
+	astats = (stats + 255) & ~(size_t)255;
+	set_bytes = mat * (bwd ? 3 : 2) + stats * 2;
+	stride = amat * (bwd ? 3 : 2) + astats * 2;
+	nsets = (int)((2 * (uint64_t)di->l2_bytes + set_bytes - 1) / set_bytes) + 1;
+	if (nsets < 2)
+		nsets = 2;
+	if (nsets > MAX_SETS)
+		nsets = MAX_SETS;
+	pt->sets = nsets;
+	pt->l2_resident = (uint64_t)nsets * set_bytes < 2 * (uint64_t)di->l2_bytes;
+	if (!(sets = calloc((size_t)nsets, sizeof(*sets))) || !(ms = calloc((size_t)o->iters, sizeof(float))))
+		goto oom;
+	if ((err = wsn_mem_alloc(t->dev, stride * (size_t)nsets, &base)) < 0)
+		goto fail;
+	for (int k = 0; k < nsets; k++) {
+		char *p = (char *)base + stride * (size_t)k;
+
+		sets[k].x = p, p += amat;
+		sets[k].y = p, p += amat;
+		if (bwd)
+			sets[k].dy = p, p += amat;
+		sets[k].mean = p, p += astats;
+		sets[k].rstd = p;
+	}
+	/* random inputs, made once on the host and copied into every set */
+	{
+		size_t hb = mat > stats ? mat : stats;
+		struct wsn_tensor ht;
+
+		if ((err = wsn_host_alloc(t->dev, hb > vec ? hb : vec, &hbuf)) < 0)
+			goto fail;
+		wsn_tensor_2d(&ht, hbuf, pt->dt, WSN_MEM_HOST, pt->rows, pt->hidden);
+		fill_input(IN_X, &ht);
+		for (int k = 0; k < nsets && !err; k++)
+			err = wsn_memcpy(t->dev, sets[k].x, hbuf, mat, WSN_COPY_H2D, NULL);
+		if (bwd) {
+			fill_input(IN_DY, &ht);
+			for (int k = 0; k < nsets && !err; k++)
+				err = wsn_memcpy(t->dev, sets[k].dy, hbuf, mat, WSN_COPY_H2D, NULL);
+			wsn_tensor_1d(&ht, hbuf, WSN_F32, WSN_MEM_HOST, pt->rows);
+			fill_input(IN_MEAN, &ht);
+			for (int k = 0; k < nsets && !err; k++)
+				err = wsn_memcpy(t->dev, sets[k].mean, hbuf, stats, WSN_COPY_H2D, NULL);
+			fill_input(IN_RSTD, &ht);
+			for (int k = 0; k < nsets && !err; k++)
+				err = wsn_memcpy(t->dev, sets[k].rstd, hbuf, stats, WSN_COPY_H2D, NULL);
+		}
+		if (!err && (err = wsn_mem_alloc(t->dev, vec, &w)) >= 0 && (err = wsn_mem_alloc(t->dev, vec, &b)) >= 0 &&
+		    (err = wsn_mem_alloc(t->dev, vec, &dw)) >= 0 && (err = wsn_mem_alloc(t->dev, vec, &db)) >= 0) {
+			wsn_tensor_1d(&ht, hbuf, pt->dt, WSN_MEM_HOST, pt->hidden);
+			fill_input(IN_W, &ht);
+			err = wsn_memcpy(t->dev, w, hbuf, vec, WSN_COPY_H2D, NULL);
+			fill_input(IN_B, &ht);
+			if (!err)
+				err = wsn_memcpy(t->dev, b, hbuf, vec, WSN_COPY_H2D, NULL);
+		}
+		if (err < 0)
+			goto fail;
+	}
 	l = (struct launcher){ .plan = plan, .pt = pt, .di = di, .w = w, .b = b, .dw = dw, .db = db, .sets = sets,
 			       .nsets = nsets, .t = t };
 	/*
@@ -353,23 +582,22 @@ static int bench_point(const struct bench_opts *o, struct timer *t, const struct
 		goto fail;
 	pt->ms = cli_median(ms, o->iters);
 	pt->bytes = (double)wsn_op_min_bytes(pt->op, pt->rows, pt->hidden, pt->dt, pt->weight, pt->bias);
-	pt->tbs = pt->bytes / (pt->ms * 1e-3) / 1e12;
+	pt->tbs = pt->ms > 0 ? pt->bytes / (pt->ms * 1e-3) / 1e12 : 0;
 	pt->frac = copy_bps > 0 ? pt->tbs * 1e12 / copy_bps : 0;
+	if (cpu && (err = bench_verify(&l, cpu, o->inject_mismatch, pt)) < 0)
+		goto out; /* reported */
 	goto out;
 oom:
 	err = WSN_ENOMEM;
+	cli_error("bench: %s %s hidden %lld on %s: ENOMEM: out of memory", wsn_op_name(pt->op), wsn_dtype_name(pt->dt),
+		  (long long)pt->hidden, di->spec);
+	goto out;
 fail:
 	cli_fail(err, "bench: %s %s hidden %lld on %s", wsn_op_name(pt->op), wsn_dtype_name(pt->dt),
 		 (long long)pt->hidden, di->spec);
 out:
 	wsn_plan_destroy(plan);
-	for (int k = 0; sets && k < nsets; k++) {
-		wsn_mem_free(t->dev, sets[k].x);
-		wsn_mem_free(t->dev, sets[k].dy);
-		wsn_mem_free(t->dev, sets[k].y);
-		wsn_mem_free(t->dev, sets[k].mean);
-		wsn_mem_free(t->dev, sets[k].rstd);
-	}
+	wsn_mem_free(t->dev, base);
 	wsn_mem_free(t->dev, w);
 	wsn_mem_free(t->dev, b);
 	wsn_mem_free(t->dev, dw);
@@ -415,6 +643,76 @@ static int one_dt(const char *s, int *v)
 	return 0;
 }
 
+/* Does a list repeat a value? Its index, or -1. */
+static int repeated(const int64_t *v, int n)
+{
+	for (int i = 1; i < n; i++)
+		for (int k = 0; k < i; k++)
+			if (v[k] == v[i])
+				return i;
+	return -1;
+}
+
+static int repeated_int(const int *v, int n)
+{
+	int64_t w[MAX_LIST];
+
+	for (int i = 0; i < n && i < MAX_LIST; i++)
+		w[i] = v[i];
+	return repeated(w, n < MAX_LIST ? n : MAX_LIST);
+}
+
+/* A point as a JSON object. */
+static json_t *point_json(const struct point *pt)
+{
+	json_t *p = json_object();
+
+	json_object_set_new(p, "op", json_string(wsn_op_name(pt->op)));
+	json_object_set_new(p, "dtype", json_string(wsn_dtype_name(pt->dt)));
+	json_object_set_new(p, "hidden", json_integer(pt->hidden));
+	json_object_set_new(p, "rows", json_integer(pt->rows));
+	if (pt->noplan[0]) {
+		json_object_set_new(p, "error", json_string(pt->noplan));
+		return p;
+	}
+	json_object_set_new(p, "time_us", cli_json_real(pt->ms * 1e3));
+	json_object_set_new(p, "bytes", json_integer((json_int_t)pt->bytes));
+	json_object_set_new(p, "tbs", pt->tbs > 0 ? cli_json_real(pt->tbs) : json_null());
+	json_object_set_new(p, "fraction_of_copy", pt->frac > 0 ? cli_json_real(pt->frac) : json_null());
+	json_object_set_new(p, "sets", json_integer(pt->sets));
+	json_object_set_new(p, "l2_resident", json_boolean(pt->l2_resident));
+	json_object_set_new(p, "batch", json_integer(pt->batch));
+	json_object_set_new(p, "approach", json_string(pt->approach));
+	json_object_set_new(p, "weight", json_boolean(pt->weight));
+	json_object_set_new(p, "bias", json_boolean(pt->bias));
+	json_object_set_new(p, "check", json_string(!pt->checked ? "off" : pt->pass ? "pass" : "mismatch"));
+	json_object_set_new(p, "check_rel_l2", pt->checked ? cli_json_real(pt->worst) : json_null());
+	if (pt->checked && !pt->pass)
+		json_object_set_new(p, "check_error", json_string(pt->why));
+	return p;
+}
+
+/* A point as a line of the table (and what it says on stderr: no plan, a mismatch, L2). */
+static void point_text(const struct point *pt)
+{
+	char tbs[16] = "-", frac[16] = "-";
+
+	if (pt->noplan[0]) {
+		printf("%-14s %-5s %7lld %7lld %10s %8s %7s %5s %5s %-5s %s\n", wsn_op_name(pt->op), wsn_dtype_name(pt->dt),
+		       (long long)pt->hidden, (long long)pt->rows, "-", "-", "-", "-", "-", "-", "no plan");
+		fflush(stdout);
+		return;
+	}
+	if (pt->tbs > 0)
+		snprintf(tbs, sizeof(tbs), "%.3f", pt->tbs);
+	if (pt->frac > 0)
+		snprintf(frac, sizeof(frac), "%.3f", pt->frac);
+	printf("%-14s %-5s %7lld %7lld %10.2f %8s %7s %5d %5d %-5s %s\n", wsn_op_name(pt->op), wsn_dtype_name(pt->dt),
+	       (long long)pt->hidden, (long long)pt->rows, pt->ms * 1e3, tbs, frac, pt->sets, pt->batch,
+	       !pt->checked ? "off" : pt->pass ? "ok" : "FAIL", pt->approach);
+	fflush(stdout);
+}
+
 int cmd_bench(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -426,18 +724,21 @@ int cmd_bench(int argc, char **argv)
 		{ "h2d", no_argument, NULL, 'T' },            { "autotune", no_argument, NULL, 'A' },
 		CLI_KPARAM_OPTIONS,                          { "no-weight", no_argument, NULL, 'W' },
 		{ "no-bias", no_argument, NULL, 'B' },       { "batch", required_argument, NULL, 'b' },
+		{ "no-verify", no_argument, NULL, 'V' },     { "inject-mismatch", no_argument, NULL, 'I' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct bench_opts o;
 	struct wsn_device_info di;
+	struct wsn_device *cpu = NULL;
 	struct timer t = { 0 };
-	int ops[WSN_OP_COUNT], dts[WSN_DTYPE_COUNT], c, ret = EXIT_PASS, err;
-	int have_copy = 0, noplan = 0;
+	int ops[WSN_OP_COUNT], dts[WSN_DTYPE_COUNT], c, ret = EXIT_PASS, err, k;
+	int have_copy = 0, noplan = 0, mismatch = 0, any_bias = 0;
 	const char *kernel_opt = NULL; /* the last option that only the kernels' table uses */
 	double copy_bps = 0;
 	int64_t v;
 	json_t *jres = NULL;
+	char sz[32];
 
 	memset(&o, 0, sizeof(o));
 	o.device = "auto";
@@ -450,6 +751,7 @@ int cmd_bench(int argc, char **argv)
 	o.warmup = CLI_DEFAULT_BENCH_WARMUP;
 	o.copy_bytes = 1ull << 30;
 	o.weight = o.bias = 1;
+	o.verify = 1;
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
@@ -464,18 +766,27 @@ int cmd_bench(int argc, char **argv)
 			if ((o.nops = parse_list(optarg, one_op, ops, WSN_OP_COUNT)) < 0)
 				return cli_usage_error("bench", "bad --op '%s' (expected %s, comma-separated)", optarg,
 						       "layernorm-fwd, layernorm-bwd, rmsnorm-fwd or rmsnorm-bwd");
+			if ((k = repeated_int(ops, o.nops)) >= 0)
+				return cli_usage_error("bench", "--op '%s' names %s twice", optarg,
+						       wsn_op_name((enum wsn_op)ops[k]));
 			kernel_opt = "--op";
 			break;
 		case 'd':
 			if ((o.ndts = parse_list(optarg, one_dt, dts, WSN_DTYPE_COUNT)) < 0)
 				return cli_usage_error("bench", "bad --dtype '%s' (expected f32, f16 or bf16, comma-separated)",
 						       optarg);
+			if ((k = repeated_int(dts, o.ndts)) >= 0)
+				return cli_usage_error("bench", "--dtype '%s' names %s twice", optarg,
+						       wsn_dtype_name((enum wsn_dtype)dts[k]));
 			kernel_opt = "--dtype";
 			break;
 		case 'H':
 			if ((o.nhidden = cli_parse_i64_list(optarg, 1, CLI_MAX_HIDDEN, o.hidden, MAX_LIST)) < 0)
 				return cli_usage_error("bench", "bad --hidden '%s' (expected up to %d sizes 1..%d, comma-separated)",
 						       optarg, MAX_LIST, CLI_MAX_HIDDEN);
+			if ((k = repeated(o.hidden, o.nhidden)) >= 0)
+				return cli_usage_error("bench", "--hidden '%s' names %lld twice", optarg,
+						       (long long)o.hidden[k]);
 			kernel_opt = "--hidden";
 			break;
 		case 'r':
@@ -521,6 +832,8 @@ int cmd_bench(int argc, char **argv)
 		case 'A': o.autotune = 1, kernel_opt = "--autotune"; break;
 		case 'W': o.weight = 0, kernel_opt = "--no-weight"; break;
 		case 'B': o.bias = 0, kernel_opt = "--no-bias"; break;
+		case 'V': o.verify = 0, kernel_opt = "--no-verify"; break;
+		case 'I': o.inject_mismatch = 1, kernel_opt = "--inject-mismatch"; break;
 		case 'h': usage(stdout); return EXIT_PASS;
 		case ':':
 		default: return cli_option_error("bench", c, argv, opts);
@@ -530,6 +843,8 @@ int cmd_bench(int argc, char **argv)
 		return cli_usage_error("bench", "unexpected argument '%s'", argv[optind]);
 	if (o.h2d && kernel_opt)
 		return cli_usage_error("bench", "--h2d times copies, not kernels: drop %s", kernel_opt);
+	if (o.inject_mismatch && !o.verify)
+		return cli_usage_error("bench", "--inject-mismatch tests the check that --no-verify turns off: drop one");
 	if ((ret = cli_open_device("bench", o.device, 0, &t.dev))) {
 		if (o.json && ret == EXIT_RUNTIME) { /* the document still comes, with no device and the error */
 			json_t *root = json_object();
@@ -541,8 +856,14 @@ int cmd_bench(int argc, char **argv)
 		return ret;
 	}
 	wsn_device_info(t.dev, &di);
-	if ((ret = cli_kparam_gpu_only("bench", o.device, &di, o.force, 0)))
+	/* with --json, the document is printed at the end, also after a runtime error */
+	if (o.json && !o.h2d)
+		jres = json_array();
+	if ((ret = cli_kparam_gpu_only("bench", o.device, &di, o.force, 0))) {
+		json_decref(jres); /* a usage error: no document */
+		jres = NULL;
 		goto out;
+	}
 	if (di.exec_mem == WSN_MEM_HOST) {
 		if (!o.have_rows)
 			o.rows = CPU_DEFAULT_ROWS;
@@ -551,84 +872,69 @@ int cmd_bench(int argc, char **argv)
 		if (!have_copy)
 			o.copy_bytes = 256u << 20;
 	}
+	if (o.h2d && !have_copy)
+		o.copy_bytes = di.exec_mem == WSN_MEM_HOST ? H2D_CPU_BYTES : H2D_DEFAULT_BYTES;
 	if ((err = wsn_stream_create(t.dev, &t.s)) < 0 || (err = wsn_event_create(t.dev, &t.e0)) < 0 ||
 	    (err = wsn_event_create(t.dev, &t.e1)) < 0) {
 		ret = cli_fail(err, "bench: streams and events on %s", di.spec);
+		if (o.json && o.h2d)
+			h2d_json(&o, &di, 0, 0, cli_last_error());
 		goto out;
 	}
 	if (o.h2d) {
-		if (!have_copy)
-			o.copy_bytes = di.exec_mem == WSN_MEM_HOST ? H2D_CPU_BYTES : H2D_DEFAULT_BYTES;
 		ret = bench_h2d(&o, &t, &di);
 		goto out;
 	}
-	/* with --json, the document is printed at the end, also after a runtime error */
-	if (o.json)
-		jres = json_array();
+	if (o.verify && (ret = cli_open_device("bench", "cpu", 0, &cpu)))
+		goto out;
 	if ((err = cli_copy_bandwidth(t.dev, t.s, o.copy_bytes, 10, &copy_bps)) < 0) {
 		ret = cli_fail(err, "bench: copy bandwidth on %s", di.spec);
 		goto out;
 	}
+	for (int i = 0; i < o.nops; i++)
+		any_bias |= ops[i] == WSN_LAYERNORM_FWD || ops[i] == WSN_LAYERNORM_BWD;
 	if (!o.json) {
-		printf("device %s (%s); device-to-device copy %.3f TB/s (read + write, %llu MiB)%s%s\n", di.spec,
-		       di.name, copy_bps / 1e12, (unsigned long long)(o.copy_bytes >> 20),
-		       o.weight ? "" : "; no weight", o.bias ? "" : "; no bias");
-		printf("%-14s %-5s %7s %7s %10s %8s %7s %5s %5s %s\n", "op", "dtype", "hidden", "rows", "time_us", "TB/s",
-		       "of_copy", "sets", "batch", "approach");
+		printf("device %s (%s); device-to-device copy %.3f TB/s (read + write, %s)%s%s\n", di.spec, di.name,
+		       copy_bps / 1e12, size_text(o.copy_bytes, sz, sizeof(sz)), o.weight ? "" : "; no weight",
+		       o.bias || !any_bias ? "" : "; no bias");
+		printf("%-14s %-5s %7s %7s %10s %8s %7s %5s %5s %-5s %s\n", "op", "dtype", "hidden", "rows", "time_us", "TB/s",
+		       "of_copy", "sets", "batch", "check", "approach");
 	}
 	for (int i = 0; i < o.nops; i++) {
 		for (int d = 0; d < o.ndts; d++) {
 			for (int h = 0; h < o.nhidden; h++) {
 				struct point pt = { .op = (enum wsn_op)ops[i], .dt = (enum wsn_dtype)dts[d],
 						    .hidden = o.hidden[h], .rows = o.rows, .weight = o.weight };
+				const char *name = wsn_op_name(pt.op), *dtn = wsn_dtype_name(pt.dt);
+
 				pt.bias = o.bias && (pt.op == WSN_LAYERNORM_FWD || pt.op == WSN_LAYERNORM_BWD);
-				if ((ret = bench_point(&o, &t, &di, copy_bps, &pt)))
+				if ((ret = bench_point(&o, &t, &di, cpu, copy_bps, &pt)))
 					goto out;
 				if (pt.noplan[0]) {
-					fprintf(stderr, "%s: bench: %s %s hidden %lld: no plan: %s\n", cli_prog,
-						wsn_op_name(pt.op), wsn_dtype_name(pt.dt), (long long)pt.hidden, pt.noplan);
+					fprintf(stderr, "%s: bench: %s %s hidden %lld: no plan: %s\n", cli_prog, name, dtn,
+						(long long)pt.hidden, pt.noplan);
 					noplan++;
 				}
-				if (o.json && pt.noplan[0]) {
-					json_t *p = json_object();
-					json_object_set_new(p, "op", json_string(wsn_op_name(pt.op)));
-					json_object_set_new(p, "dtype", json_string(wsn_dtype_name(pt.dt)));
-					json_object_set_new(p, "hidden", json_integer(pt.hidden));
-					json_object_set_new(p, "rows", json_integer(pt.rows));
-					json_object_set_new(p, "error", json_string(pt.noplan));
-					json_array_append_new(jres, p);
-				} else if (pt.noplan[0]) {
-					printf("%-14s %-5s %7lld %7lld %10s %8s %7s %5s %5s %s\n", wsn_op_name(pt.op),
-					       wsn_dtype_name(pt.dt), (long long)pt.hidden, (long long)pt.rows, "-", "-", "-",
-					       "-", "-", "no plan");
-					fflush(stdout);
-				} else if (o.json) {
-					json_t *p = json_object();
-					json_object_set_new(p, "op", json_string(wsn_op_name(pt.op)));
-					json_object_set_new(p, "dtype", json_string(wsn_dtype_name(pt.dt)));
-					json_object_set_new(p, "hidden", json_integer(pt.hidden));
-					json_object_set_new(p, "rows", json_integer(pt.rows));
-					json_object_set_new(p, "time_us", cli_json_real(pt.ms * 1e3));
-					json_object_set_new(p, "bytes", json_integer((json_int_t)pt.bytes));
-					json_object_set_new(p, "tbs", cli_json_real(pt.tbs));
-					json_object_set_new(p, "fraction_of_copy", cli_json_real(pt.frac));
-					json_object_set_new(p, "sets", json_integer(pt.sets));
-					json_object_set_new(p, "batch", json_integer(pt.batch));
-					json_object_set_new(p, "approach", json_string(pt.approach));
-					json_object_set_new(p, "weight", json_boolean(pt.weight));
-					json_object_set_new(p, "bias", json_boolean(pt.bias));
-					json_array_append_new(jres, p);
-				} else {
-					printf("%-14s %-5s %7lld %7lld %10.2f %8.3f %7.3f %5d %5d %s\n", wsn_op_name(pt.op),
-					       wsn_dtype_name(pt.dt), (long long)pt.hidden, (long long)pt.rows, pt.ms * 1e3,
-					       pt.tbs, pt.frac, pt.sets, pt.batch, pt.approach);
-					fflush(stdout);
+				if (pt.checked && !pt.pass) {
+					fprintf(stderr, "%s: bench: %s %s hidden %lld: the outputs differ from the CPU reference: %s\n",
+						cli_prog, name, dtn, (long long)pt.hidden, pt.why);
+					mismatch++;
 				}
+				if (pt.l2_resident)
+					fprintf(stderr, "%s: bench: note: %s %s hidden %lld: all %d input sets fit twice in the "
+						"L2 cache, so the time includes L2 hits\n", cli_prog, name, dtn, (long long)pt.hidden,
+						pt.sets);
+				if (o.json)
+					json_array_append_new(jres, point_json(&pt));
+				else
+					point_text(&pt);
 			}
 		}
 	}
 	if (noplan)
 		ret = EXIT_RUNTIME; /* the table is whole, but not every point ran */
+	else if (mismatch)
+		ret = EXIT_MISMATCH;
 out:
 	if (jres) {
 		/* the points measured; after a runtime error, those before it and the error's message */
@@ -636,12 +942,14 @@ out:
 		json_object_set_new(root, "device", json_string(di.spec));
 		json_object_set_new(root, "device_name", json_string(di.name));
 		json_object_set_new(root, "copy_tbs", copy_bps > 0 ? cli_json_real(copy_bps / 1e12) : json_null());
+		json_object_set_new(root, "copy_bytes", json_integer((json_int_t)o.copy_bytes));
 		json_object_set_new(root, "iters", json_integer(o.iters));
 		json_object_set_new(root, "results", jres);
 		if (ret == EXIT_RUNTIME && cli_last_error()[0]) /* not after a shape with no plan alone */
 			json_object_set_new(root, "error", json_string(cli_last_error()));
 		cli_json_print(root);
 	}
+	wsn_device_close(cpu);
 	wsn_event_destroy(t.e0);
 	wsn_event_destroy(t.e1);
 	wsn_stream_destroy(t.s);

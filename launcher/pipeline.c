@@ -1344,8 +1344,7 @@ static void *complete_main(void *arg)
 
 /* ---- stage: verification against the CPU reference ---- */
 
-/* Relative-error tolerance for outputs of dtype dt against the CPU reference. */
-static double tolerance(enum wsn_dtype dt)
+double pl_tolerance(enum wsn_dtype dt)
 {
 	return dt == WSN_F32 ? 1e-5 : dt == WSN_F16 ? 5e-3 : 1e-2;
 }
@@ -1455,8 +1454,7 @@ static int verify_batch(struct pl_dev *d, struct wsn_device *cpu, struct pl_slot
 		wsn_tensor_1d(&tg, got[i], dt, WSN_MEM_HOST, (int64_t)(pl_out_bytes(sh, i, n) / wsn_dtype_size(dt)));
 		wsn_tensor_1d(&tr, rout[i], dt, WSN_MEM_HOST, (int64_t)(pl_out_bytes(sh, i, n) / wsn_dtype_size(dt)));
 		wsn_tensor_compare(&tg, &tr, &c);
-		pass &= add_verdict(res, pl_out_names[i], &c, dt == WSN_F32 && sh->dt != WSN_F32 ? 1e-5 : tolerance(dt),
-				    why, sizeof(why));
+		pass &= add_verdict(res, pl_out_names[i], &c, pl_tolerance(dt), why, sizeof(why));
 	}
 	res->verified_rows += n;
 
@@ -1486,7 +1484,7 @@ static int verify_batch(struct pl_dev *d, struct wsn_device *cpu, struct pl_slot
 			wsn_tensor_1d(&tg, sl->hout + d->out_off[i], sh->dt, WSN_MEM_HOST, sh->hidden);
 			wsn_tensor_1d(&tr, fout[i], sh->dt, WSN_MEM_HOST, sh->hidden);
 			wsn_tensor_compare(&tg, &tr, &c);
-			pass &= add_verdict(res, pl_out_names[i], &c, tolerance(sh->dt), why, sizeof(why));
+			pass &= add_verdict(res, pl_out_names[i], &c, pl_tolerance(sh->dt), why, sizeof(why));
 		}
 	}
 	res->verified_batches++;

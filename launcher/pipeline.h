@@ -214,6 +214,10 @@ void pl_dataset_free(struct pl_dataset *ds);
  * 0; -1 when the product overflows). */
 int64_t pl_entry_rows(const struct wsn_st_entry *e);
 
+/* Relative-error (rel_l2) tolerance for outputs of dtype dt against the CPU reference; f32 statistics
+ * (mean, rstd) take pl_tolerance(WSN_F32) whatever the data's dtype. */
+double pl_tolerance(enum wsn_dtype dt);
+
 /* Outputs (output.c). */
 /* Before the run: may every shard's output path (cfg->output, or a file named as its input under it when
  * cfg->output_dir) take its outputs? 0, or a WSN_E* code with msg naming the path and why not. */

@@ -401,13 +401,16 @@ START_TEST(test_plan_emit_cpu)
 	RUN(&p, "bench", "--device", "cpu", "--op", "rmsnorm-fwd", "--hidden", "256", "--rows", "64", "--iters",
 	    "1", "--copy-size", "1M", "--batch", "5");
 	ck_assert_msg(p.status == 0, "%s", p.err);
-	ck_assert_msg(strstr(p.out, " sets batch approach\n") && strstr(p.out, "     5 cpu\n"), "%s", p.out);
+	ck_assert_msg(strstr(p.out, " sets batch check approach\n") && strstr(p.out, "     5 ok    cpu\n"), "%s", p.out);
 	tu_proc_free(&p);
-	/* --no-weight / --no-bias: the plan, the launch and the byte count drop them */
+	/*
+	 * --no-weight / --no-bias: the plan, the launch and the byte count drop them. 64 x 256 bf16:
+	 * x, dy and dx 32768 bytes each, mean and rstd 256 each, weight, dweight and dbias 512 each.
+	 */
 	for (int affine = 0; affine < 2; affine++) {
 		json_error_t je;
 		json_t *j, *r;
-		int64_t want = wsn_op_min_bytes(WSN_LAYERNORM_BWD, 64, 256, WSN_BF16, affine, affine);
+		int64_t want = affine ? 3 * 32768 + 2 * 256 + 3 * 512 : 3 * 32768 + 2 * 256;
 		if (affine)
 			RUN(&p, "bench", "--device", "cpu", "--op", "layernorm-bwd", "--hidden", "256", "--rows", "64",
 			    "--iters", "1", "--copy-size", "1M", "--json");
@@ -423,8 +426,12 @@ START_TEST(test_plan_emit_cpu)
 		json_decref(j);
 		tu_proc_free(&p);
 	}
-	ck_assert_int_lt(wsn_op_min_bytes(WSN_LAYERNORM_BWD, 64, 256, WSN_BF16, 0, 0),
-			 wsn_op_min_bytes(WSN_LAYERNORM_BWD, 64, 256, WSN_BF16, 1, 1));
+	/* the same count in the library: every op, both dtypes' sizes (stats are f32 whatever the data) */
+	ck_assert_int_eq(wsn_op_min_bytes(WSN_LAYERNORM_BWD, 64, 256, WSN_BF16, 1, 1), 3 * 32768 + 2 * 256 + 3 * 512);
+	ck_assert_int_eq(wsn_op_min_bytes(WSN_LAYERNORM_FWD, 64, 256, WSN_BF16, 1, 1), 2 * 32768 + 2 * 256 + 2 * 512);
+	ck_assert_int_eq(wsn_op_min_bytes(WSN_RMSNORM_FWD, 64, 256, WSN_F32, 1, 0), 2 * 65536 + 256 + 1024);
+	ck_assert_int_eq(wsn_op_min_bytes(WSN_RMSNORM_BWD, 64, 256, WSN_F16, 1, 0), 3 * 32768 + 256 + 2 * 512);
+	ck_assert_int_eq(wsn_op_min_bytes(WSN_RMSNORM_BWD, 64, 256, WSN_F16, 0, 0), 3 * 32768 + 256);
 	RUN(&p, "bench", "--device", "cpu", "--op", "layernorm-bwd", "--hidden", "256", "--rows", "64", "--iters", "1",
 	    "--copy-size", "1M", "--no-bias");
 	ck_assert_msg(p.status == 0, "%s", p.err);
@@ -709,6 +716,111 @@ START_TEST(test_size_suffixes)
 	tu_rmtree(dir);
 	free(out);
 	free(dir);
+}
+END_TEST
+
+/*
+ * bench checks each point's outputs against the CPU reference once: "ok" and exit 0 when they
+ * agree; --inject-mismatch (one element read back made wrong) gives FAIL, the output and its error
+ * on stderr, "mismatch" in --json and exit 1; --no-verify says off. The copy size is printed exactly,
+ * "; no bias" only where an op has a bias, and lists may not repeat an entry.
+ */
+START_TEST(test_bench_check)
+{
+	struct tu_proc p;
+	json_error_t je;
+	json_t *j, *r;
+
+	RUN(&p, "bench", "--device", "cpu", "--op", "layernorm-bwd,rmsnorm-fwd", "--hidden", "96,257", "--rows", "70",
+	    "--iters", "1", "--copy-size", "1000K");
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	ck_assert_msg(strstr(p.out, "(read + write, 1000 KiB)\n"), "%s", p.out);
+	ck_assert_msg(strstr(p.out, " sets batch check approach\n"), "%s", p.out);
+	for (const char *l = strchr(p.out, '\n') + 1; (l = strchr(l, '\n')) && l[1]; l++)
+		ck_assert_msg(!strncmp(l + 1, "layernorm-bwd", 13) || !strncmp(l + 1, "rmsnorm-fwd", 11), "%s", p.out);
+	{
+		int ok = 0;
+		for (const char *q = p.out; (q = strstr(q, " ok    cpu\n")); q++)
+			ok++;
+		ck_assert_msg(ok == 4, "%d points checked ok:\n%s", ok, p.out);
+	}
+	tu_proc_free(&p);
+
+	RUN(&p, "bench", "--device", "cpu", "--op", "layernorm-bwd,rmsnorm-fwd", "--hidden", "96", "--rows", "70",
+	    "--iters", "1", "--copy-size", "64K", "--inject-mismatch");
+	ck_assert_msg(p.status == 1, "exit %d: %s", p.status, p.err);
+	ck_assert_msg(strstr(p.out, " FAIL  cpu\n"), "%s", p.out);
+	ck_assert_msg(strstr(p.err, "wsnorm: bench: layernorm-bwd bf16 hidden 96: the outputs differ from the CPU "
+				    "reference: dx rel_l2 "), "%s", p.err);
+	ck_assert_msg(strstr(p.err, "rmsnorm-fwd bf16 hidden 96: the outputs differ from the CPU reference: y rel_l2 "),
+		      "%s", p.err);
+	tu_proc_free(&p);
+
+	RUN(&p, "bench", "--device", "cpu", "--op", "rmsnorm-bwd", "--dtype", "f32", "--hidden", "33", "--rows", "5",
+	    "--iters", "1", "--copy-size", "64K", "--inject-mismatch", "--json");
+	ck_assert_msg(p.status == 1, "exit %d: %s", p.status, p.err);
+	ck_assert_msg((j = json_loads(p.out, 0, &je)) != NULL, "bench --json: %s", je.text);
+	r = json_array_get(json_object_get(j, "results"), 0);
+	ck_assert_str_eq(json_string_value(json_object_get(r, "check")), "mismatch");
+	ck_assert(json_real_value(json_object_get(r, "check_rel_l2")) > 1e-5);
+	ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(r, "check_error")), "dx rel_l2"));
+	ck_assert_int_eq(json_integer_value(json_object_get(j, "copy_bytes")), 65536);
+	ck_assert(!json_is_true(json_object_get(r, "l2_resident")));
+	json_decref(j);
+	tu_proc_free(&p);
+
+	RUN(&p, "bench", "--device", "cpu", "--op", "rmsnorm-bwd", "--dtype", "f16", "--hidden", "33", "--rows", "5",
+	    "--iters", "1", "--copy-size", "64K", "--json");
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	ck_assert_msg((j = json_loads(p.out, 0, &je)) != NULL, "bench --json: %s", je.text);
+	r = json_array_get(json_object_get(j, "results"), 0);
+	ck_assert_str_eq(json_string_value(json_object_get(r, "check")), "pass");
+	ck_assert(json_real_value(json_object_get(r, "check_rel_l2")) <= 5e-3);
+	ck_assert_ptr_null(json_object_get(r, "check_error"));
+	json_decref(j);
+	tu_proc_free(&p);
+
+	RUN(&p, "bench", "--device", "cpu", "--op", "rmsnorm-bwd", "--hidden", "33", "--rows", "5", "--iters", "1",
+	    "--copy-size", "64K", "--no-verify", "--no-bias", "--json");
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	ck_assert_msg((j = json_loads(p.out, 0, &je)) != NULL, "bench --json: %s", je.text);
+	r = json_array_get(json_object_get(j, "results"), 0);
+	ck_assert_str_eq(json_string_value(json_object_get(r, "check")), "off");
+	ck_assert(json_is_null(json_object_get(r, "check_rel_l2")));
+	json_decref(j);
+	tu_proc_free(&p);
+	/* RMSNorm has no bias to drop: the header does not say so */
+	RUN(&p, "bench", "--device", "cpu", "--op", "rmsnorm-bwd", "--hidden", "33", "--rows", "5", "--iters", "1",
+	    "--copy-size", "64K", "--no-verify", "--no-bias");
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	ck_assert_ptr_null(strstr(p.out, "no bias"));
+	ck_assert_msg(strstr(p.out, " off   cpu\n"), "%s", p.out);
+	tu_proc_free(&p);
+
+	{
+		static const struct {
+			const char *args[8];
+			const char *msg;
+		} bad[] = {
+			{ { "bench", "--op", "rmsnorm-fwd,layernorm-bwd,rmsnorm-fwd", NULL },
+			  "--op 'rmsnorm-fwd,layernorm-bwd,rmsnorm-fwd' names rmsnorm-fwd twice" },
+			{ { "bench", "--dtype", "f16,bf16,f16", NULL }, "--dtype 'f16,bf16,f16' names f16 twice" },
+			{ { "bench", "--hidden", "1k,2048,1024", NULL }, "--hidden '1k,2048,1024' names 1024 twice" },
+			{ { "bench", "--no-verify", "--inject-mismatch", NULL },
+			  "--inject-mismatch tests the check that --no-verify turns off" },
+			{ { "bench", "--h2d", "--no-verify", NULL }, "--h2d times copies, not kernels: drop --no-verify" },
+		};
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			char *argv[10] = { (char *)tu_wsnorm_bin() };
+			for (int k = 0; bad[i].args[k]; k++)
+				argv[k + 1] = (char *)bad[i].args[k];
+			tu_run(argv, 60, &p);
+			ck_assert_msg(p.status == 2, "%s: exit %d", bad[i].msg, p.status);
+			ck_assert_msg(strstr(p.err, bad[i].msg), "want '%s' in: %s", bad[i].msg, p.err);
+			ck_assert_str_eq(p.out, "");
+			tu_proc_free(&p);
+		}
+	}
 }
 END_TEST
 
@@ -1315,6 +1427,7 @@ Suite *suite_cli(void)
 	tcase_add_test(tc, test_seed_syntax);
 	tcase_add_test(tc, test_size_suffixes);
 	tcase_add_test(tc, test_bench_json_error);
+	tcase_add_test(tc, test_bench_check);
 	tcase_add_test(tc, test_gen_shards_cleanup);
 	tcase_add_test(tc, test_demo_not_verified);
 	tcase_add_test(tc, test_json_early_error);

@@ -7,6 +7,7 @@
  */
 #include "testutil.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -501,6 +502,60 @@ START_TEST(test_fake_jit_failure)
 }
 END_TEST
 
+/*
+ * bench on the fake GPU, whose kernels never run: the check after the timing finds each point's
+ * poisoned outputs (every element not finite), FAIL on every row and exit status 1, and nothing is
+ * left live; a few rows of a short hidden size are marked L2-resident. With --no-verify, exit 0.
+ */
+START_TEST(test_fake_bench_check)
+{
+	struct fake f;
+	struct tu_proc p;
+	int fails = 0;
+
+	if (fake_setup(&f))
+		return;
+	fake_exec(&f, NULL, NULL, ARGS("bench", "--device", "cuda:0", "--op", "rmsnorm-fwd,layernorm-bwd", "--hidden",
+				       "64,4096", "--rows", "64", "--iters", "1", "--copy-size", "1M", "--json"), &p);
+	ck_assert_msg(p.status == 1, "bench: exit %d: %s", p.status, clip(p.err));
+	assert_clean(&p, "bench");
+	{
+		json_error_t je;
+		json_t *j = json_loads(p.out, 0, &je), *res;
+
+		ck_assert_msg(j != NULL, "bench --json: %s\n%s", je.text, clip(p.out));
+		res = json_object_get(j, "results");
+		ck_assert_int_eq(json_array_size(res), 4);
+		for (size_t i = 0; i < 4; i++) {
+			json_t *r = json_array_get(res, i);
+			const char *err = json_string_value(json_object_get(r, "check_error"));
+			int h = (int)json_integer_value(json_object_get(r, "hidden"));
+
+			ck_assert_str_eq(json_string_value(json_object_get(r, "check")), "mismatch");
+			ck_assert_msg(err && strstr(err, " non-finite of "), "point %zu: %s", i, err ? err : "(none)");
+			/* 64 x 64 bf16 sets: 4096 of them are far less than twice a 50 MB L2 */
+			ck_assert_int_eq(json_is_true(json_object_get(r, "l2_resident")), h == 64);
+			fails++;
+		}
+		json_decref(j);
+	}
+	ck_assert_int_eq(fails, 4);
+	ck_assert_msg(strstr(p.err, "rmsnorm-fwd bf16 hidden 4096: the outputs differ from the CPU reference: y "),
+		      "%s", clip(p.err));
+	ck_assert_msg(strstr(p.err, "layernorm-bwd bf16 hidden 64: the outputs differ from the CPU reference: dx "),
+		      "%s", clip(p.err));
+	tu_proc_free(&p);
+
+	fake_exec(&f, NULL, NULL, ARGS("bench", "--device", "cuda:0", "--op", "layernorm-bwd", "--hidden", "4096",
+				       "--rows", "64", "--iters", "1", "--copy-size", "1M", "--no-verify"), &p);
+	ck_assert_msg(p.status == 0, "bench --no-verify: exit %d: %s", p.status, clip(p.err));
+	ck_assert_msg(strstr(p.out, " off   auto+"), "%s", clip(p.out));
+	assert_clean(&p, "bench --no-verify");
+	tu_proc_free(&p);
+	fake_teardown(&f);
+}
+END_TEST
+
 Suite *suite_cuda_fake(void)
 {
 	Suite *s = suite_create("cuda_fake");
@@ -513,6 +568,7 @@ Suite *suite_cuda_fake(void)
 	tcase_add_test(tc, test_fake_app_context);
 	tcase_add_test(tc, test_fake_no_device);
 	tcase_add_test(tc, test_fake_jit_failure);
+	tcase_add_test(tc, test_fake_bench_check);
 	suite_add_tcase(s, tc);
 	return s;
 }
