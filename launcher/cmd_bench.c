@@ -460,7 +460,7 @@ static int bench_point(const struct bench_opts *o, struct timer *t, const struct
 		       struct wsn_device *cpu, double copy_bps, struct point *pt)
 {
 	size_t es = wsn_dtype_size(pt->dt), mat = (size_t)pt->rows * (size_t)pt->hidden * es;
-	size_t stats = (size_t)pt->rows * 4, vec = (size_t)pt->hidden * es, set_bytes, stride, amat, astats;
+	size_t stats = (size_t)pt->rows * 4, vec = (size_t)pt->hidden * es, set_bytes, stride, amat, astats, hb;
 	int bwd = wsn_op_is_backward(pt->op);
 	int nsets, err = 0, host = di->exec_mem == WSN_MEM_HOST;
 	struct set *sets = NULL;
@@ -502,7 +502,11 @@ static int bench_point(const struct bench_opts *o, struct timer *t, const struct
 	pt->l2_resident = (uint64_t)nsets * set_bytes < 2 * (uint64_t)di->l2_bytes;
 	if (!(sets = calloc((size_t)nsets, sizeof(*sets))) || !(ms = calloc((size_t)o->iters, sizeof(float))))
 		goto oom;
-	if ((err = wsn_mem_alloc(t->dev, stride * (size_t)nsets, &base)) < 0)
+	/* the host buffer (for the largest tensor) first: pinned memory is mapped, so an absurd size
+	 * fails there cleanly */
+	hb = mat > stats ? mat : stats;
+	if ((err = wsn_host_alloc(t->dev, hb > vec ? hb : vec, &hbuf)) < 0 ||
+	    (err = wsn_mem_alloc(t->dev, stride * (size_t)nsets, &base)) < 0)
 		goto fail;
 	for (int k = 0; k < nsets; k++) {
 		char *p = (char *)base + stride * (size_t)k;
@@ -516,11 +520,8 @@ static int bench_point(const struct bench_opts *o, struct timer *t, const struct
 	}
 	/* random inputs, made once on the host and copied into every set */
 	{
-		size_t hb = mat > stats ? mat : stats;
 		struct wsn_tensor ht;
 
-		if ((err = wsn_host_alloc(t->dev, hb > vec ? hb : vec, &hbuf)) < 0)
-			goto fail;
 		wsn_tensor_2d(&ht, hbuf, pt->dt, WSN_MEM_HOST, pt->rows, pt->hidden);
 		fill_input(IN_X, &ht);
 		for (int k = 0; k < nsets && !err; k++)

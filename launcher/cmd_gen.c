@@ -165,7 +165,8 @@ struct gen_stop {
 	int had;         /* shard `done` (being written) replaces a file: ... */
 	dev_t dev;       /* ... this one, which is not this run's */
 	ino_t ino;
-	sigset_t set;
+	int over;        /* stop_end: the thread is to return */
+	sigset_t set;    /* SIGINT, SIGTERM, SIGHUP; and SIGUSR1, which wakes the thread to end it */
 	pthread_t thread;
 	int running;
 };
@@ -178,10 +179,18 @@ static void *stop_main(void *arg)
 	sigset_t one;
 	int sig, removed = 0;
 
-	if (sigwait(&st->set, &sig))
-		return NULL;
-	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
-	pthread_mutex_lock(&st->lock); /* kept until the process ends: no shard is counted after this */
+	for (;;) {
+		if (sigwait(&st->set, &sig))
+			return NULL;
+		pthread_mutex_lock(&st->lock); /* kept until the process ends: no shard is counted after this */
+		if (sig != SIGUSR1)
+			break;
+		if (st->over) { /* stop_end's wake-up (not a cancellation: that unwinds, and sanitizers object) */
+			pthread_mutex_unlock(&st->lock);
+			return NULL;
+		}
+		pthread_mutex_unlock(&st->lock); /* a SIGUSR1 from elsewhere: gen has no use for it */
+	}
 	for (int k = 0; k < st->done; k++)
 		if (!shard_path(st->g, k, path, sizeof(path)) && unlink(path) == 0)
 			removed++;
@@ -205,12 +214,13 @@ static void *stop_main(void *arg)
 static void stop_start(struct gen_stop *st, const struct gen *g)
 {
 	st->g = g;
-	st->done = st->made = st->running = 0;
+	st->done = st->made = st->running = st->over = 0;
 	pthread_mutex_init(&st->lock, NULL);
 	sigemptyset(&st->set);
 	sigaddset(&st->set, SIGINT);
 	sigaddset(&st->set, SIGTERM);
 	sigaddset(&st->set, SIGHUP);
+	sigaddset(&st->set, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &st->set, NULL);
 	st->running = !pthread_create(&st->thread, NULL, stop_main, st);
 }
@@ -238,8 +248,11 @@ static void stop_count(struct gen_stop *st, int made, int done)
 static void stop_end(struct gen_stop *st)
 {
 	if (st->running) {
-		pthread_cancel(st->thread); /* waits in sigwait, a cancellation point */
-		pthread_join(st->thread, NULL);
+		pthread_mutex_lock(&st->lock);
+		st->over = 1;
+		pthread_mutex_unlock(&st->lock);
+		pthread_kill(st->thread, SIGUSR1);
+		pthread_join(st->thread, NULL); /* or, if a signal came first, the process ends by it */
 	}
 	pthread_mutex_destroy(&st->lock);
 	pthread_sigmask(SIG_UNBLOCK, &st->set, NULL);
