@@ -24,7 +24,8 @@ struct wsn__gpu_props {
 	int max_threads_per_sm; /* 2048 */
 	int64_t l2_bytes;
 };
-/* Modelled devices: H100 SXM (132 SMs, 227 KB opt-in) and a B200-like sm_100 (148 SMs, 228 KB). */
+/* Modelled devices: H100 SXM (132 SMs) and a B200-like sm_100 (148 SMs), each with 228 KB of shared
+ * memory per SM of which a CTA may opt in to 227 KB (232448 bytes). */
 void wsn__gpu_props_h100(struct wsn__gpu_props *g);
 void wsn__gpu_props_b200(struct wsn__gpu_props *g);
 

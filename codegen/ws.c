@@ -2,6 +2,7 @@
 /* codegen/ws.c: warp-specialised persistent LayerNorm/RMSNorm kernels: a producer warp bulk-copies rows into an mbarrier ring that row groups consume. */
 #include "rowkernel.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,7 +70,8 @@ int64_t wsn__kernel_cols(const struct wsn__kernel_plan *kp)
 void wsn__ws_layout(const struct wsn__kernel_plan *kp, struct wsn__ws_layout *l)
 {
 	int bwd = wsn_op_is_backward(kp->op), ln = is_ln(kp->op);
-	unsigned nw = kp->bdimx / 32, padded = kp->nvec * kp->bdimx, U = kp->unroll, off, nred, end;
+	unsigned nw = kp->bdimx / 32, padded = kp->nvec * kp->bdimx, U = kp->unroll, off, nred;
+	uint64_t end;
 	unsigned C = kp->cluster > 1 ? kp->cluster : 1;
 
 	memset(l, 0, sizeof(*l));
@@ -101,11 +103,11 @@ void wsn__ws_layout(const struct wsn__kernel_plan *kp, struct wsn__ws_layout *l)
 		off += padded * kp->vec * 4;
 	off = align_up(off, 128);
 	l->stages = l->xg = off;
-	end = off + kp->stages * kp->stage_bytes;
-	if (bwd && kp->bdimy > 1 && (kp->has_weight || kp->has_bias) && off + padded * kp->vec * 4 > end)
-		end = off + padded * kp->vec * 4;
-	l->xg_slots = (end - off) / (padded * kp->vec * 4);
-	l->total = end;
+	end = off + (uint64_t)kp->stages * kp->stage_bytes; /* 64 bits: a forced ring of huge rows passes 4 GB */
+	if (bwd && kp->bdimy > 1 && (kp->has_weight || kp->has_bias) && off + (uint64_t)padded * kp->vec * 4 > end)
+		end = off + (uint64_t)padded * kp->vec * 4;
+	l->xg_slots = (unsigned)((end - off) / ((uint64_t)padded * kp->vec * 4));
+	l->total = end > UINT32_MAX ? UINT32_MAX : (unsigned)end; /* past any device's budget either way */
 }
 
 /* ---------------------------------------------------------------- producer */

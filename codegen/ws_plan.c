@@ -26,6 +26,8 @@
 				 * over the estimate (which has its own margin); nvFuser asks for 64, but
 				 * here LayerNorm backward 8K with 58 spare ran 12 % ahead of multi-wave,
 				 * 16K with 17 spare 2 % ahead, RMSNorm backward 16K with 12 even */
+#define WS_STR_(x) #x
+#define WS_STR(x) WS_STR_(x)
 #define WS_TAIL_MAX 0.02        /* unroll doubles only while the busiest CTA does <= 2 % above the mean */
 
 /*
@@ -246,13 +248,24 @@ static int smem_fits(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp
 	return c->smem <= (unsigned)g->smem_per_block_optin;
 }
 
-/* Busiest CTA's rows over the mean: the last wave's imbalance with blocks of unroll rows. */
+/*
+ * The busiest CTA's rows over the mean with blocks of unroll rows: the last wave's imbalance. A CTA
+ * left without a block counts in the mean (132 rows in blocks of 4 keep three SMs in four idle).
+ * Counted per CTA also where a cluster shares each row, which is stricter than per cluster and is
+ * what the measured plans were chosen with.
+ */
 static double tail_excess(const struct wsn__gpu_props *g, int64_t rows, unsigned unroll)
 {
-	int64_t blocks = (rows + unroll - 1) / unroll, ctas = blocks < g->sms ? blocks : g->sms;
+	int64_t blocks = (rows + unroll - 1) / unroll, ctas = g->sms > 0 ? g->sms : 1;
 	double mean = (double)rows / (double)ctas;
 
 	return (double)((blocks + ctas - 1) / ctas * unroll) / mean - 1.0;
+}
+
+/* is_good's register rule alone: one row group loading its parameters directly needs spare registers. */
+static int regs_good(const struct cfg *c)
+{
+	return !(c->bdimy == 1 && c->direct && c->est - c->xregs + WS_GOOD_FREE_REGS > c->r_compute);
 }
 
 /* Forced parameters (0: free). */
@@ -268,25 +281,42 @@ struct forced {
  * estimate falls by more than the budget) or splits hidden more evenly. Returns whether the
  * result fits.
  */
+static int search_from(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp, const struct forced *f,
+		       int64_t rows, struct cfg *c, struct trace *t, unsigned bdimx);
+
 static int search(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp, const struct forced *f, int64_t rows,
 		  struct cfg *c, struct trace *t)
 {
-	unsigned nvtot = (unsigned)((wsn__kernel_cols(kp) + kp->vec - 1) / kp->vec);
-	int changed, steps = 0;
+	unsigned nvtot = (unsigned)((wsn__kernel_cols(kp) + kp->vec - 1) / kp->vec), bx0 = 128;
+	struct cfg c0 = *c;
 
 	/* ours: a short row starts narrower, a warp or two per row (row sums without a barrier), so
 	 * that each thread holds at most 2 (backward) or 4 (forward) vectors; the row groups of a
 	 * warpgroup then start at 128 threads together */
-	c->bdimx = 128;
 	if (!f->bdimx)
 		for (unsigned bx = 32; bx < 128; bx *= 2)
 			if ((nvtot + bx - 1) / bx <= (wsn_op_is_backward(kp->op) ? 2u : 4u) &&
 			    (!f->bdimy || (bx * f->bdimy) % 128 == 0)) {
-				c->bdimx = bx;
+				bx0 = bx;
 				break;
 			}
 	if (f->bdimx)
-		c->bdimx = f->bdimx;
+		bx0 = f->bdimx;
+	if (search_from(g, kp, f, rows, c, t, bx0) || bx0 >= 128 || f->bdimx)
+		return eval(g, kp, c);
+	/* the narrow start did not fit (a forced unroll or group count on it): from 128 threads a row */
+	*c = c0;
+	tr(t, "not with %u threads a row: from 128, ", bx0);
+	return search_from(g, kp, f, rows, c, t, 128);
+}
+
+static int search_from(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp, const struct forced *f,
+		       int64_t rows, struct cfg *c, struct trace *t, unsigned bdimx)
+{
+	unsigned nvtot = (unsigned)((wsn__kernel_cols(kp) + kp->vec - 1) / kp->vec);
+	int changed, steps = 0;
+
+	c->bdimx = bdimx;
 	c->bdimy = f->bdimy ? f->bdimy : c->bdimx < 128 ? 128 / c->bdimx : 1;
 	c->unroll = f->unroll ? f->unroll : 1;
 	c->stages = f->stages ? f->stages : 1;
@@ -314,7 +344,8 @@ static int search(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp, c
 			}
 		}
 		if (!f->unroll && c->unroll < WS_MAX_UNROLL && rows % (2 * c->unroll) == 0 &&
-		    tail_excess(g, rows, 2 * c->unroll) <= WS_TAIL_MAX) {
+		    tail_excess(g, rows, 2 * c->unroll) <= WS_TAIL_MAX &&
+		    rows / (2 * c->unroll) >= (int64_t)g->sms / kp->cluster * c->bdimy) { /* no group idle */
 			n = *c;
 			n.unroll *= 2;
 			if (eval(g, kp, &n)) {
@@ -333,14 +364,16 @@ static int search(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp, c
 			/* spilling: keep growing until a width fits; fitting: grow while the wider group
 			 * still fits and holds fewer vectors per thread without padding more of the row
 			 * (RMSNorm forward 32K: 384 threads of 11 vectors pad 3 %, 256 of 16 ran 4 %
-			 * ahead of multi-wave) */
-			if (!fit_o || (fit_n && n.nvec < o.nvec && n.nvec * n.bdimx <= o.nvec * o.bdimx)) {
+			 * ahead of multi-wave), and not into a width whose registers is_good rejects
+			 * (LayerNorm bwd f16 4097: 384 threads leave 6 spare, 256 leave 57) */
+			if (!fit_o || (fit_n && n.nvec < o.nvec && n.nvec * n.bdimx <= o.nvec * o.bdimx &&
+				       (regs_good(&n) || !regs_good(&o)))) {
 				*c = n;
 				changed = 1;
 				if (fit_n) /* widths that still spill are passed over silently */
 					tr(t, "bdimx %u (%s), ", c->bdimx, !fit_o ? "avoids spills" :
 					   n.nvec * n.bdimx < o.nvec * o.bdimx ? "splits hidden more evenly" :
-					   "uses registers better");
+					   "fewer vectors per thread");
 			}
 		}
 	} while (changed && ++steps < 64);
@@ -445,8 +478,8 @@ static int is_good(const struct cfg *c, const char **why)
 		*why = "the row groups' registers are over budget: the kernel spills";
 		return 0;
 	}
-	if (c->bdimy == 1 && c->direct && c->est - c->xregs + WS_GOOD_FREE_REGS > c->r_compute) {
-		*why = "one row group with direct loads and fewer than 8 registers spare";
+	if (!regs_good(c)) {
+		*why = "one row group with direct loads and fewer than " WS_STR(WS_GOOD_FREE_REGS) " registers spare";
 		return 0;
 	}
 	*why = "ring of 2+ stages with room to overlap";
@@ -543,7 +576,7 @@ int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *
 	struct forced f = { 0 };
 	struct cfg c;
 	int spill_ok = 0; /* fallback 3 keeps a ring of 2+ stages over the register budget */
-	unsigned cluster = 1;
+	unsigned cluster = 1, one_stage = 0; /* one_stage: the first cluster that fitted with one stage */
 	const struct ws_split *split;
 	int forced; /* a parameter or the cluster given: no split of the planner's own */
 	char steps[2048];
@@ -608,15 +641,32 @@ int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *
 	 * x) and no parameter is forced, the row split over a cluster of 2, 4 or 8 CTAs, each covering
 	 * whole 16-byte vectors */
 	for (;;) {
+		int wider, ring;
+
 		kp->cluster = cluster;
 		fit = search_all(g, kp, &f, p->rows, &c, &t, &spill_ok);
-		if (fit || spill_ok || forced || !bwd || cluster >= WS_MAX_CLUSTER || !splits_whole(kp, p->hidden, 2 * cluster))
+		ring = spill_ok || (fit && c.stages >= 2);
+		wider = !forced && bwd && cluster < WS_MAX_CLUSTER && splits_whole(kp, p->hidden, 2 * cluster);
+		if (ring || (!wider && (fit || !one_stage)))
 			break;
+		if (!wider) {
+			/* no wider split fits: back to the first that fitted, with its one stage */
+			cluster = one_stage;
+			kp->cluster = cluster;
+			t.n = 0;
+			steps[0] = 0;
+			tr(&t, "no wider split fits: %u CTA%s per row, one stage; ", cluster, cluster > 1 ? "s" : "");
+			fit = search_all(g, kp, &f, p->rows, &c, &t, &spill_ok);
+			break;
+		}
+		if (fit && !one_stage)
+			one_stage = cluster; /* a ring of one stage: a wider split leaves each CTA room for more */
 		cluster *= 2;
 		t.n = 0;
 		steps[0] = 0;
-		tr(&t, "no fit with %u CTA%s per row: the row split over a cluster of %u CTAs, %lld columns each; ",
-		   cluster / 2, cluster > 2 ? "s" : "", cluster, (long long)(p->hidden / cluster));
+		tr(&t, "%s with %u CTA%s per row: the row split over a cluster of %u CTAs, %lld columns each; ",
+		   fit ? "one stage" : "no fit", cluster / 2, cluster > 2 ? "s" : "", cluster,
+		   (long long)(p->hidden / cluster));
 	}
 planned:
 	if (!fit && !spill_ok) {
@@ -632,6 +682,11 @@ planned:
 		if (c.threads > WS_MAX_THREADS)
 			return wsn__error(WSN_EINVAL, "plan: ws %s %s: %u threads per CTA exceed %d (threads budget)", opname,
 					  dtname, c.threads, WS_MAX_THREADS);
+		if (c.nvec > WS_MAX_NVEC)
+			return wsn__error(f.bdimx ? WSN_EINVAL : WSN_ESHAPE, "plan: ws %s %s hidden %lld: %s%u threads a row "
+					  "hold %u vectors of 16 bytes each per row, more than the %d the kernels take (more "
+					  "threads a row, or a row split over a cluster)", opname, dtname, (long long)p->hidden,
+					  f.bdimx ? "forced: " : "", c.bdimx, c.nvec, WS_MAX_NVEC);
 		return wsn__error(f.bdimx || f.bdimy || f.unroll || p->opts.cluster > 0 ? WSN_EINVAL : WSN_ESHAPE,
 				  "plan: ws %s %s hidden %lld: %s%u x %u row-group threads need ~%u registers each, the "
 				  "register budget leaves %u (65536 per CTA less %d producer threads at %d)", opname, dtname,
@@ -719,7 +774,7 @@ int wsn__ws_auto_pick(const struct wsn__gpu_props *g, const struct wsn__kernel_p
 			snprintf(buf, len, "auto: multi-wave, the ws heuristic is not good here");
 			return 0;
 		}
-		if (per_sm <= r->min_rows_per_sm) {
+		if (r->min_rows_per_sm > 0 && per_sm <= r->min_rows_per_sm) { /* 0: any row count */
 			snprintf(buf, len, "auto: multi-wave, %lld rows per SM <= %lld (rule for %s hidden %s)",
 				 (long long)per_sm, (long long)r->min_rows_per_sm, wsn_op_name(r->op), range);
 			return 0;
@@ -728,8 +783,9 @@ int wsn__ws_auto_pick(const struct wsn__gpu_props *g, const struct wsn__kernel_p
 			 (long long)per_sm, (long long)r->min_rows_per_sm, wsn_op_name(r->op), range, r->basis);
 		return 1;
 	}
-	snprintf(buf, len, "auto: multi-wave, no ws rule for %s at hidden %lld (multi-wave measured faster)",
-		 wsn_op_name(ws->op), (long long)ws->hidden);
+	snprintf(buf, len, "auto: multi-wave, no ws rule for %s at hidden %lld (%s)", wsn_op_name(ws->op),
+		 (long long)ws->hidden, wsn_op_is_backward(ws->op) ? "not measured ahead there" :
+		 "the forward measured level or faster on multi-wave");
 	return 0;
 }
 
@@ -749,7 +805,7 @@ int wsn__ws_describe(const struct wsn__kernel_plan *kp, char *buf, size_t len)
 			"block:         %u threads = producer %u + bdimy %u row groups x bdimx %u; %u vectors (%u elements) "
 			"per thread per row, vec %u\n"
 			"%s"
-			"pipeline:      %u stages x %u rows (unroll) of %u bytes per tensor; stage %s\n"
+			"pipeline:      %u stage%s x %u row%s (unroll) of %u bytes per tensor; stage %s\n"
 			"storage:       params %s, dweight %s, dbias %s\n"
 			"budget:        registers %u at entry, producer %u, row groups %u (~%u needed); %u B dynamic shared "
 			"memory; 1 CTA/SM\n"
@@ -759,7 +815,8 @@ int wsn__ws_describe(const struct wsn__kernel_plan *kp, char *buf, size_t len)
 			kp->entry, kp->arch, kp->finish_entry[0] ? kp->finish_entry : "(none)", wsn_op_name(kp->op),
 			wsn_dtype_name(kp->dtype), (long long)kp->hidden, (long long)kp->rows, kp->has_weight ? "yes" : "no",
 			kp->has_bias ? "yes" : "no", kp->block_threads, kp->producer_threads, kp->bdimy, kp->bdimx, kp->nvec,
-			kp->per_thread, kp->vec, split, kp->stages, kp->unroll, kp->row_bytes,
+			kp->per_thread, kp->vec, split, kp->stages, kp->stages > 1 ? "s" : "", kp->unroll,
+			kp->unroll > 1 ? "s" : "", kp->row_bytes,
 			kp->cache_rows ? "copied into registers" : "read from shared memory",
 			kp->param_store == WSN_STORE_REG ? "registers" : "shared memory",
 			bwd && kp->has_weight ? (kp->dw_store == WSN_STORE_REG ? "registers" : "shared memory") : "-",
