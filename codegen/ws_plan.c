@@ -90,6 +90,8 @@ static const struct ws_rule {
 	  "ws 2.52/2.61/2.67 vs 2.41/2.32/2.61 TB/s at 4K/8K/16K x 16384 rows; 8K x 2048 rows 1.46 vs 1.36" },
 	{ WSN_LAYERNORM_BWD, 16385, INT64_MAX, 0,
 	  "ws split over a cluster 2.78-2.81/2.74 vs 1.88/0.28 TB/s at 32K/64K x 16384 rows; 32K x 1024 rows 1.61 vs 0.88" },
+	{ WSN_LAYERNORM_BWD, 2049, 4095, 96,
+	  "ws 2.30 vs 2.18 TB/s at 3072 x 16384 rows (RMSNorm bwd 3072: multi-wave 2.67 vs 2.61, no rule)" },
 	{ WSN_LAYERNORM_BWD, 1, 2048, 96,
 	  "ws 2.33 vs 2.29-2.31 / 2.40 vs 2.34 TB/s at 1K/2K x 16384 rows; 2K 1.83 vs 2.01 at 8192, 1.08 vs 1.13 at 2048" },
 	{ WSN_RMSNORM_BWD, 4096, 16384, 4,
@@ -249,16 +251,19 @@ static int smem_fits(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp
 }
 
 /*
- * The busiest CTA's rows over the mean with blocks of unroll rows: the last wave's imbalance. A CTA
- * left without a block counts in the mean (132 rows in blocks of 4 keep three SMs in four idle).
- * Counted per CTA also where a cluster shares each row, which is stricter than per cluster and is
- * what the measured plans were chosen with.
+ * The busiest CTA's rows over the mean with blocks of unroll rows: the last wave's imbalance. With
+ * fewer blocks than row owners (the CTAs, or the clusters where `cluster` CTAs share each row) the
+ * owners left without one count in the mean: 132 rows in blocks of 4 keep three SMs in four idle.
+ * Otherwise over the CTAs that get a block, as the measured plans were chosen.
  */
-static double tail_excess(const struct wsn__gpu_props *g, int64_t rows, unsigned unroll)
+static double tail_excess(const struct wsn__gpu_props *g, int64_t rows, unsigned unroll, unsigned cluster)
 {
-	int64_t blocks = (rows + unroll - 1) / unroll, ctas = g->sms > 0 ? g->sms : 1;
+	int64_t blocks = (rows + unroll - 1) / unroll, units = g->sms / (cluster > 1 ? cluster : 1);
+	int64_t ctas = blocks < g->sms ? blocks : g->sms;
 	double mean = (double)rows / (double)ctas;
 
+	if (units > 0 && blocks < units)
+		return (double)unroll / ((double)rows / (double)units) - 1.0;
 	return (double)((blocks + ctas - 1) / ctas * unroll) / mean - 1.0;
 }
 
@@ -344,7 +349,7 @@ static int search_from(const struct wsn__gpu_props *g, struct wsn__kernel_plan *
 			}
 		}
 		if (!f->unroll && c->unroll < WS_MAX_UNROLL && rows % (2 * c->unroll) == 0 &&
-		    tail_excess(g, rows, 2 * c->unroll) <= WS_TAIL_MAX &&
+		    tail_excess(g, rows, 2 * c->unroll, kp->cluster) <= WS_TAIL_MAX &&
 		    rows / (2 * c->unroll) >= (int64_t)g->sms / kp->cluster * c->bdimy) { /* no group idle */
 			n = *c;
 			n.unroll *= 2;

@@ -328,7 +328,6 @@ static int bench_verify(struct launcher *l, struct wsn_device *cpu, int inject, 
 	void *w = NULL, *b = NULL, *rdw = NULL, *rdb = NULL, *gdw = NULL, *gdb = NULL;
 	struct wsn_plan_options po;
 	struct wsn_plan *plan = NULL;
-	struct wsn_tensor t;
 	struct wsn_args a;
 	int err = 0;
 
@@ -343,27 +342,25 @@ static int bench_verify(struct launcher *l, struct wsn_device *cpu, int inject, 
 	if ((err = bench_launch(l)) < 0 || (err = wsn_stream_sync(dev, l->t->s)) < 0)
 		goto out;
 
-	/* the inputs again on the host, and the rows checked */
-	if (!(full.x = malloc(mat)) || !(w = malloc(vec)) || !(b = malloc(vec)) || !(rs.x = malloc((size_t)n * rb)) ||
+	/* the inputs as the launch read them, from set 0: the rows checked, and every row for the sums */
+	if (!(w = malloc(vec)) || !(b = malloc(vec)) || !(rs.x = malloc((size_t)n * rb)) ||
 	    !(ref.y = malloc((size_t)n * rb)) || !(got.y = malloc((size_t)n * rb)) || !(rs.mean = malloc((size_t)n * 4)) ||
 	    !(rs.rstd = malloc((size_t)n * 4)) || !(got.mean = malloc((size_t)n * 4)) || !(got.rstd = malloc((size_t)n * 4)))
 		goto oom;
-	wsn_tensor_2d(&t, full.x, pt->dt, WSN_MEM_HOST, pt->rows, pt->hidden);
-	fill_input(IN_X, &t);
-	wsn_tensor_1d(&t, w, pt->dt, WSN_MEM_HOST, pt->hidden);
-	fill_input(IN_W, &t);
-	wsn_tensor_1d(&t, b, pt->dt, WSN_MEM_HOST, pt->hidden);
-	fill_input(IN_B, &t);
-	if (bwd) {
-		if (!(full.dy = malloc(mat)) || !(full.mean = malloc(stats)) || !(full.rstd = malloc(stats)) ||
-		    !(rs.dy = malloc((size_t)n * rb)))
+	if ((pt->weight && (err = wsn_memcpy(dev, w, l->w, vec, WSN_COPY_D2H, NULL)) < 0) ||
+	    (pt->bias && (err = wsn_memcpy(dev, b, l->b, vec, WSN_COPY_D2H, NULL)) < 0))
+		goto out;
+	if (bwd && !(rs.dy = malloc((size_t)n * rb)))
+		goto oom;
+	if (sums) {
+		if (!(full.x = malloc(mat)) || !(full.dy = malloc(mat)) || !(full.mean = malloc(stats)) ||
+		    !(full.rstd = malloc(stats)))
 			goto oom;
-		wsn_tensor_2d(&t, full.dy, pt->dt, WSN_MEM_HOST, pt->rows, pt->hidden);
-		fill_input(IN_DY, &t);
-		wsn_tensor_1d(&t, full.mean, WSN_F32, WSN_MEM_HOST, pt->rows);
-		fill_input(IN_MEAN, &t);
-		wsn_tensor_1d(&t, full.rstd, WSN_F32, WSN_MEM_HOST, pt->rows);
-		fill_input(IN_RSTD, &t);
+		if ((err = wsn_memcpy(dev, full.x, s0->x, mat, WSN_COPY_D2H, NULL)) < 0 ||
+		    (err = wsn_memcpy(dev, full.dy, s0->dy, mat, WSN_COPY_D2H, NULL)) < 0 ||
+		    (err = wsn_memcpy(dev, full.rstd, s0->rstd, stats, WSN_COPY_D2H, NULL)) < 0 ||
+		    (ln && (err = wsn_memcpy(dev, full.mean, s0->mean, stats, WSN_COPY_D2H, NULL)) < 0))
+			goto out;
 	}
 	if (bwd) /* the backward reads the sampled stats; the forward writes its own */
 		ref.mean = rs.mean, ref.rstd = rs.rstd;
@@ -373,12 +370,14 @@ static int bench_verify(struct launcher *l, struct wsn_device *cpu, int inject, 
 	for (int64_t i = 0; i < n && !err; i++) {
 		int64_t r = n == 1 ? 0 : (int64_t)((double)i * (double)(pt->rows - 1) / (double)(n - 1) + 0.5);
 
-		memcpy((char *)rs.x + i * rb, (char *)full.x + r * rb, rb);
-		if (bwd) {
-			memcpy((char *)rs.dy + i * rb, (char *)full.dy + r * rb, rb);
-			((float *)rs.mean)[i] = ((float *)full.mean)[r];
-			((float *)rs.rstd)[i] = ((float *)full.rstd)[r];
-		} else {
+		err = wsn_memcpy(dev, (char *)rs.x + i * rb, (char *)s0->x + r * rb, rb, WSN_COPY_D2H, NULL);
+		if (!err && bwd) {
+			err = wsn_memcpy(dev, (char *)rs.dy + i * rb, (char *)s0->dy + r * rb, rb, WSN_COPY_D2H, NULL);
+			if (!err)
+				err = wsn_memcpy(dev, (float *)rs.rstd + i, (float *)s0->rstd + r, 4, WSN_COPY_D2H, NULL);
+			if (!err && ln)
+				err = wsn_memcpy(dev, (float *)rs.mean + i, (float *)s0->mean + r, 4, WSN_COPY_D2H, NULL);
+		} else if (!err) {
 			err = wsn_memcpy(dev, (float *)got.rstd + i, (float *)s0->rstd + r, 4, WSN_COPY_D2H, NULL);
 			if (!err && ln)
 				err = wsn_memcpy(dev, (float *)got.mean + i, (float *)s0->mean + r, 4, WSN_COPY_D2H, NULL);

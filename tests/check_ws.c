@@ -552,6 +552,10 @@ START_TEST(test_ws_auto)
 	auto_pick(&h, WSN_LAYERNORM_BWD, 2048, 16384, WSN_APPROACH_WS, "auto: ws, ");
 	auto_pick(&h, WSN_LAYERNORM_BWD, 1024, 8192, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 62 rows per SM <= 96");
 	auto_pick(&h, WSN_LAYERNORM_BWD, 1024, 16384, WSN_APPROACH_WS, "auto: ws, ");
+	/* between 2K and 4K: LayerNorm bwd measured ahead on ws at 3072, RMSNorm bwd not */
+	auto_pick(&h, WSN_LAYERNORM_BWD, 3072, 16384, WSN_APPROACH_WS, "auto: ws, ");
+	auto_pick(&h, WSN_LAYERNORM_BWD, 3072, 8192, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 62 rows per SM <= 96");
+	auto_pick(&h, WSN_RMSNORM_BWD, 3072, 16384, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, no ws rule");
 	/* RMSNorm backward needs > 4 */
 	params(&p, WSN_RMSNORM_BWD, WSN_BF16, 4096, 1000);
 	p.opts.approach = WSN_APPROACH_AUTO;
