@@ -309,6 +309,17 @@ static void check_output(struct point *pt, const char *name, const void *got, co
 	pt->pass = 0;
 }
 
+/* Copy rows idx[0..n) of row_bytes each from the device matrix src into the host's dst. */
+static int d2h_rows(struct wsn_device *dev, void *dst, const void *src, const int64_t *idx, int n, size_t row_bytes)
+{
+	int err = 0;
+
+	for (int i = 0; i < n && !err; i++)
+		err = wsn_memcpy(dev, (char *)dst + (size_t)i * row_bytes, (const char *)src + (size_t)idx[i] * row_bytes,
+				 row_bytes, WSN_COPY_D2H, NULL);
+	return err;
+}
+
 /*
  * After the timing, check what the plan computes: poison set 0's outputs, launch once on it, and
  * compare VERIFY_ROWS rows of y or dx (and the forward's mean and rstd) with the CPU reference on
@@ -323,7 +334,8 @@ static int bench_verify(struct launcher *l, struct wsn_device *cpu, int inject, 
 	int sums = bwd && (pt->weight || pt->bias);
 	size_t es = wsn_dtype_size(pt->dt), rb = (size_t)pt->hidden * es, vec = rb;
 	size_t mat = (size_t)pt->rows * rb, stats = (size_t)pt->rows * 4;
-	int64_t n = pt->rows < VERIFY_ROWS ? pt->rows : VERIFY_ROWS;
+	int n = pt->rows < VERIFY_ROWS ? (int)pt->rows : VERIFY_ROWS;
+	int64_t idx[VERIFY_ROWS];
 	struct set full = { 0 }, rs = { 0 }, ref = { 0 }, got = { 0 };
 	void *w = NULL, *b = NULL, *rdw = NULL, *rdb = NULL, *gdw = NULL, *gdb = NULL;
 	struct wsn_plan_options po;
@@ -367,25 +379,24 @@ static int bench_verify(struct launcher *l, struct wsn_device *cpu, int inject, 
 	else if (!(ref.mean = malloc((size_t)n * 4)) || !(ref.rstd = malloc((size_t)n * 4)))
 		goto oom;
 	ref.x = rs.x, ref.dy = rs.dy;
-	for (int64_t i = 0; i < n && !err; i++) {
-		int64_t r = n == 1 ? 0 : (int64_t)((double)i * (double)(pt->rows - 1) / (double)(n - 1) + 0.5);
-
-		err = wsn_memcpy(dev, (char *)rs.x + i * rb, (char *)s0->x + r * rb, rb, WSN_COPY_D2H, NULL);
-		if (!err && bwd) {
-			err = wsn_memcpy(dev, (char *)rs.dy + i * rb, (char *)s0->dy + r * rb, rb, WSN_COPY_D2H, NULL);
-			if (!err)
-				err = wsn_memcpy(dev, (float *)rs.rstd + i, (float *)s0->rstd + r, 4, WSN_COPY_D2H, NULL);
-			if (!err && ln)
-				err = wsn_memcpy(dev, (float *)rs.mean + i, (float *)s0->mean + r, 4, WSN_COPY_D2H, NULL);
-		} else if (!err) {
-			err = wsn_memcpy(dev, (float *)got.rstd + i, (float *)s0->rstd + r, 4, WSN_COPY_D2H, NULL);
-			if (!err && ln)
-				err = wsn_memcpy(dev, (float *)got.mean + i, (float *)s0->mean + r, 4, WSN_COPY_D2H, NULL);
-		}
-		if (!err)
-			err = wsn_memcpy(dev, (char *)got.y + i * rb, (char *)s0->y + r * rb, rb, WSN_COPY_D2H, NULL);
+	/* the sampled input rows: from the host copies where the sums needed every row, else the device */
+	pl_sample_rows(pt->rows, n, idx);
+	if (sums) {
+		pl_gather(rs.x, full.x, idx, n, rb);
+		pl_gather(rs.dy, full.dy, idx, n, rb);
+		pl_gather(rs.rstd, full.rstd, idx, n, 4);
+		if (ln)
+			pl_gather(rs.mean, full.mean, idx, n, 4);
+	} else if ((err = d2h_rows(dev, rs.x, s0->x, idx, n, rb)) < 0 ||
+		   (bwd && (err = d2h_rows(dev, rs.dy, s0->dy, idx, n, rb)) < 0) ||
+		   (bwd && (err = d2h_rows(dev, rs.rstd, s0->rstd, idx, n, 4)) < 0) ||
+		   (bwd && ln && (err = d2h_rows(dev, rs.mean, s0->mean, idx, n, 4)) < 0)) {
+		goto out;
 	}
-	if (err < 0)
+	/* and the outputs on those rows */
+	if ((err = d2h_rows(dev, got.y, s0->y, idx, n, rb)) < 0 ||
+	    (!bwd && (err = d2h_rows(dev, got.rstd, s0->rstd, idx, n, 4)) < 0) ||
+	    (!bwd && ln && (err = d2h_rows(dev, got.mean, s0->mean, idx, n, 4)) < 0))
 		goto out;
 
 	wsn_plan_options_init(&po, pt->op);

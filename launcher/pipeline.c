@@ -1380,8 +1380,13 @@ static int add_verdict(struct pl_devres *res, const char *name, const struct wsn
 	return pass;
 }
 
-/* Copy rows idx[0..n) of a [rows, width] host matrix of element size es into dst. */
-static void gather(void *dst, const void *src, const int64_t *idx, int n, size_t row_bytes)
+void pl_sample_rows(int64_t rows, int n, int64_t *idx)
+{
+	for (int i = 0; i < n; i++)
+		idx[i] = n == 1 ? 0 : (int64_t)((double)i * (double)(rows - 1) / (double)(n - 1) + 0.5);
+}
+
+void pl_gather(void *dst, const void *src, const int64_t *idx, int n, size_t row_bytes)
 {
 	for (int i = 0; i < n; i++)
 		memcpy((char *)dst + (size_t)i * row_bytes, (const char *)src + (size_t)idx[i] * row_bytes, row_bytes);
@@ -1413,8 +1418,7 @@ static int verify_batch(struct pl_dev *d, struct wsn_device *cpu, struct pl_slot
 	po.threads = d->run->cfg->threads;
 	if (!idx)
 		goto oom;
-	for (int i = 0; i < n; i++) /* evenly spaced, first and last included */
-		idx[i] = n == 1 ? 0 : (int64_t)((double)i * (double)(rows - 1) / (double)(n - 1) + 0.5);
+	pl_sample_rows(rows, n, idx);
 	/* sampled rows: gather inputs, run the reference, gather the device's outputs */
 	for (int i = 0; i < PL_NIN; i++) {
 		if (!sh->in[i])
@@ -1425,14 +1429,14 @@ static int verify_batch(struct pl_dev *d, struct wsn_device *cpu, struct pl_slot
 		}
 		if (!(rin[i] = malloc(pl_in_bytes(sh, i, n))))
 			goto oom;
-		gather(rin[i], host_in(d, sl, i), idx, n, sh->in_unit[i]);
+		pl_gather(rin[i], host_in(d, sl, i), idx, n, sh->in_unit[i]);
 	}
 	for (int i = 0; i < PL_NOUT; i++) {
 		if (!sh->out[i] || !sh->out_row[i])
 			continue;
 		if (!(rout[i] = malloc(pl_out_bytes(sh, i, n))) || !(got[i] = malloc(pl_out_bytes(sh, i, n))))
 			goto oom;
-		gather(got[i], sl->hout + d->out_off[i], idx, n, sh->out_unit[i]);
+		pl_gather(got[i], sl->hout + d->out_off[i], idx, n, sh->out_unit[i]);
 	}
 	if ((err = wsn_plan_create(cpu, sh->op, n, sh->hidden, sh->dt, &po, &plan)) < 0) {
 		errf(msg, len, err, "run: verification plan");

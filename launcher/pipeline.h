@@ -217,6 +217,10 @@ int64_t pl_entry_rows(const struct wsn_st_entry *e);
 /* Relative-error (rel_l2) tolerance for outputs of dtype dt against the CPU reference; f32 statistics
  * (mean, rstd) take pl_tolerance(WSN_F32) whatever the data's dtype. */
 double pl_tolerance(enum wsn_dtype dt);
+/* The n rows of rows that verification compares: evenly spaced, the first and the last included. */
+void pl_sample_rows(int64_t rows, int n, int64_t *idx);
+/* Copy rows idx[0..n) of rows of row_bytes each from the host matrix src into dst. */
+void pl_gather(void *dst, const void *src, const int64_t *idx, int n, size_t row_bytes);
 
 /* Outputs (output.c). */
 /* Before the run: may every shard's output path (cfg->output, or a file named as its input under it when
