@@ -92,7 +92,10 @@ struct wsn__kernel_plan {
 				 * through distributed shared memory; 0 or 1: a CTA per row */
 	int ws_forced;          /* ws was asked for: it runs even where the heuristic expects it to be slow */
 	int ws_good;            /* the heuristic's verdict (is_good_ws_heuristic) */
+	unsigned smem_limit;    /* the device's opt-in shared memory per CTA the plan was made against */
 
+	char rule[320];         /* the rule that chose the approach ("auto: ...", "forced: ...",
+				 * "autotune: ..."); also the first clause of why */
 	char why[3072];         /* the planner's reasoning, one clause per decision */
 };
 
@@ -155,6 +158,9 @@ int wsn__plan_kernel(const struct wsn__gpu_props *g, const struct wsn__plan_para
 int wsn__generate_ptx(const struct wsn__kernel_plan *kp, char **ptx);
 /* Human-readable plan, like snprintf. */
 int wsn__describe_kernel_plan(const struct wsn__kernel_plan *kp, char *buf, size_t len);
+/* The same plan as fields of the JSON object o (a json_t *), one key per parameter (the keys are
+ * listed in wsnorm(1) under plan --json). Returns 0 or WSN_ENOMEM. */
+int wsn__kernel_plan_json(const struct wsn__kernel_plan *kp, void *o);
 /* CTAs to launch for rows (<= max_grid). */
 unsigned wsn__kernel_grid(const struct wsn__kernel_plan *kp, int64_t rows);
 

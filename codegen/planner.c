@@ -2,6 +2,7 @@
 /* codegen/planner.c: modelled GPUs, the approach dispatch (auto, ws, multi-wave) and the multi-wave planner. */
 #include "codegen.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -290,6 +291,7 @@ int wsn__plan_begin(const struct wsn__gpu_props *g, const struct wsn__plan_param
 	kp->has_bias = is_layernorm(p->op) && p->opts.has_bias ? 1 : 0;
 	kp->arch = arch;
 	kp->vec = 16 / (unsigned)wsn_dtype_size(p->dtype);
+	kp->smem_limit = g->smem_per_block_optin > 0 ? (unsigned)g->smem_per_block_optin : 0;
 	return 0;
 }
 
@@ -428,11 +430,12 @@ static int plan_multiwave(const struct wsn__gpu_props *g, const struct wsn__plan
 	return 0;
 }
 
-/* Put "rule; " in front of kp->why (what is past the end is cut). */
+/* Put "rule; " in front of kp->why (what is past the end is cut); kp->rule keeps the rule. */
 static void why_prepend(struct wsn__kernel_plan *kp, const char *rule)
 {
 	size_t r = strlen(rule), w = strlen(kp->why), cap = sizeof(kp->why) - 1;
 
+	snprintf(kp->rule, sizeof(kp->rule), "%s", rule);
 	if (r + 2 >= cap)
 		r = cap - 2;
 	if (r + 2 + w > cap)
@@ -453,10 +456,12 @@ int wsn__plan_kernel(const struct wsn__gpu_props *g, const struct wsn__plan_para
 
 	switch (p->opts.approach) {
 	case WSN_APPROACH_WS:
-		/* forced: never falls back; the plan says when the heuristic expects it to be slow */
-		return wsn__ws_plan(g, p, kp);
 	case WSN_APPROACH_MULTIWAVE:
-		return plan_multiwave(g, p, kp);
+		/* forced: never falls back; the ws plan says when the heuristic expects it to be slow */
+		if ((err = p->opts.approach == WSN_APPROACH_WS ? wsn__ws_plan(g, p, kp) : plan_multiwave(g, p, kp)))
+			return err;
+		snprintf(kp->rule, sizeof(kp->rule), "forced: approach %s", wsn_approach_name(p->opts.approach));
+		return 0;
 	case WSN_APPROACH_AUTO:
 		break;
 	default:
@@ -510,6 +515,101 @@ int wsn__describe_kernel_plan(const struct wsn__kernel_plan *kp, char *buf, size
 		     kp->block_grid ? "one CTA per row block," : "persistent, up to", kp->max_grid,
 		     kp->block_grid ? " resident at once" : "", kp->finish_grid, kp->finish_threads, kp->ws_bytes, kp->why);
 	return n;
+}
+
+/* json_object_set_new that remembers a failure (a NULL value or a full object) in *bad. */
+static void jset(json_t *o, const char *key, json_t *v, int *bad)
+{
+	if (!v || json_object_set_new(o, key, v))
+		*bad = 1;
+}
+
+static json_t *jstore(int applies, int store)
+{
+	return applies ? json_string(store_name(store)) : json_null();
+}
+
+int wsn__kernel_plan_json(const struct wsn__kernel_plan *kp, void *obj)
+{
+	json_t *o = obj, *st, *regs, *smem, *grid;
+	int bwd = wsn_op_is_backward(kp->op), ws = kp->approach == WSN_APPROACH_WS, bad = 0;
+	char arch[16];
+
+	snprintf(arch, sizeof(arch), "sm_%da", kp->arch);
+	jset(o, "approach", json_string(wsn_approach_name(kp->approach)), &bad);
+	jset(o, "rule", json_string(kp->rule), &bad);
+	jset(o, "arch", json_string(arch), &bad);
+	jset(o, "kernel", json_string(kp->entry), &bad);
+	jset(o, "finish_kernel", kp->finish_entry[0] ? json_string(kp->finish_entry) : json_null(), &bad);
+	jset(o, "block_threads", json_integer(kp->block_threads), &bad);
+	jset(o, "bdimx", json_integer(kp->bdimx), &bad);
+	jset(o, "bdimy", json_integer(kp->bdimy), &bad);
+	jset(o, "vec", json_integer(kp->vec), &bad);
+	jset(o, "vectors_per_thread", json_integer(kp->nvec), &bad);
+	jset(o, "elements_per_thread", json_integer(kp->per_thread), &bad);
+	if (ws) {
+		jset(o, "producer_threads", json_integer(kp->producer_threads), &bad);
+		jset(o, "stages", json_integer(kp->stages), &bad);
+		jset(o, "unroll", json_integer(kp->unroll), &bad);
+		jset(o, "row_bytes", json_integer(kp->row_bytes), &bad);
+		jset(o, "stage_bytes", json_integer(kp->stage_bytes), &bad);
+		jset(o, "stage_in_registers", json_boolean(kp->cache_rows), &bad);
+		jset(o, "cluster", json_integer(kp->cluster > 1 ? kp->cluster : 1), &bad);
+		jset(o, "cluster_columns", json_integer(wsn__kernel_cols(kp)), &bad);
+		jset(o, "forced", json_boolean(kp->ws_forced), &bad);
+		jset(o, "heuristic_good", json_boolean(kp->ws_good), &bad);
+	}
+	if ((st = json_object())) {
+		jset(st, "row", ws ? json_string("shared memory ring") : json_string(store_name(kp->row_store)), &bad);
+		jset(st, "params", jstore(kp->has_weight || kp->has_bias, kp->param_store), &bad);
+		jset(st, "dweight", jstore(bwd && kp->has_weight, kp->dw_store), &bad);
+		jset(st, "dbias", jstore(bwd && kp->has_bias, kp->db_store), &bad);
+	}
+	jset(o, "storage", st, &bad);
+	if ((regs = json_object())) {
+		jset(regs, "estimate", json_integer(kp->est_regs), &bad);
+		if (ws) {
+			jset(regs, "entry", json_integer(kp->regs_entry), &bad);
+			jset(regs, "producer", json_integer(kp->regs_producer), &bad);
+			jset(regs, "row_groups", json_integer(kp->regs_compute), &bad);
+		}
+	}
+	jset(o, "registers", regs, &bad);
+	if ((smem = json_object())) {
+		jset(smem, "bytes", json_integer(kp->smem_bytes), &bad);
+		jset(smem, "limit", json_integer(kp->smem_limit), &bad);
+		if (ws) {
+			struct wsn__ws_layout l;
+
+			wsn__ws_layout(kp, &l);
+			jset(smem, "ring", json_integer((json_int_t)kp->stages * kp->stage_bytes), &bad);
+			jset(smem, "barriers", json_integer(l.red - l.bars), &bad);
+			jset(smem, "reduction", json_integer(l.w - l.red), &bad);
+			jset(smem, "parameters", json_integer(l.dw - l.w), &bad);
+			jset(smem, "sums", json_integer(l.stages - l.dw), &bad);
+		}
+	}
+	jset(o, "shared_memory", smem, &bad);
+	jset(o, "ctas_per_sm", json_integer(ws ? 1 : kp->ctas_per_sm), &bad);
+	if ((grid = json_object())) {
+		jset(grid, "kind", json_string(kp->block_grid ? "row blocks" : "persistent"), &bad);
+		jset(grid, "ctas", json_integer(kp->max_grid), &bad);
+	}
+	jset(o, "grid", grid, &bad);
+	if (kp->finish_entry[0]) {
+		json_t *f = json_object();
+
+		if (f) {
+			jset(f, "grid", json_integer(kp->finish_grid), &bad);
+			jset(f, "threads", json_integer(kp->finish_threads), &bad);
+		}
+		jset(o, "finish", f, &bad);
+	} else {
+		jset(o, "finish", json_null(), &bad);
+	}
+	jset(o, "workspace_bytes", json_integer((json_int_t)kp->ws_bytes), &bad);
+	jset(o, "why", json_string(kp->why), &bad);
+	return bad ? wsn__error(WSN_ENOMEM, "plan: out of memory describing %s as JSON", kp->entry) : 0;
 }
 
 void wsn__finish_plan(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp, unsigned nparts)

@@ -167,10 +167,24 @@ int cmd_emit(int argc, char **argv)
 	return EXIT_PASS;
 }
 
+/* Print plan --json: the plan's JSON object with its text added as "text". */
+static int print_json(const char *json, const char *text)
+{
+	json_error_t e;
+	json_t *j = json_loads(json, 0, &e);
+
+	if (!j || json_object_set_new(j, "text", json_string(text))) {
+		json_decref(j);
+		return cli_fail(WSN_ENOMEM, "plan: JSON: %s", j ? "out of memory" : e.text);
+	}
+	cli_json_print(j);
+	return EXIT_PASS;
+}
+
 int cmd_plan(int argc, char **argv)
 {
 	struct shape_opts o;
-	char *text = NULL, *ptx = NULL;
+	char *text = NULL, *json = NULL;
 	int r = parse(argc, argv, "plan", &o), err, ret = EXIT_PASS;
 
 	if (r)
@@ -188,36 +202,32 @@ int cmd_plan(int argc, char **argv)
 			wsn_device_close(dev);
 			return ret;
 		}
-		if ((err = wsn_plan_create(dev, o.op, o.rows, o.hidden, o.dt, &o.po, &plan)) < 0) {
+		if ((err = wsn_plan_create(dev, o.op, o.rows, o.hidden, o.dt, &o.po, &plan)) < 0)
 			ret = cli_fail(err, "plan: %s %s hidden %lld on %s", wsn_op_name(o.op), wsn_dtype_name(o.dt),
 				       (long long)o.hidden, o.device);
-		} else if ((n = wsn_plan_describe(plan, NULL, 0)) < 0 || !(text = malloc((size_t)n + 1))) {
+		else if ((n = wsn_plan_describe(plan, NULL, 0)) < 0 || !(text = malloc((size_t)n + 1)))
 			ret = cli_fail(n < 0 ? n : WSN_ENOMEM, "plan: describe");
-		} else {
+		else
 			wsn_plan_describe(plan, text, (size_t)n + 1);
+		if (!ret && o.json) {
+			if ((n = wsn_plan_describe_json(plan, NULL, 0)) < 0 || !(json = malloc((size_t)n + 1)))
+				ret = cli_fail(n < 0 ? n : WSN_ENOMEM, "plan: describe as JSON");
+			else
+				wsn_plan_describe_json(plan, json, (size_t)n + 1);
 		}
 		wsn_plan_destroy(plan);
 		wsn_device_close(dev);
-		if (ret)
-			return ret;
-	} else if ((err = wsn_emit_ptx(o.op, o.dt, o.hidden, o.rows, &o.po, &ptx, &text)) < 0) {
-		return cli_fail(err, "plan: %s %s hidden %lld", wsn_op_name(o.op), wsn_dtype_name(o.dt),
-				(long long)o.hidden);
+	} else if ((err = wsn_emit_plan(o.op, o.dt, o.hidden, o.rows, &o.po, &text, o.json ? &json : NULL)) < 0) {
+		ret = cli_fail(err, "plan: %s %s hidden %lld", wsn_op_name(o.op), wsn_dtype_name(o.dt),
+			       (long long)o.hidden);
 	}
-	if (o.json) {
-		json_t *j = json_object();
-		json_object_set_new(j, "op", json_string(wsn_op_name(o.op)));
-		json_object_set_new(j, "dtype", json_string(wsn_dtype_name(o.dt)));
-		json_object_set_new(j, "hidden", json_integer(o.hidden));
-		json_object_set_new(j, "rows", json_integer(o.rows));
-		json_object_set_new(j, "device", json_string(o.device ? o.device : o.po.arch == 100 ? "model:b200"
-												    : "model:h100"));
-		json_object_set_new(j, "plan", json_string(text ? text : ""));
-		cli_json_print(j);
-	} else {
-		fputs(text ? text : "", stdout);
+	if (!ret) {
+		if (o.json)
+			ret = print_json(json, text);
+		else
+			fputs(text, stdout);
 	}
 	free(text);
-	free(ptx);
+	free(json);
 	return ret;
 }

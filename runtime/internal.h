@@ -80,6 +80,8 @@ struct wsn__backend_ops {
 	void (*plan_destroy)(void *ctx, void *plan);
 	/* Append the backend's part of the description (like snprintf; returns length needed). */
 	int (*plan_describe)(void *ctx, const void *plan, char *buf, size_t len);
+	/* Add the backend's part of the plan to the JSON object obj (a json_t *); 0 or WSN_ENOMEM. */
+	int (*plan_json)(void *ctx, const void *plan, void *obj);
 	/* Tensors in ex were validated against the plan; memory kinds match the backend. */
 	int (*execute)(void *ctx, void *plan, const struct wsn__exec *ex, void *stream);
 };

@@ -2,6 +2,7 @@
 /* runtime/plan.c: op names, plan creation and execution, with every tensor checked once here. */
 #include "internal.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +170,31 @@ WSN_API int wsn_plan_describe(const struct wsn_plan *p, char *buf, size_t len)
 			return m;
 	}
 	return n + m;
+}
+
+WSN_API int wsn_plan_describe_json(const struct wsn_plan *p, char *buf, size_t len)
+{
+	json_t *o;
+	char *text = NULL;
+	int err = 0, n = 0;
+
+	if (!p || (!buf && len))
+		return wsn__error(WSN_EINVAL, "plan describe: bad arguments");
+	if (!(o = json_pack("{s:s, s:s, s:I, s:I, s:f, s:b, s:b, s:s, s:s, s:s}", "op", wsn_op_name(p->p.op),
+			    "dtype", wsn_dtype_name(p->p.dtype), "rows", (json_int_t)p->p.rows, "hidden",
+			    (json_int_t)p->p.hidden, "eps", (double)p->p.opts.eps, "weight", p->p.opts.has_weight != 0,
+			    "bias", p->p.opts.has_bias != 0, "device", p->dev->info.spec, "device_name",
+			    p->dev->info.name, "backend", p->dev->ops->name)))
+		return wsn__error(WSN_ENOMEM, "plan describe: out of memory");
+	if (p->dev->ops->plan_json)
+		err = p->dev->ops->plan_json(p->dev->ctx, p->impl, o);
+	if (!err && !(text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER)))
+		err = wsn__error(WSN_ENOMEM, "plan describe: out of memory");
+	if (!err)
+		n = snprintf(buf, len, "%s", text);
+	free(text);
+	json_decref(o);
+	return err ? err : n;
 }
 
 /* Check one tensor of an execution; returns its row stride in *ld for 2-D-like tensors. */

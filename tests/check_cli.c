@@ -440,6 +440,177 @@ START_TEST(test_plan_emit_cpu)
 }
 END_TEST
 
+/* The value of "key:" on its own line of a plan's text ("" when absent), into buf. */
+static const char *plan_line(const char *text, const char *key, char *buf, size_t len)
+{
+	size_t k = strlen(key);
+
+	buf[0] = '\0';
+	for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+		if (!strncmp(l, key, k) && l[k] == ':') {
+			const char *v = l + k + 1 + strspn(l + k + 1, " ");
+			snprintf(buf, len, "%.*s", (int)strcspn(v, "\n"), v);
+			break;
+		}
+	return buf;
+}
+
+static int64_t jint(json_t *o, const char *path)
+{
+	char key[64], *dot;
+	json_t *v = o;
+
+	snprintf(key, sizeof(key), "%s", path);
+	for (char *k = key; k; k = dot) {
+		if ((dot = strchr(k, '.')))
+			*dot++ = '\0';
+		v = json_object_get(v, k);
+	}
+	ck_assert_msg(json_is_integer(v), "plan --json: '%s' is not an integer", path);
+	return json_integer_value(v);
+}
+
+/*
+ * plan --json: one object whose fields say what the text says, for every op and dtype at hidden
+ * sizes that take each kernel family, row split and finish; budgets that add up; the text as "text";
+ * and on the CPU the reference's threads and chunks.
+ */
+START_TEST(test_plan_json)
+{
+	static const char *const ops[] = { "layernorm-fwd", "layernorm-bwd", "rmsnorm-fwd", "rmsnorm-bwd" };
+	static const char *const dts[] = { "f32", "f16", "bf16" };
+	static const char *const hiddens[] = { "1000", "2048", "4097", "32768" };
+	struct tu_proc p, q;
+	char line[4096], want[512];
+
+	for (int o = 0; o < 4; o++)
+		for (int d = 0; d < 3; d++)
+			for (int h = 0; h < 4; h++) {
+				json_error_t je;
+				json_t *j;
+				const char *approach;
+				int bwd = strstr(ops[o], "bwd") != NULL;
+				int64_t hid = atoll(hiddens[h]), bt;
+
+				RUN(&p, "plan", "--op", (char *)ops[o], "--dtype", (char *)dts[d], "--hidden", (char *)hiddens[h],
+				    "--json");
+				RUN(&q, "plan", "--op", (char *)ops[o], "--dtype", (char *)dts[d], "--hidden", (char *)hiddens[h]);
+				ck_assert_msg(p.status == 0 && q.status == 0, "%s %s %s: %s%s", ops[o], dts[d], hiddens[h], p.err, q.err);
+				ck_assert_msg((j = json_loads(p.out, 0, &je)) != NULL, "plan --json: %s\n%s", je.text, p.out);
+				ck_assert_str_eq(json_string_value(json_object_get(j, "text")), q.out);
+				ck_assert_str_eq(json_string_value(json_object_get(j, "op")), ops[o]);
+				ck_assert_str_eq(json_string_value(json_object_get(j, "dtype")), dts[d]);
+				ck_assert_str_eq(json_string_value(json_object_get(j, "device")), "model:h100");
+				ck_assert_int_eq(jint(j, "hidden"), hid);
+				ck_assert_int_eq(jint(j, "rows"), 16384);
+				approach = json_string_value(json_object_get(j, "approach"));
+				ck_assert_msg(approach && !strcmp(approach, plan_line(q.out, "approach", line, sizeof(line))),
+					      "approach '%s' against the text's '%s'", approach, line);
+				snprintf(want, sizeof(want), "%s (sm_90a)", json_string_value(json_object_get(j, "kernel")));
+				ck_assert_str_eq(plan_line(q.out, "kernel", line, sizeof(line)), want);
+				ck_assert_str_eq(json_string_value(json_object_get(j, "arch")), "sm_90a");
+				/* the rule heads the reasoning */
+				snprintf(want, sizeof(want), "%s; ", json_string_value(json_object_get(j, "rule")));
+				ck_assert_msg(!strncmp(want, "auto: ", 6) &&
+					      !strncmp(json_string_value(json_object_get(j, "why")), want, strlen(want)),
+					      "rule '%s' does not head why", want);
+				ck_assert_str_eq(plan_line(q.out, "why", line, sizeof(line)),
+						 json_string_value(json_object_get(j, "why")));
+				bt = jint(j, "block_threads");
+				ck_assert_int_le(jint(j, "shared_memory.bytes"), jint(j, "shared_memory.limit"));
+				ck_assert_int_eq(jint(j, "shared_memory.limit"), 232448);
+				ck_assert_int_eq(jint(j, "vectors_per_thread") * jint(j, "vec"), jint(j, "elements_per_thread"));
+				if (!strcmp(approach, "ws")) {
+					int64_t parts = jint(j, "shared_memory.ring") + jint(j, "shared_memory.barriers") +
+							jint(j, "shared_memory.reduction") + jint(j, "shared_memory.parameters") +
+							jint(j, "shared_memory.sums");
+					ck_assert_int_eq(bt, jint(j, "producer_threads") + jint(j, "bdimx") * jint(j, "bdimy"));
+					ck_assert_int_eq(jint(j, "shared_memory.ring"), jint(j, "stages") * jint(j, "stage_bytes"));
+					ck_assert_int_le(parts, jint(j, "shared_memory.bytes"));
+					ck_assert_int_le(bt * jint(j, "registers.entry"), 65536);
+					ck_assert_int_le(jint(j, "registers.estimate"), jint(j, "registers.row_groups"));
+					ck_assert_int_eq(jint(j, "cluster") * jint(j, "cluster_columns") >= hid, 1);
+					snprintf(want, sizeof(want), "%lld stage%s x %lld row", (long long)jint(j, "stages"),
+						 jint(j, "stages") > 1 ? "s" : "", (long long)jint(j, "unroll"));
+					ck_assert_msg(!strncmp(plan_line(q.out, "pipeline", line, sizeof(line)), want, strlen(want)),
+						      "pipeline '%s' against '%s'", line, want);
+					ck_assert(json_is_true(json_object_get(j, "heuristic_good")));
+					ck_assert(json_is_false(json_object_get(j, "forced")));
+					ck_assert_int_eq(jint(j, "ctas_per_sm"), 1);
+				} else {
+					ck_assert_str_eq(approach, "multiwave");
+					ck_assert_int_eq(bt, jint(j, "bdimx") * jint(j, "bdimy"));
+					ck_assert_ptr_null(json_object_get(j, "stages"));
+					ck_assert_int_ge(jint(j, "ctas_per_sm"), 1);
+				}
+				snprintf(want, sizeof(want), "%s%s", bwd ? "" : "(none)",
+					 bwd ? json_string_value(json_object_get(j, "finish_kernel")) : "");
+				ck_assert_str_eq(plan_line(q.out, "finish kernel", line, sizeof(line)), want);
+				ck_assert_int_eq(json_is_object(json_object_get(j, "finish")), bwd);
+				ck_assert_int_eq(jint(j, "workspace_bytes") > 0, bwd);
+				{
+					const char *kind = json_string_value(json_object_get(json_object_get(j, "grid"), "kind"));
+					int persistent = kind && !strcmp(kind, "persistent");
+
+					ck_assert_msg(persistent || (kind && !strcmp(kind, "row blocks")), "grid kind '%s'", kind);
+					snprintf(want, sizeof(want), "%s %lld CTAs", persistent ? "persistent, up to" :
+						 "one CTA per row block,", (long long)jint(j, "grid.ctas"));
+					ck_assert_msg(!strncmp(plan_line(q.out, "grid", line, sizeof(line)), want, strlen(want)),
+						      "grid '%s' against '%s'", line, want);
+					ck_assert_int_le(jint(j, "grid.ctas"), 132 * jint(j, "ctas_per_sm"));
+				}
+				json_decref(j);
+				tu_proc_free(&p);
+				tu_proc_free(&q);
+			}
+
+	/* forced: the forced values, the rule that says so, and the modelled B200 */
+	RUN(&p, "plan", "--op", "rmsnorm-bwd", "--hidden", "4096", "--approach", "ws", "--stages", "4", "--cluster", "2",
+	    "--arch", "sm_100a", "--no-weight", "--json");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	{
+		json_error_t je;
+		json_t *j = json_loads(p.out, 0, &je);
+
+		ck_assert_msg(j != NULL, "%s", je.text);
+		ck_assert_str_eq(json_string_value(json_object_get(j, "rule")), "forced: approach ws");
+		ck_assert_str_eq(json_string_value(json_object_get(j, "device")), "model:b200");
+		ck_assert_str_eq(json_string_value(json_object_get(j, "arch")), "sm_100a");
+		ck_assert(json_is_true(json_object_get(j, "forced")));
+		ck_assert_int_eq(jint(j, "stages"), 4);
+		ck_assert_int_eq(jint(j, "cluster"), 2);
+		ck_assert_int_eq(jint(j, "cluster_columns"), 2048);
+		ck_assert(json_is_false(json_object_get(j, "weight")));
+		ck_assert(json_is_null(json_object_get(json_object_get(j, "storage"), "dweight")));
+		ck_assert(json_is_null(json_object_get(j, "finish")));
+		ck_assert_int_eq(jint(j, "workspace_bytes"), 0);
+		json_decref(j);
+	}
+	tu_proc_free(&p);
+
+	/* the CPU: its threads and chunk size, as the text says them */
+	RUN(&p, "plan", "--op", "rmsnorm-bwd", "--hidden", "1000", "--rows", "100", "--device", "cpu", "--json");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	{
+		json_error_t je;
+		json_t *j = json_loads(p.out, 0, &je);
+
+		ck_assert_msg(j != NULL, "%s", je.text);
+		ck_assert_str_eq(json_string_value(json_object_get(j, "backend")), "cpu");
+		ck_assert_str_eq(json_string_value(json_object_get(j, "device")), "cpu");
+		ck_assert_str_eq(json_string_value(json_object_get(j, "approach")), "cpu reference");
+		ck_assert(json_is_null(json_object_get(j, "autotune")));
+		snprintf(want, sizeof(want), "cpu reference: %lld thread%s, rows split into fixed chunks of %lld rows,",
+			 (long long)jint(j, "threads"), jint(j, "threads") == 1 ? "" : "s", (long long)jint(j, "chunk_rows"));
+		ck_assert_msg(strstr(json_string_value(json_object_get(j, "text")), want), "'%s' not in the text", want);
+		ck_assert_int_ge(jint(j, "threads"), 1);
+		ck_assert_int_le(jint(j, "chunk_rows"), 100);
+		json_decref(j);
+	}
+	tu_proc_free(&p);
+}
+END_TEST
+
 /*
  * --cluster: a forced split is planned and named, the planner splits a row no CTA holds, emit
  * prints the exchange, and a split the op or hidden size cannot take is an error naming why.
@@ -1422,6 +1593,7 @@ Suite *suite_cli(void)
 	tcase_add_test(tc, test_demo);
 	tcase_add_test(tc, test_plan_emit_cpu);
 	tcase_add_test(tc, test_plan_cluster);
+	tcase_add_test(tc, test_plan_json);
 	tcase_add_test(tc, test_autotune_cpu);
 	tcase_add_test(tc, test_emit_help);
 	tcase_add_test(tc, test_seed_syntax);

@@ -6,6 +6,7 @@
 #include "codegen.h"
 #include "ptx.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -376,6 +377,32 @@ START_TEST(test_emit_public)
 	ck_assert_ptr_nonnull(strstr(ptx, "ld.global.L1::no_allocate.L2::256B.v4.b32"));
 	ck_assert_ptr_nonnull(strstr(plan, "why:"));
 	free(ptx);
+	/* wsn_emit_plan: the same text without the PTX, and the plan as JSON */
+	{
+		char *text = NULL, *json = NULL;
+		json_error_t je;
+		json_t *j;
+
+		ck_assert_int_eq(wsn_emit_plan(WSN_RMSNORM_BWD, WSN_BF16, 4096, 16384, &o, &text, &json), 0);
+		ck_assert_str_eq(text, plan);
+		ck_assert_msg((j = json_loads(json, 0, &je)) != NULL, "%s", je.text);
+		ck_assert_ptr_null(strchr(json, '\n'));
+		ck_assert_str_eq(json_string_value(json_object_get(j, "approach")), "multiwave");
+		ck_assert_str_eq(json_string_value(json_object_get(j, "rule")), "forced: approach multiwave");
+		ck_assert_str_eq(json_string_value(json_object_get(j, "kernel")), "wsn_rmsnorm_bwd_bf16_h4096");
+		ck_assert_str_eq(json_string_value(json_object_get(j, "finish_kernel")), "wsn_rmsnorm_bwd_bf16_h4096_finish");
+		json_decref(j);
+		free(text);
+		free(json);
+		ck_assert_int_eq(wsn_emit_plan(WSN_RMSNORM_BWD, WSN_BF16, 4096, 16384, &o, NULL, &json), 0);
+		ck_assert_ptr_nonnull(json);
+		free(json);
+		ck_assert_int_eq(wsn_emit_plan(WSN_RMSNORM_BWD, WSN_BF16, 4096, 16384, &o, NULL, NULL), WSN_EINVAL);
+		text = json = (char *)1;
+		ck_assert_int_eq(wsn_emit_plan(WSN_RMSNORM_BWD, WSN_BF16, 0, 16384, &o, &text, &json), WSN_ESHAPE);
+		ck_assert_ptr_null(text);
+		ck_assert_ptr_null(json);
+	}
 	free(plan);
 	wsn_plan_options_init(&o, WSN_LAYERNORM_FWD);
 	o.arch = 100;

@@ -4,6 +4,7 @@
 #include "internal.h"
 
 #include <dirent.h>
+#include <jansson.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -339,6 +340,28 @@ START_TEST(test_plan_options_autotune)
 			ck_assert_ptr_nonnull(strstr(desc, "\nautotune:      nothing to tune on the CPU"));
 		else
 			ck_assert_ptr_null(strstr(desc, "autotune"));
+		{ /* the JSON form: snprintf's contract, and the same plan */
+			char js[1024], small[8];
+			json_error_t je;
+			json_t *j;
+			int n = wsn_plan_describe_json(plan, NULL, 0);
+
+			ck_assert_int_gt(n, 0);
+			ck_assert_int_lt(n, (int)sizeof(js));
+			ck_assert_int_eq(wsn_plan_describe_json(plan, small, sizeof(small)), n);
+			ck_assert_int_eq(strlen(small), sizeof(small) - 1);
+			ck_assert_int_eq(wsn_plan_describe_json(plan, js, sizeof(js)), n);
+			ck_assert_int_eq(wsn_plan_describe_json(NULL, js, sizeof(js)), WSN_EINVAL);
+			ck_assert_int_eq(wsn_plan_describe_json(plan, NULL, 4), WSN_EINVAL);
+			ck_assert_msg((j = json_loads(js, 0, &je)) != NULL, "%s: %s", je.text, js);
+			ck_assert_str_eq(json_string_value(json_object_get(j, "op")), "layernorm-fwd");
+			ck_assert_int_eq(json_integer_value(json_object_get(j, "rows")), R);
+			ck_assert_int_eq(json_integer_value(json_object_get(j, "hidden")), H);
+			ck_assert_str_eq(json_string_value(json_object_get(j, "backend")), "cpu");
+			ck_assert_int_eq(json_is_string(json_object_get(j, "autotune")), k);
+			ck_assert_int_ge(json_integer_value(json_object_get(j, "threads")), 1);
+			json_decref(j);
+		}
 		memset(&a, 0, sizeof(a));
 		wsn_tensor_2d(&a.x, x, WSN_F32, WSN_MEM_HOST, R, H);
 		wsn_tensor_1d(&a.weight, w, WSN_F32, WSN_MEM_HOST, H);

@@ -16,6 +16,7 @@
 
 #define RUN_TIMEOUT 60
 #define FAKE_NAME "NVIDIA H100 80GB HBM3 (fake)"
+#define FAKE_REGS 32 /* registers the fake reports for every kernel (REGS_PER_KERNEL in fake_cuda.c) */
 
 /* A temporary directory holding libcuda.so.1 (a link to the fake) and the test's files. */
 struct fake {
@@ -556,6 +557,61 @@ START_TEST(test_fake_bench_check)
 }
 END_TEST
 
+/*
+ * plan --json on the (fake) GPU: the planner's fields, the compiled kernels as the driver reports
+ * them (the fake's register count and SASS version), the measured grid, and the text alongside.
+ */
+START_TEST(test_fake_plan_json)
+{
+	struct fake f;
+	struct tu_proc p;
+
+	if (fake_setup(&f))
+		return;
+	fake_exec(&f, NULL, NULL, ARGS("plan", "--device", "cuda:0", "--op", "layernorm-bwd", "--hidden", "4096",
+				       "--approach", "ws", "--json"), &p);
+	ck_assert_msg(p.status == 0, "plan: exit %d: %s", p.status, clip(p.err));
+	assert_clean(&p, "plan --json");
+	{
+		json_error_t je;
+		json_t *j = json_loads(p.out, 0, &je), *c, *m, *fin, *g;
+		char want[256];
+
+		ck_assert_msg(j != NULL, "plan --json: %s\n%s", je.text, clip(p.out));
+		ck_assert_str_eq(json_string_value(json_object_get(j, "device")), "cuda:0");
+		ck_assert_str_eq(json_string_value(json_object_get(j, "device_name")), FAKE_NAME);
+		ck_assert_str_eq(json_string_value(json_object_get(j, "backend")), "cuda");
+		ck_assert_str_eq(json_string_value(json_object_get(j, "approach")), "ws");
+		ck_assert_str_eq(json_string_value(json_object_get(j, "rule")), "forced: approach ws");
+		ck_assert(json_is_null(json_object_get(j, "autotune")));
+		c = json_object_get(j, "compiled");
+		m = json_object_get(c, "main");
+		fin = json_object_get(c, "finish");
+		ck_assert_str_eq(json_string_value(json_object_get(m, "name")), json_string_value(json_object_get(j, "kernel")));
+		ck_assert_str_eq(json_string_value(json_object_get(fin, "name")),
+				 json_string_value(json_object_get(j, "finish_kernel")));
+		ck_assert_int_eq(json_integer_value(json_object_get(m, "registers")), FAKE_REGS);
+		ck_assert_int_eq(json_integer_value(json_object_get(m, "local_bytes")), 0);
+		ck_assert_str_eq(json_string_value(json_object_get(m, "sass")), "sm_90");
+		ck_assert_int_eq(json_integer_value(json_object_get(m, "threads")),
+				 json_integer_value(json_object_get(j, "block_threads")));
+		ck_assert_int_eq(json_integer_value(json_object_get(m, "dynamic_shared")),
+				 json_integer_value(json_object_get(json_object_get(j, "shared_memory"), "bytes")));
+		g = json_object_get(j, "grid");
+		ck_assert_int_eq(json_integer_value(json_object_get(g, "sms")), 132);
+		ck_assert_int_le(json_integer_value(json_object_get(g, "ctas")), json_integer_value(json_object_get(g, "planned_ctas")));
+		ck_assert(json_real_value(json_object_get(j, "jit_ms")) >= 0);
+		ck_assert_int_gt(json_integer_value(json_object_get(j, "ptx_bytes")), 0);
+		snprintf(want, sizeof(want), "kernel %s: %d registers, 0 bytes local (spills)",
+			 json_string_value(json_object_get(m, "name")), FAKE_REGS);
+		ck_assert_msg(strstr(json_string_value(json_object_get(j, "text")), want), "'%s' not in the text", want);
+		json_decref(j);
+	}
+	tu_proc_free(&p);
+	fake_teardown(&f);
+}
+END_TEST
+
 Suite *suite_cuda_fake(void)
 {
 	Suite *s = suite_create("cuda_fake");
@@ -569,6 +625,7 @@ Suite *suite_cuda_fake(void)
 	tcase_add_test(tc, test_fake_no_device);
 	tcase_add_test(tc, test_fake_jit_failure);
 	tcase_add_test(tc, test_fake_bench_check);
+	tcase_add_test(tc, test_fake_plan_json);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -19,6 +19,14 @@ extern "C" {
  */
 WSN_API int wsn_emit_ptx(enum wsn_op op, enum wsn_dtype dt, int64_t hidden, int64_t rows,
 			 const struct wsn_plan_options *opts, char **ptx, char **plan_text);
+/*
+ * Plan (op, dtype, hidden) for the same modelled device without generating the PTX: *text receives
+ * the description wsn_emit_ptx gives, *json the plan as one JSON object on one line (the keys of
+ * wsn_plan_describe_json(3)); either may be NULL, not both. Both malloc'd, for the caller to free.
+ * Returns 0, WSN_EINVAL, WSN_ESHAPE, WSN_EDTYPE, WSN_ENOTSUP or WSN_ENOMEM.
+ */
+WSN_API int wsn_emit_plan(enum wsn_op op, enum wsn_dtype dt, int64_t hidden, int64_t rows,
+			  const struct wsn_plan_options *opts, char **text, char **json);
 
 #ifdef __cplusplus
 }

@@ -72,6 +72,11 @@ WSN_API void wsn_plan_destroy(struct wsn_plan *p);
  * into buf, like snprintf: returns the length it needed (excluding the NUL) or a negative error.
  */
 WSN_API int wsn_plan_describe(const struct wsn_plan *p, char *buf, size_t len);
+/*
+ * The same description as one JSON object on one line (no newline), one key per parameter, written
+ * like snprintf. Returns the length it needed (excluding the NUL) or a negative error.
+ */
+WSN_API int wsn_plan_describe_json(const struct wsn_plan *p, char *buf, size_t len);
 
 /*
  * Tensors of one execution. Which are read and written depends on the op (see enum wsn_op).

@@ -2,6 +2,7 @@
 /* runtime/cpu/cpu_backend.c: the CPU backend's ops table: host memory, synchronous streams and events, plans. */
 #include "cpu.h"
 
+#include <jansson.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -344,24 +345,49 @@ static void cpu_plan_destroy(void *ctx, void *plan)
 	free(plan);
 }
 
+/* How the CPU reference runs plan p: its threads (at most one per chunk) and what its op computes. */
+static int cpu_plan_threads(void *ctx, const struct wsn__cpu_plan *p, const char **how)
+{
+	int64_t chunks = (p->p.rows + p->chunk_rows - 1) / p->chunk_rows;
+	int threads = resolve_threads(ctx, p);
+
+	switch (p->p.op) {
+	case WSN_LAYERNORM_FWD: *how = "two-pass variance"; break;
+	case WSN_RMSNORM_FWD: *how = "compensated mean of squares"; break;
+	case WSN_LAYERNORM_BWD: *how = "deterministic dweight/dbias (chunk partials reduced in order)"; break;
+	default: *how = "deterministic dweight (chunk partials reduced in order)"; break;
+	}
+	return threads > chunks ? (int)chunks : threads;
+}
+
+#define CPU_NO_TUNE "nothing to tune on the CPU (one kernel family)"
+
 static int cpu_plan_describe(void *ctx, const void *plan, char *buf, size_t len)
 {
 	const struct wsn__cpu_plan *p = plan;
-	int64_t chunks = (p->p.rows + p->chunk_rows - 1) / p->chunk_rows;
-	int threads = resolve_threads(ctx, p);
-	const char *how = "";
+	const char *how;
+	int threads = cpu_plan_threads(ctx, p, &how);
 
-	if (threads > chunks)
-		threads = (int)chunks;
-	switch (p->p.op) {
-	case WSN_LAYERNORM_FWD: how = ", two-pass variance"; break;
-	case WSN_RMSNORM_FWD: how = ", compensated mean of squares"; break;
-	case WSN_LAYERNORM_BWD: how = ", deterministic dweight/dbias (chunk partials reduced in order)"; break;
-	default: how = ", deterministic dweight (chunk partials reduced in order)"; break;
-	}
 	return snprintf(buf, len, "cpu reference: %d thread%s, rows split into fixed chunks of %lld rows, "
-			"f32 accumulation%s\n%s", threads, threads == 1 ? "" : "s", (long long)p->chunk_rows, how,
-			p->p.opts.autotune ? "autotune:      nothing to tune on the CPU (one kernel family)\n" : "");
+			"f32 accumulation, %s\n%s", threads, threads == 1 ? "" : "s", (long long)p->chunk_rows, how,
+			p->p.opts.autotune ? "autotune:      " CPU_NO_TUNE "\n" : "");
+}
+
+static int cpu_plan_json(void *ctx, const void *plan, void *obj)
+{
+	const struct wsn__cpu_plan *p = plan;
+	const char *how;
+	int threads = cpu_plan_threads(ctx, p, &how);
+	json_t *o = obj;
+
+	if (json_object_set_new(o, "approach", json_string("cpu reference")) ||
+	    json_object_set_new(o, "threads", json_integer(threads)) ||
+	    json_object_set_new(o, "chunk_rows", json_integer((json_int_t)p->chunk_rows)) ||
+	    json_object_set_new(o, "accumulation", json_string("f32")) ||
+	    json_object_set_new(o, "method", json_string(how)) ||
+	    json_object_set_new(o, "autotune", p->p.opts.autotune ? json_string(CPU_NO_TUNE) : json_null()))
+		return wsn__error(WSN_ENOMEM, "cpu plan: out of memory describing the plan as JSON");
+	return 0;
 }
 
 static int cpu_execute(void *ctx, void *plan, const struct wsn__exec *ex, void *stream)
@@ -396,5 +422,6 @@ const struct wsn__backend_ops wsn__cpu_ops = {
 	.plan_create = cpu_plan_create,
 	.plan_destroy = cpu_plan_destroy,
 	.plan_describe = cpu_plan_describe,
+	.plan_json = cpu_plan_json,
 	.execute = cpu_execute,
 };

@@ -600,5 +600,6 @@ const struct wsn__backend_ops wsn__cuda_ops = {
 	.plan_create = wsn__cuda_plan_create,
 	.plan_destroy = wsn__cuda_plan_destroy,
 	.plan_describe = wsn__cuda_plan_describe,
+	.plan_json = wsn__cuda_plan_json,
 	.execute = wsn__cuda_execute,
 };

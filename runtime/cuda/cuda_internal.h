@@ -295,6 +295,7 @@ int wsn__tma_encode(CUtensorMap *map, const struct wsn__tma_desc *d);
 int wsn__cuda_plan_create(void *ctx, const struct wsn__plan_params *p, void **out);
 void wsn__cuda_plan_destroy(void *ctx, void *plan);
 int wsn__cuda_plan_describe(void *ctx, const void *plan, char *buf, size_t len);
+int wsn__cuda_plan_json(void *ctx, const void *plan, void *obj);
 int wsn__cuda_execute(void *ctx, void *plan, const struct wsn__exec *ex, void *stream);
 
 #endif

@@ -2,6 +2,7 @@
 /* runtime/cuda/cuda_plan.c: CUDA plans: plan and generate a kernel, JIT it, size its grid, and launch it per the kernel ABI. */
 #include "cuda_internal.h"
 
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -644,6 +645,54 @@ int wsn__cuda_plan_describe(void *ctx, const void *plan, char *buf, size_t len)
 	if (cp->ws_bytes)
 		appendf(buf, len, &off, "workspace: %zu bytes of f32 partial sums\n", cp->ws_bytes);
 	return (int)off;
+}
+
+static json_t *kernel_json(const struct wsn__cu_kernel *k)
+{
+	char ptx[16], sass[16];
+
+	snprintf(ptx, sizeof(ptx), "%d.%d", k->ptx_version / 10, k->ptx_version % 10);
+	snprintf(sass, sizeof(sass), "sm_%d", k->binary_version);
+	return json_pack("{s:s, s:i, s:i, s:i, s:I, s:I, s:i, s:s, s:s}", "name", k->name, "registers", k->regs,
+			 "local_bytes", k->local_bytes, "static_shared", k->static_smem, "dynamic_shared",
+			 (json_int_t)k->dyn_smem, "threads", (json_int_t)k->block, "ctas_per_sm", k->ctas_per_sm,
+			 "ptx_version", ptx, "sass", sass);
+}
+
+int wsn__cuda_plan_json(void *ctx, const void *plan, void *obj)
+{
+	const struct cuda_plan *cp = plan;
+	json_t *o = obj, *grid, *compiled;
+	int err;
+
+	(void)ctx;
+	if ((err = wsn__kernel_plan_json(&cp->kp, o)) < 0)
+		return err;
+	if (cp->tune[0]) {
+		char rule[sizeof(cp->kp.rule)];
+
+		snprintf(rule, sizeof(rule), "autotune: %.300s", cp->tune);
+		if (strncmp(cp->tune, "ignored", 7) && json_object_set_new(o, "rule", json_string(rule)))
+			goto nomem;
+	}
+	if (json_object_set_new(o, "autotune", cp->tune[0] ? json_string(cp->tune) : json_null()) ||
+	    json_object_set_new(o, "workspace_bytes", json_integer((json_int_t)cp->ws_bytes)) ||
+	    json_object_set_new(o, "jit_ms", json_real(cp->mod.jit_ms)) ||
+	    json_object_set_new(o, "jit_compiler_ms",
+				cp->mod.jit_driver_ms >= 0 ? json_real(cp->mod.jit_driver_ms) : json_null()) ||
+	    json_object_set_new(o, "ptx_bytes", json_integer((json_int_t)cp->mod.ptx_bytes)))
+		goto nomem;
+	if (!(compiled = json_pack("{s:o, s:o}", "main", kernel_json(&cp->main), "finish",
+				   cp->has_finish ? kernel_json(&cp->finish) : json_null())) ||
+	    json_object_set_new(o, "compiled", compiled))
+		goto nomem;
+	if ((grid = json_object_get(o, "grid")) &&
+	    (json_object_set_new(grid, "planned_ctas", json_integer(cp->planned_grid)) ||
+	     json_object_set_new(grid, "sms", json_integer(cp->sms))))
+		goto nomem;
+	return 0;
+nomem:
+	return wsn__error(WSN_ENOMEM, "plan: out of memory describing %s as JSON", cp->kp.entry);
 }
 
 static int launch_forward(struct cuda_plan *cp, const struct wsn__exec *ex, unsigned grid, CUstream s)
