@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* runtime/tunecache.c: the autotune cache: one small file per (GPU, driver, op, dtype, hidden), renamed into place. */
+/* runtime/tunecache.c: the autotune cache: one small file per (GPU, driver, op, dtype, hidden), written whole then named. */
 #include "internal.h"
+#include "io/io_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -19,9 +20,10 @@
  * and SM count, the driver version, op, dtype, hidden size and the affine flags, squeezed to [A-Za-z0-9._-]. Each entry is one line:
  *   wsnorm-tune 2 approach=<multiwave|ws> ws_us=<f> multiwave_us=<f> rows=<n>
  * (times in microseconds per launch over rows rows; 0 and rows=0 when nothing was timed). Version 1
- * entries had no rows= and are misses. Writers write a temporary file in the same directory and
- * rename it over the entry, so a reader sees a whole old entry or a whole new one and concurrent
- * writers never interleave; the last rename wins. A malformed entry is a miss.
+ * entries had no rows= and are misses. Writers write an unnamed file in the same directory (a
+ * temporary one where the file system has none) and give it the entry's name when it is whole
+ * (wsn__out_commit), so a reader sees a whole old entry or a whole new one and concurrent writers
+ * never interleave; the last one wins. A malformed entry is a miss.
  */
 
 #define TUNE_MAGIC "wsnorm-tune 2"
@@ -164,9 +166,25 @@ static int make_dirs(char *dir)
 }
 
 /*
- * Temporary files of writers that were killed between mkostemp and rename: gone after 10 minutes
- * (a live writer holds its file for microseconds). Best effort.
+ * A temporary file of a writer killed before its rename: the name the library's writer gives one
+ * next to an entry (<key>.XXXXXX where the file system has no unnamed files, <key>.<pid>-<n> for
+ * the moment between link and rename; every key ends in _b0 or _b1), or an older wsnorm's .tmp-*.
  */
+static int is_temporary(const char *name)
+{
+	const char *b = strstr(name, "_b");
+
+	if (!strncmp(name, ".tmp-", 5))
+		return 1;
+	if (strncmp(name, "wsnorm", 6))
+		return 0;
+	for (const char *n = b; n; n = strstr(n + 2, "_b"))
+		b = n;
+	return b && (b[2] == '0' || b[2] == '1') && b[3] == '.';
+}
+
+/* Temporary files of killed writers: gone after 10 minutes (a live writer holds one for
+ * microseconds). Best effort. */
 static void sweep_stale(const char *dir)
 {
 	DIR *d = opendir(dir);
@@ -177,7 +195,7 @@ static void sweep_stale(const char *dir)
 	if (!d)
 		return;
 	while ((de = readdir(d)))
-		if (!strncmp(de->d_name, ".tmp-", 5) && !fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) &&
+		if (is_temporary(de->d_name) && !fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) &&
 		    S_ISREG(st.st_mode) && st.st_mtime < old)
 			unlinkat(dirfd(d), de->d_name, 0);
 	closedir(d);
@@ -185,9 +203,9 @@ static void sweep_stale(const char *dir)
 
 int wsn__tune_store(const struct wsn__tune_id *id, const struct wsn__tune_entry *e)
 {
-	char dir[4096], path[4608], tmp[4700];
-	int err, fd, n;
-	char line[256];
+	char dir[4096], path[4608], line[256];
+	struct wsn__out_file o;
+	int err, n;
 
 	if (e->approach != WSN_APPROACH_MULTIWAVE && e->approach != WSN_APPROACH_WS)
 		return wsn__error(WSN_EINVAL, "autotune cache: an entry names multiwave or ws, not %s",
@@ -199,28 +217,14 @@ int wsn__tune_store(const struct wsn__tune_id *id, const struct wsn__tune_entry 
 		return err;
 	if ((err = make_dirs(dir)) < 0)
 		return err;
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s/.tmp-XXXXXX", dir) >= sizeof(tmp))
-		return wsn__error(WSN_ERANGE, "autotune cache: path too long");
-	if ((fd = mkostemp(tmp, O_CLOEXEC)) < 0)
-		return wsn__error(-errno, "autotune cache: cannot create a file in %s: %s", dir, strerror(errno));
 	n = snprintf(line, sizeof(line), TUNE_MAGIC " approach=%s ws_us=%.3f multiwave_us=%.3f rows=%lld\n",
 		     wsn_approach_name(e->approach), e->ws_us, e->multiwave_us, (long long)e->rows);
-	errno = ENOSPC; /* what a short write means, when write() sets none */
-	if (write(fd, line, (size_t)n) != n || fchmod(fd, 0644) < 0 || fsync(fd) < 0) {
-		err = wsn__error(WSN_EIO, "autotune cache: cannot write %s: %s", tmp, strerror(errno));
-		close(fd);
-		unlink(tmp);
-		return err;
-	}
-	if (close(fd) < 0) {
-		err = wsn__error(WSN_EIO, "autotune cache: cannot write %s: %s", tmp, strerror(errno));
-		unlink(tmp);
-		return err;
-	}
-	if (rename(tmp, path) < 0) {
-		err = wsn__error(-errno, "autotune cache: cannot rename into %s: %s", path, strerror(errno));
-		unlink(tmp);
-		return err;
+	/* written where no reader sees it until it is whole, then given the entry's name at once */
+	if ((err = wsn__out_open(&o, path)) < 0)
+		return wsn__error_context(err, "autotune cache");
+	if ((err = wsn__out_write(&o, line, (size_t)n)) < 0 || (err = wsn__out_commit(&o, true)) < 0) {
+		wsn__out_abort(&o);
+		return wsn__error_context(err, "autotune cache");
 	}
 	sweep_stale(dir);
 	return 0;

@@ -2,6 +2,7 @@
 /* tests/check_core.c: errors, dtypes, tensors, devices and plan argument checks. */
 #include "testutil.h"
 #include "internal.h"
+#include "io/io_internal.h"
 
 #include <dirent.h>
 #include <jansson.h>
@@ -507,22 +508,43 @@ START_TEST(test_tune_cache_roundtrip)
 		ck_assert_int_eq(wsn__tune_lookup(&id, &got), 0);
 		ck_assert(got.approach == WSN_APPROACH_WS && got.rows == 4096);
 	}
-	/* a temporary file a killed writer left: swept by the next store once it is 10 minutes old */
+	/*
+	 * temporary files killed writers left (the writer's named fallback, its link-then-rename name,
+	 * an older wsnorm's .tmp-): swept by the next store once 10 minutes old; younger ones, entries
+	 * and other files stay
+	 */
 	{
-		char stale[4200], fresh[4200], tdir2[4096];
+		static const char *const temps[] = { ".tmp-AAAAAA", ".aB3dE9", ".4242-0" };
+		char stale[4400], fresh[4400], key[256], other[4400], tdir2[4096];
 		struct timespec t[2] = { { .tv_sec = time(NULL) - 3600 }, { .tv_sec = time(NULL) - 3600 } };
 		struct stat st;
 
 		snprintf(tdir2, sizeof(tdir2), "%s/wsnorm/tune", dir);
-		snprintf(stale, sizeof(stale), "%s/.tmp-AAAAAA", tdir2);
-		snprintf(fresh, sizeof(fresh), "%s/.tmp-BBBBBB", tdir2);
-		tu_write_file(stale, "x", 1);
-		tu_write_file(fresh, "x", 1);
-		ck_assert_int_eq(utimensat(AT_FDCWD, stale, t, 0), 0);
+		ck_assert_int_eq(wsn__tune_key(&id, key, sizeof(key)), 0);
+		snprintf(other, sizeof(other), "%s/notes.txt", tdir2);
+		tu_write_file(other, "x", 1);
+		ck_assert_int_eq(utimensat(AT_FDCWD, other, t, 0), 0);
+		for (int i = 0; i < 3; i++) {
+			snprintf(stale, sizeof(stale), "%s/%s%s", tdir2, i ? key : "", temps[i]);
+			snprintf(fresh, sizeof(fresh), "%s/%s%sx", tdir2, i ? key : "", temps[i]);
+			tu_write_file(stale, "x", 1);
+			tu_write_file(fresh, "x", 1);
+			ck_assert_int_eq(utimensat(AT_FDCWD, stale, t, 0), 0);
+			ck_assert_int_eq(wsn__tune_store(&id, &e), 0);
+			ck_assert_msg(stat(stale, &st) != 0, "%s was not swept", stale);
+			ck_assert_int_eq(stat(fresh, &st), 0); /* perhaps a writer at work */
+			unlink(fresh);
+		}
+		ck_assert_int_eq(stat(other, &st), 0);
+		unlink(other);
+		snprintf(stale, sizeof(stale), "%s/%s", tdir2, key);
+		ck_assert_int_eq(utimensat(AT_FDCWD, stale, t, 0), 0); /* an old entry is not a temporary file */
+		wsn__out_force_named(true); /* and where the file system has no unnamed files */
+		e.rows = 8192;
 		ck_assert_int_eq(wsn__tune_store(&id, &e), 0);
-		ck_assert_int_ne(stat(stale, &st), 0);
-		ck_assert_int_eq(stat(fresh, &st), 0); /* perhaps a writer at work */
-		unlink(fresh);
+		wsn__out_force_named(false);
+		ck_assert_int_eq(wsn__tune_lookup(&id, &got), 0);
+		ck_assert_int_eq(got.rows, 8192);
 	}
 	/* no usable cache directory: a miss, and a store that says why */
 	unsetenv("XDG_CACHE_HOME");
@@ -595,8 +617,13 @@ START_TEST(test_tune_cache_concurrent)
 	ck_assert_msg(hits > 0, "no read saw an entry while the writers ran: the check above checked nothing");
 	snprintf(tdir, sizeof(tdir), "%s/wsnorm/tune", dir);
 	ck_assert((d = opendir(tdir)) != NULL);
-	while ((de = readdir(d)))
-		ck_assert_msg(strncmp(de->d_name, ".tmp-", 5), "temporary file left: %s", de->d_name);
+	while ((de = readdir(d))) { /* only entries: names that end in _b0 or _b1 */
+		size_t l = strlen(de->d_name);
+
+		ck_assert_msg(de->d_name[0] == '.' ? !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") :
+			      l > 3 && (!strcmp(de->d_name + l - 3, "_b0") || !strcmp(de->d_name + l - 3, "_b1")),
+			      "temporary file left: %s", de->d_name);
+	}
 	closedir(d);
 	unsetenv("XDG_CACHE_HOME");
 	tu_rmtree(dir);
