@@ -96,14 +96,21 @@ static const char *size_text(uint64_t bytes, char *buf, size_t len)
 	return buf;
 }
 
-/* --h2d --json: the rates, or after an error (err_msg) nulls and the error. */
+/* A device's name, or null where none is known (the device could not be opened). */
+static json_t *name_json(const char *name)
+{
+	return name && name[0] ? json_string(name) : json_null();
+}
+
+/* --h2d --json: the rates, or after an error (err_msg) nulls and the error. di->spec names the device
+ * asked for, and di->name is empty when it could not be opened. */
 static void h2d_json(const struct bench_opts *o, const struct wsn_device_info *di, double h2d, double d2h,
 		     const char *err_msg)
 {
 	json_t *root = json_object();
 
 	json_object_set_new(root, "device", json_string(di->spec));
-	json_object_set_new(root, "device_name", json_string(di->name));
+	json_object_set_new(root, "device_name", name_json(di->name));
 	json_object_set_new(root, "copy_bytes", json_integer((json_int_t)o->copy_bytes));
 	json_object_set_new(root, "ring", json_integer(PL_DEFAULT_RING));
 	json_object_set_new(root, "iters", json_integer(o->iters));
@@ -113,6 +120,26 @@ static void h2d_json(const struct bench_opts *o, const struct wsn_device_info *d
 		json_object_set_new(root, "pcie", json_sprintf("gen%d x%d", di->pcie_gen, di->pcie_width));
 	if (err_msg)
 		json_object_set_new(root, "error", json_string(err_msg));
+	cli_json_print(root);
+}
+
+/*
+ * bench --json without --h2d: the points measured (jres, taken); after a runtime error those before
+ * it and the error's message. di->name is empty when the device could not be opened.
+ */
+static void table_json(const struct bench_opts *o, const struct wsn_device_info *di, double copy_bps, json_t *jres,
+		       int ret)
+{
+	json_t *root = json_object();
+
+	json_object_set_new(root, "device", json_string(di->spec));
+	json_object_set_new(root, "device_name", name_json(di->name));
+	json_object_set_new(root, "copy_tbs", copy_bps > 0 ? cli_json_real(copy_bps / 1e12) : json_null());
+	json_object_set_new(root, "copy_bytes", json_integer((json_int_t)o->copy_bytes));
+	json_object_set_new(root, "iters", json_integer(o->iters));
+	json_object_set_new(root, "results", jres);
+	if (ret == EXIT_RUNTIME && cli_last_error()[0]) /* not after a shape with no plan alone */
+		json_object_set_new(root, "error", json_string(cli_last_error()));
 	cli_json_print(root);
 }
 
@@ -857,12 +884,15 @@ int cmd_bench(int argc, char **argv)
 	if (o.inject_mismatch && !o.verify)
 		return cli_usage_error("bench", "--inject-mismatch tests the check that --no-verify turns off: drop one");
 	if ((ret = cli_open_device("bench", o.device, 0, &t.dev))) {
-		if (o.json && ret == EXIT_RUNTIME) { /* the document still comes, with no device and the error */
-			json_t *root = json_object();
-			json_object_set_new(root, "device", json_string(o.device));
-			json_object_set_new(root, "results", json_array());
-			json_object_set_new(root, "error", json_string(cli_last_error()));
-			cli_json_print(root);
+		if (o.json && ret == EXIT_RUNTIME) { /* the document still comes, the same keys, no device */
+			memset(&di, 0, sizeof(di));
+			snprintf(di.spec, sizeof(di.spec), "%s", o.device);
+			if (o.h2d && !have_copy)
+				o.copy_bytes = H2D_DEFAULT_BYTES; /* what a GPU would have been given */
+			if (o.h2d)
+				h2d_json(&o, &di, 0, 0, cli_last_error());
+			else
+				table_json(&o, &di, 0, json_array(), ret);
 		}
 		return ret;
 	}
@@ -947,19 +977,8 @@ int cmd_bench(int argc, char **argv)
 	else if (mismatch)
 		ret = EXIT_MISMATCH;
 out:
-	if (jres) {
-		/* the points measured; after a runtime error, those before it and the error's message */
-		json_t *root = json_object();
-		json_object_set_new(root, "device", json_string(di.spec));
-		json_object_set_new(root, "device_name", json_string(di.name));
-		json_object_set_new(root, "copy_tbs", copy_bps > 0 ? cli_json_real(copy_bps / 1e12) : json_null());
-		json_object_set_new(root, "copy_bytes", json_integer((json_int_t)o.copy_bytes));
-		json_object_set_new(root, "iters", json_integer(o.iters));
-		json_object_set_new(root, "results", jres);
-		if (ret == EXIT_RUNTIME && cli_last_error()[0]) /* not after a shape with no plan alone */
-			json_object_set_new(root, "error", json_string(cli_last_error()));
-		cli_json_print(root);
-	}
+	if (jres)
+		table_json(&o, &di, copy_bps, jres, ret);
 	wsn_device_close(cpu);
 	wsn_event_destroy(t.e0);
 	wsn_event_destroy(t.e1);

@@ -1092,6 +1092,23 @@ START_TEST(test_json_early_error)
 	ck_assert_msg((j = json_loads(p.out, 0, &je)) != NULL, "bench --json after an error: %s\n%s", je.text, p.out);
 	ck_assert_int_eq(json_array_size(json_object_get(j, "results")), 0);
 	ck_assert_msg(strstr(json_string_value(json_object_get(j, "error")), "cuda:999") != NULL, "%s", p.out);
+	/* every key of the document, nulls where nothing was measured or named */
+	ck_assert_str_eq(json_string_value(json_object_get(j, "device")), "cuda:999");
+	ck_assert(json_is_null(json_object_get(j, "device_name")) && json_is_null(json_object_get(j, "copy_tbs")));
+	ck_assert_int_eq(json_integer_value(json_object_get(j, "copy_bytes")), 1 << 30);
+	ck_assert_int_eq(json_integer_value(json_object_get(j, "iters")), 50);
+	json_decref(j);
+	tu_proc_free(&p);
+	/* with --h2d, its own document: the rates null */
+	RUN(&p, "bench", "--device", "cuda:999", "--h2d", "--json");
+	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
+	ck_assert_msg((j = json_loads(p.out, 0, &je)) != NULL, "bench --h2d --json after an error: %s\n%s", je.text, p.out);
+	ck_assert_ptr_null(json_object_get(j, "results"));
+	ck_assert(json_is_null(json_object_get(j, "h2d_gbs")) && json_is_null(json_object_get(j, "d2h_gbs")));
+	ck_assert(json_is_null(json_object_get(j, "device_name")));
+	ck_assert_int_eq(json_integer_value(json_object_get(j, "copy_bytes")), 256 << 20);
+	ck_assert_int_eq(json_integer_value(json_object_get(j, "ring")), 4);
+	ck_assert_msg(strstr(json_string_value(json_object_get(j, "error")), "cuda:999") != NULL, "%s", p.out);
 	json_decref(j);
 	tu_proc_free(&p);
 	tu_rmtree(dir);

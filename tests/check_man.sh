@@ -59,6 +59,22 @@ for page in "$man"/*.[13]; do
 	grep -Fqx "$rel" "$tmp/listed" || problem "$rel is not listed in dist_man_MANS in Makefile.am"
 done
 
+# (b2) libwsnorm(3) SEE ALSO names every public function, the index a reader starts from
+sed -n '/^\.SH "*SEE ALSO"*$/,$p' "$man/libwsnorm.3" | sed -n 's/^\.BR \(wsn_[a-zA-Z0-9_]*\) (3).*/\1/p' |
+	sort -u >"$tmp/seealso"
+while read -r fn; do
+	grep -Fqx "$fn" "$tmp/seealso" || problem "libwsnorm.3: SEE ALSO does not name $fn(3)"
+done <"$tmp/api"
+
+# (b3) no control characters but tabs in a page (an escape such as \f written through a language
+# that took it for a form feed renders as nothing groff warns about)
+for page in "$man"/*.[13]; do
+	[ -f "$page" ] || continue
+	if LC_ALL=C grep -q "$(printf '[\001-\010\013-\037\177]')" "$page"; then
+		problem "${page##*/}: a control character (line $(LC_ALL=C grep -n "$(printf '[\001-\010\013-\037\177]')" "$page" | head -1 | cut -d: -f1))"
+	fi
+done
+
 # (c) every page renders cleanly: groff with all warnings on, nothing on stderr. Stubs (.so
 # man3/x.3) are resolved as they will be once installed, through man1/ and man3/ links to man/.
 if ! command -v groff >/dev/null 2>&1; then
