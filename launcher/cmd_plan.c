@@ -195,14 +195,13 @@ int cmd_plan(int argc, char **argv)
 		struct wsn_plan *plan = NULL;
 		int n;
 
-		if ((ret = cli_open_device("plan", o.device, 0, &dev)))
-			return ret;
-		if (wsn_device_info(dev, &di) == 0 &&
-		    (ret = cli_kparam_gpu_only("plan", o.device, &di, o.force, o.po.arch))) {
+		if ((ret = cli_open_device("plan", o.device, 0, &dev))) {
+			/* the error's document below */
+		} else if (wsn_device_info(dev, &di) == 0 &&
+			   (ret = cli_kparam_gpu_only("plan", o.device, &di, o.force, o.po.arch))) {
 			wsn_device_close(dev);
 			return ret;
-		}
-		if ((err = wsn_plan_create(dev, o.op, o.rows, o.hidden, o.dt, &o.po, &plan)) < 0)
+		} else if ((err = wsn_plan_create(dev, o.op, o.rows, o.hidden, o.dt, &o.po, &plan)) < 0)
 			ret = cli_fail(err, "plan: %s %s hidden %lld on %s", wsn_op_name(o.op), wsn_dtype_name(o.dt),
 				       (long long)o.hidden, o.device);
 		else if ((n = wsn_plan_describe(plan, NULL, 0)) < 0 || !(text = malloc((size_t)n + 1)))
@@ -226,6 +225,17 @@ int cmd_plan(int argc, char **argv)
 			ret = print_json(json, text);
 		else
 			fputs(text, stdout);
+	} else if (o.json && ret == EXIT_RUNTIME) { /* the document still comes: the shape and the error */
+		json_t *j = json_object();
+
+		json_object_set_new(j, "op", json_string(wsn_op_name(o.op)));
+		json_object_set_new(j, "dtype", json_string(wsn_dtype_name(o.dt)));
+		json_object_set_new(j, "rows", json_integer(o.rows));
+		json_object_set_new(j, "hidden", json_integer(o.hidden));
+		json_object_set_new(j, "device", json_string(o.device ? o.device : o.po.arch == 100 ? "model:b200"
+												  : "model:h100"));
+		json_object_set_new(j, "error", json_string(cli_last_error()));
+		cli_json_print(j);
 	}
 	free(text);
 	free(json);

@@ -100,7 +100,7 @@ static void usage(FILE *f)
 		"                    ops on the best device present, report, and remove the files\n"
 		"  --json            machine-readable report on stdout\n"
 		"  -h, --help        show this help\n"
-		"\nSIGINT or SIGTERM stops the run with a partial report; outputs appear only when complete.\n"
+		"\nSIGINT, SIGTERM or SIGHUP stops the run with a partial report; outputs appear only when complete.\n"
 		"Exit status: 0 pass, 1 verification mismatch or threshold missed, 2 usage error,\n"
 		"3 runtime error.\n",
 		cli_prog, cli_prog, (double)WSN_DEFAULT_EPS, PL_DEFAULT_RING, PL_MAX_RING,
@@ -237,7 +237,8 @@ static int dataset_setup(struct run_opts *o, struct pl_dataset *ds)
 
 /* ---- signals ---- */
 
-/* Block SIGINT and SIGTERM in this thread and every thread it starts; they are read from sig_fd. */
+/* Block SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) in this thread and every thread
+ * it starts; they are read from sig_fd. */
 static void signals_block(void)
 {
 	if (sig_fd >= 0)
@@ -245,8 +246,14 @@ static void signals_block(void)
 	sigemptyset(&sig_set);
 	sigaddset(&sig_set, SIGINT);
 	sigaddset(&sig_set, SIGTERM);
+	sigaddset(&sig_set, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &sig_set, NULL);
 	sig_fd = signalfd(-1, &sig_set, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+static const char *signal_name(int sig)
+{
+	return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "a signal";
 }
 
 /* After the first signal: a second one ends the process at once (default action). */
@@ -279,7 +286,7 @@ static void wait_run(struct pl_run *run, int *interrupted_by)
 				*interrupted_by = (int)si.ssi_signo;
 				cli_progress_end(&prog);
 				fprintf(stderr, "%s: run: %s: stopping after the batches in flight (again to quit at once)\n",
-					cli_prog, si.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
+					cli_prog, signal_name((int)si.ssi_signo));
 				pl_run_stop(run, 1);
 				signals_release();
 			}
@@ -620,7 +627,7 @@ static json_t *report_json(const struct run_opts *o, const struct pl_run *run, c
 	json_object_set_new(j, "rows_per_s", cli_json_real(sm->e2e_rows_s));
 	json_object_set_new(j, "interrupted", json_boolean(sm->interrupted_by != 0));
 	if (sm->interrupted_by)
-		json_object_set_new(j, "signal", json_string(sm->interrupted_by == SIGINT ? "SIGINT" : "SIGTERM"));
+		json_object_set_new(j, "signal", json_string(signal_name(sm->interrupted_by)));
 	json_object_set_new(j, "stages", stages_json(o, r0, sm->agg, sm->rates, sm->copy_bps));
 	io_sum(run, &io);
 	json_object_set_new(j, "io", io_json(&io));

@@ -73,10 +73,10 @@ int main(int argc, char **argv)
 		const char *a = argv[i];
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			usage(stdout);
-			return EXIT_PASS;
+			return finish(EXIT_PASS);
 		} else if (!strcmp(a, "-V") || !strcmp(a, "--version")) {
 			printf("wsnorm %s (libwsnorm %s)\n", WSN_VERSION_STRING, wsn_version());
-			return EXIT_PASS;
+			return finish(EXIT_PASS);
 		} else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
 			cli_verbose = -1;
 		} else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {

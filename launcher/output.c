@@ -280,29 +280,93 @@ int pl_out_complete(const struct pl_dataset *ds)
 	return ds->n > 0;
 }
 
+/* Outputs [from, to): put back (put_back) or remove the old file each had linked aside as old[i]. */
+static void old_files(struct pl_dataset *ds, char **old, int from, int to, int put_back)
+{
+	for (int i = from; i < to; i++) {
+		if (!old[i])
+			continue;
+		if (put_back)
+			rename(old[i], ds->shards[i].out->path);
+		else
+			unlink(old[i]);
+		free(old[i]);
+		old[i] = NULL;
+	}
+}
+
+/*
+ * Rename every complete output into place, all or none: each old file at a destination is first
+ * linked aside (path.<pid>-old), so that when a rename fails part way the outputs renamed before it
+ * are taken back and the old files put back. A destination that cannot be linked aside (another
+ * user's file in a sticky directory, say) stops the commit before anything is renamed. 0 or a
+ * WSN_E* code with msg set.
+ */
+static int commit_all(struct pl_dataset *ds, char *msg, size_t len)
+{
+	char **old = calloc((size_t)ds->n, sizeof(*old));
+	struct stat st;
+	int err = 0, k;
+
+	if (!old) {
+		snprintf(msg, len, "run: ENOMEM: out of memory");
+		return WSN_ENOMEM;
+	}
+	for (k = 0; k < ds->n && !err; k++) {
+		struct pl_out *o = ds->shards[k].out;
+
+		if (lstat(o->path, &st) < 0)
+			continue; /* a new file: nothing to keep */
+		for (unsigned n = 0; !err; n++) {
+			if (asprintf(&old[k], "%s.%ld-old%u", o->path, (long)getpid(), n) < 0) {
+				old[k] = NULL;
+				err = WSN_ENOMEM;
+			} else if (link(o->path, old[k]) == 0) {
+				break;
+			} else {
+				err = -errno;
+				free(old[k]);
+				old[k] = NULL;
+				if (err == -EEXIST && n < 99)
+					err = 0;
+			}
+		}
+		if (err)
+			snprintf(msg, len, "run: cannot replace '%s': %s: it cannot be linked aside while the outputs are "
+				 "renamed into place (%s); no output was written", o->path, wsn_err_name(err), strerror(-err));
+	}
+	for (k = 0; k < ds->n && !err; k++) {
+		struct pl_out *o = ds->shards[k].out;
+
+		if (rename(o->tmp, o->path) < 0) {
+			err = -errno;
+			snprintf(msg, len, "run: cannot rename '%s' to '%s': %s: %s; the %d output%s renamed before it %s "
+				 "taken back and no output was written", o->tmp, o->path, wsn_err_name(err), strerror(-err), k,
+				 k == 1 ? "" : "s", k == 1 ? "was" : "were");
+			for (int j = 0; j < k; j++) /* back to what was there */
+				if (!old[j])
+					unlink(ds->shards[j].out->path);
+			old_files(ds, old, 0, k, 1);
+			break;
+		}
+		free(o->tmp);
+		o->tmp = NULL;
+	}
+	old_files(ds, old, 0, ds->n, 0); /* what is left of them: the old files replaced, or those never reached */
+	free(old);
+	return err;
+}
+
 int pl_out_finish(struct pl_dataset *ds, int commit, char *msg, size_t len)
 {
 	int err = 0;
 
 	commit = commit && pl_out_complete(ds);
+	/* a complete output was synced and closed when its last batch was written */
+	if (commit)
+		err = commit_all(ds, msg, len);
 	for (int i = 0; i < ds->n; i++) {
-		struct pl_out *o = ds->shards[i].out;
-
-		if (!o)
-			continue;
-		if (commit && !err) {
-			/* a complete output was synced and closed when its last batch was written */
-			if (rename(o->tmp, o->path) < 0) {
-				err = -errno;
-				snprintf(msg, len, "run: cannot rename '%s' to '%s': %s: %s", o->tmp, o->path,
-					 wsn_err_name(err), strerror(-err));
-			}
-			if (!err) {
-				free(o->tmp);
-				o->tmp = NULL;
-			}
-		}
-		out_free(o); /* closes and removes the temporary file when it was not renamed */
+		out_free(ds->shards[i].out); /* closes and removes the temporary file when it was not renamed */
 		ds->shards[i].out = NULL;
 	}
 	if ((!commit || err) && ds->outdir_created)

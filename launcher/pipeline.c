@@ -584,6 +584,7 @@ int pl_shard_open(struct pl_dataset *ds, int i, struct wsn_reader *r, int first,
 					 wsn_dtype_name(ds->shape.dt), (unsigned long long)want);
 		}
 		sh->off[PL_IN_X] = 0;
+		sh->id = st;
 	} else {
 		if (!sh->st && (err = wsn_st_open(sh->path, r, &sh->st)) < 0) {
 			errf(msg, len, err, "run: cannot read '%s'", sh->path);
@@ -591,6 +592,10 @@ int pl_shard_open(struct pl_dataset *ds, int i, struct wsn_reader *r, int first,
 		}
 		if ((err = check_shard(ds, sh, first, msg, len)))
 			return err;
+		if (stat(sh->path, &sh->id) < 0) {
+			snprintf(msg, len, "run: cannot open input '%s': %s", sh->path, strerror(errno));
+			return WSN_ENOENT;
+		}
 	}
 	sh->nbatches = (sh->rows + ds->cfg->batch_rows - 1) / ds->cfg->batch_rows;
 	sh->opened = 1;
@@ -977,10 +982,37 @@ static void batch_submit(struct pl_dev *d, struct wsn_reader *rd, struct pending
 	}
 }
 
-/* Wait for every read of p's batch; the first failure goes to p->err and p->msg. */
+/*
+ * Is the file at sh->path still the one its header was read from (the same inode, size and
+ * modification time)? Every batch opens the file again by its name, so a file replaced (renamed
+ * over, as gen writes) or rewritten during a run would otherwise be read at the old header's
+ * offsets and mixed into the results unnoticed: verification reads the same bytes.
+ */
+static int shard_unchanged(const struct pl_shard *sh, char *msg, size_t len)
+{
+	struct stat st;
+	const char *what;
+
+	if (stat(sh->path, &st) < 0)
+		what = "it is gone";
+	else if (st.st_dev != sh->id.st_dev || st.st_ino != sh->id.st_ino)
+		what = "another file now has its name";
+	else if (st.st_size != sh->id.st_size || st.st_mtim.tv_sec != sh->id.st_mtim.tv_sec ||
+		 st.st_mtim.tv_nsec != sh->id.st_mtim.tv_nsec)
+		what = "it was written to";
+	else
+		return 0;
+	snprintf(msg, len, "run: input '%s' changed during the run (%s): the run stops rather than mix two files' "
+		 "bytes in its results", sh->path, what);
+	return WSN_EIO;
+}
+
+/* Wait for every read of p's batch; the first failure goes to p->err and p->msg. A batch read from a
+ * file that is no longer the one opened fails too. */
 static void batch_wait(struct pl_dev *d, struct wsn_reader *rd, struct pending *p)
 {
-	const char *path = d->run->ds->shards[p->b.shard].path;
+	const struct pl_shard *shard = &d->run->ds->shards[p->b.shard];
+	const char *path = shard->path;
 
 	for (int i = 0; i < p->nids; i++) {
 		int err = wsn_reader_wait(rd, p->ids[i]);
@@ -991,6 +1023,8 @@ static void batch_wait(struct pl_dev *d, struct wsn_reader *rd, struct pending *
 			p->err = err;
 		}
 	}
+	if (p->nids && !p->err)
+		p->err = shard_unchanged(shard, p->msg, sizeof(p->msg));
 	p->nids = 0;
 }
 

@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -86,6 +87,7 @@ struct pl_shard {
 	dev_t dev;                /* the file's identity when listed (0, 0: not known), so that an */
 	ino_t ino;                /* output is never written over an input */
 	struct wsn_st_file *st;   /* NULL for raw input */
+	struct stat id;           /* the file as opened: every batch's reads must come from this one */
 	int opened;
 	int64_t rows;
 	uint64_t off[PL_NIN];     /* absolute file offsets of the input tensors */

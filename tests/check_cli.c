@@ -588,6 +588,33 @@ START_TEST(test_plan_json)
 	}
 	tu_proc_free(&p);
 
+	/* a runtime error still gives one object: the shape asked for and the message */
+	RUN(&p, "plan", "--op", "layernorm-bwd", "--hidden", "16777216", "--json");
+	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
+	{
+		json_error_t je;
+		json_t *j = json_loads(p.out, 0, &je);
+
+		ck_assert_msg(j != NULL, "plan --json after an error: %s\n%s", je.text, p.out);
+		ck_assert_int_eq(jint(j, "hidden"), 16777216);
+		ck_assert_str_eq(json_string_value(json_object_get(j, "device")), "model:h100");
+		ck_assert_msg(strstr(p.err, json_string_value(json_object_get(j, "error"))), "stderr %s", p.err);
+		json_decref(j);
+	}
+	tu_proc_free(&p);
+	RUN(&p, "plan", "--op", "layernorm-bwd", "--hidden", "1024", "--device", "cuda:999", "--json");
+	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
+	{
+		json_error_t je;
+		json_t *j = json_loads(p.out, 0, &je);
+
+		ck_assert_msg(j != NULL, "plan --json after an error: %s\n%s", je.text, p.out);
+		ck_assert_str_eq(json_string_value(json_object_get(j, "device")), "cuda:999");
+		ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(j, "error")), "cuda:999"));
+		json_decref(j);
+	}
+	tu_proc_free(&p);
+
 	/* the CPU: its threads and chunk size, as the text says them */
 	RUN(&p, "plan", "--op", "rmsnorm-bwd", "--hidden", "1000", "--rows", "100", "--device", "cpu", "--json");
 	ck_assert_msg(p.status == 0, "%s", p.err);
@@ -1187,6 +1214,22 @@ START_TEST(test_stdout_closed)
 		left += !strncmp(e->d_name, "wsnorm-demo-", 12);
 	closedir(d);
 	ck_assert_msg(!left, "the demo's temporary directory is still in %s", dir);
+	/* help and version too: a full device is a failed write, whichever command printed */
+	if (access("/dev/full", W_OK) == 0) {
+		static const char *const what[] = { "--help", "--version", "plan --help" };
+
+		for (int i = 0; i < 3; i++) {
+			free(cmd);
+			ck_assert(asprintf(&cmd, "'%s' %s > /dev/full", tu_wsnorm_bin(), what[i]) > 0);
+			{
+				char *argv[] = { (char *)"/bin/sh", (char *)"-c", cmd, NULL };
+				tu_run(argv, 60, &p);
+			}
+			ck_assert_msg(p.status == 3 && strstr(p.err, "cannot write to standard output"), "%s: exit %d: %s",
+				      what[i], p.status, p.err);
+			tu_proc_free(&p);
+		}
+	}
 	tu_rmtree(dir);
 	free(cmd);
 	free(status);

@@ -759,7 +759,7 @@ static void interrupt_run(int sig, const char *loops, int settle_ms)
 	text = tu_slurp(so, NULL);
 	err = tu_slurp(se, NULL);
 	ck_assert_msg(status == 0, "exit %d after signal %d: %s", status, sig, err);
-	ck_assert_msg(strstr(err, sig == SIGINT ? "SIGINT" : "SIGTERM") != NULL, "%s", err);
+	ck_assert_msg(strstr(err, sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP") != NULL, "%s", err);
 	j = json_loads(text, 0, &je);
 	ck_assert_msg(j != NULL, "partial report is not JSON: %s\n%s", je.text, text);
 	ck_assert(json_is_true(json_object_get(j, "interrupted")));
@@ -793,6 +793,144 @@ START_TEST(test_sigterm)
 	setenv("WSNORM_RUN_COPIES", "1", 1); /* and through the GPU path */
 	interrupt_run(SIGTERM, "20000", 300);
 	unsetenv("WSNORM_RUN_COPIES");
+}
+END_TEST
+
+/*
+ * An input replaced while a long run reads it (another file renamed over it, as gen writes, and
+ * then one rewritten in place): every batch opens the file by name again, so the run must notice
+ * and stop with a runtime error that names the file, leaving no output, rather than read the new
+ * file at the old header's offsets and pass.
+ */
+START_TEST(test_input_replaced)
+{
+	char *dir = tu_tmpdir(), *ds = path_in(dir, "in.safetensors"), *other = path_in(dir, "other.safetensors");
+	char *out = path_in(dir, "out.safetensors"), *so = path_in(dir, "stdout"), *se = path_in(dir, "stderr"), names[512];
+	char *argv[] = { (char *)tu_wsnorm_bin(), "run", "--input", ds, "--device", "cpu", "--output", out,
+			 "--duration", "60s", "--batch-rows", "16", "--kernel-loops", "2000", "--ring", "2",
+			 "--copy-size", "64K", "--threads", "1", NULL };
+
+	for (int how = 0; how < 2; how++) {
+		pid_t pid;
+		int status;
+		char *err;
+
+		gen("rmsnorm-fwd", "f32", "256", "256", "1", ds);
+		gen("layernorm-bwd", "f32", "256", "128", "1", other);
+		pid = spawn(argv, so, se);
+		sleep_ms(700); /* the run is under way: its first batches are read */
+		if (how == 0) {
+			ck_assert_int_eq(rename(other, ds), 0);
+		} else { /* the same inode, its bytes rewritten */
+			int fd = open(ds, O_WRONLY);
+			ck_assert_int_ge(fd, 0);
+			ck_assert_int_eq(pwrite(fd, "\0\0\0\0", 4, 4096), 4);
+			close(fd);
+			unlink(other);
+		}
+		status = reap(pid);
+		err = tu_slurp(se, NULL);
+		ck_assert_msg(status == 3, "%s: exit %d after the input changed: %s", how ? "rewritten" : "replaced", status,
+			      err);
+		ck_assert_msg(strstr(err, "changed during the run") && strstr(err, ds), "%s", err);
+		ck_assert_msg(strstr(err, how ? "it was written to" : "another file now has its name"), "%s", err);
+		ck_assert_msg(dir_count(dir, names, sizeof(names)) == 3, "files left: %s", names); /* in, stdout, stderr */
+		free(err);
+		unlink(ds);
+	}
+	tu_rmtree(dir);
+	free(ds);
+	free(other);
+	free(out);
+	free(so);
+	free(se);
+	free(dir);
+}
+END_TEST
+
+/*
+ * Outputs are all or none even when a rename fails part way: a run over two shards whose second
+ * temporary file disappears before the end renames the first output in, fails on the second, and
+ * must take the first back, putting the file that was there before back in place; the error says so.
+ */
+START_TEST(test_output_rollback)
+{
+	char *dir = tu_tmpdir(), *ds = path_in(dir, "ds"), *out = path_in(dir, "out"), *so = path_in(dir, "stdout");
+	char *se = path_in(dir, "stderr"), *first = NULL, *second = NULL, names[1024], *err, *old1, *now1;
+	char *argv[] = { (char *)tu_wsnorm_bin(), "run", "--input", ds, "--device", "cpu", "--output", out,
+			 "--duration", "60s", "--batch-rows", "16", "--kernel-loops", "2000", "--ring", "2",
+			 "--copy-size", "64K", "--threads", "1", NULL };
+	struct dirent **list;
+	size_t len0 = 0, len1 = 0, lenb = 0;
+	char *back;
+	struct tu_proc p;
+	pid_t pid;
+	int n, status, removed = 0;
+
+	gen("rmsnorm-fwd", "f32", "64", "256", "2", ds);
+	RUN(&p, "-q", "run", "--input", ds, "--device", "cpu", "--output", out);
+	ck_assert_msg(p.status == 0, "first run: %s", p.err);
+	tu_proc_free(&p);
+	ck_assert_int_eq(n = scandir(out, &list, NULL, alphasort), 4); /* . .. and the two outputs */
+	ck_assert(asprintf(&first, "%s/%s", out, list[2]->d_name) > 0);
+	ck_assert(asprintf(&second, "%s/%s", out, list[3]->d_name) > 0);
+	for (int i = 0; i < n; i++)
+		free(list[i]);
+	free(list);
+	tu_write_file(first, "the old first output", 20); /* what must be there again after the failure */
+	old1 = tu_slurp(second, &len1);
+
+	pid = spawn(argv, so, se);
+	/* both temporary files are there once both shards are open: take the second's away */
+	for (int i = 0; i < 1000 && !removed; i++) {
+		DIR *d = opendir(out);
+		struct dirent *e;
+		const char *base = strrchr(second, '/') + 1;
+
+		while (d && (e = readdir(d)))
+			if (!strncmp(e->d_name, base, strlen(base)) && e->d_name[strlen(base)] == '.') {
+				char *t;
+				ck_assert(asprintf(&t, "%s/%s", out, e->d_name) > 0);
+				removed = unlink(t) == 0;
+				free(t);
+			}
+		if (d)
+			closedir(d);
+		if (!removed)
+			sleep_ms(10);
+	}
+	ck_assert_msg(removed, "the second output's temporary file never appeared");
+	sleep_ms(1000);
+	kill(pid, SIGTERM); /* the first pass is long over: a stopped run still commits its outputs */
+	status = reap(pid);
+	err = tu_slurp(se, NULL);
+	ck_assert_msg(status == 3, "exit %d: %s", status, err);
+	ck_assert_msg(strstr(err, "cannot rename") && strstr(err, "the 1 output renamed before it was taken back"),
+		      "%s", err);
+	back = tu_slurp(first, &len0);
+	ck_assert_msg(len0 == 20 && !memcmp(back, "the old first output", 20), "the first output was not put back");
+	now1 = tu_slurp(second, &lenb);
+	ck_assert_msg(lenb == len1 && !memcmp(now1, old1, len1), "the second output changed");
+	ck_assert_msg(dir_count(out, names, sizeof(names)) == 2, "files in the output directory: %s", names);
+	free(back);
+	free(now1);
+	free(old1);
+	free(err);
+	tu_rmtree(dir);
+	free(first);
+	free(second);
+	free(ds);
+	free(out);
+	free(so);
+	free(se);
+	free(dir);
+}
+END_TEST
+
+/* a hang-up (the terminal or ssh session gone) stops a run the same way */
+START_TEST(test_sighup)
+{
+	interrupt_run(SIGHUP, "20000", 300);
 }
 END_TEST
 
@@ -1744,6 +1882,9 @@ Suite *suite_pipeline(void)
 	tcase_add_test(tc, test_corrupt_shard);
 	tcase_add_test(tc, test_sigint);
 	tcase_add_test(tc, test_sigterm);
+	tcase_add_test(tc, test_sighup);
+	tcase_add_test(tc, test_input_replaced);
+	tcase_add_test(tc, test_output_rollback);
 	tcase_add_test(tc, test_gen_signal);
 	tcase_add_test(tc, test_gen_kill_mid_write);
 	tcase_add_test(tc, test_signal_before_verify);
