@@ -631,6 +631,59 @@ START_TEST(test_tune_cache_concurrent)
 }
 END_TEST
 
+/* MemAvailable from /proc/meminfo in bytes, 0 when it cannot be read. */
+static uint64_t test_mem_available(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[256];
+	unsigned long long kb = 0;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return (uint64_t)kb * 1024;
+}
+
+/*
+ * The CPU device's memory counts against what the machine has: two allocations that together are
+ * more than the memory available fail cleanly with WSN_ENOMEM naming the numbers (the memory is
+ * never touched here, so the test itself takes none), whether device or pinned host memory, on one
+ * device or across two; freeing makes room again.
+ */
+START_TEST(test_cpu_memory_limit)
+{
+	uint64_t avail = test_mem_available(), big;
+	struct wsn_device *a, *b;
+	void *p = NULL, *q = NULL;
+
+	if (avail < (64u << 20)) {
+		printf("cpu memory limit: MemAvailable unreadable or tiny, skipped\n");
+		return;
+	}
+	big = avail / 10 * 6;
+	ck_assert_int_eq(wsn_device_open("cpu", &a), 0);
+	ck_assert_int_eq(wsn_device_open("cpu", &b), 0);
+	ck_assert_int_eq(wsn_host_alloc(a, big, &p), 0);
+	ck_assert_int_eq(wsn_host_alloc(a, big, &q), WSN_ENOMEM);
+	ck_assert_msg(strstr(wsn_last_error(), "bytes of memory available"), "%s", wsn_last_error());
+	ck_assert_ptr_null(q);
+	ck_assert_int_eq(wsn_mem_alloc(b, big, &q), WSN_ENOMEM); /* the whole process counts */
+	ck_assert_int_eq(wsn_mem_alloc(b, 1 << 20, &q), 0);     /* small ones still fit */
+	ck_assert_int_eq(wsn_mem_free(b, q), 0);
+	ck_assert_int_eq(wsn_host_free(a, p), 0);
+	ck_assert_int_eq(wsn_mem_alloc(b, big, &q), 0); /* room again */
+	ck_assert_int_eq(wsn_host_alloc(a, big, &p), WSN_ENOMEM);
+	ck_assert_int_eq(wsn_mem_free(b, q), 0);
+	ck_assert_int_eq(wsn_host_alloc(a, big, &p), 0);
+	wsn_device_close(a); /* closing frees what it held, and counts it free */
+	ck_assert_int_eq(wsn_mem_alloc(b, big, &q), 0);
+	ck_assert_int_eq(wsn_mem_free(b, q), 0);
+	wsn_device_close(b);
+}
+END_TEST
+
 Suite *suite_core(void)
 {
 	Suite *s = suite_create("core");
@@ -650,6 +703,7 @@ Suite *suite_core(void)
 	tcase_add_test(tc, test_plan_options_autotune);
 	tcase_add_test(tc, test_tune_cache_roundtrip);
 	tcase_add_test(tc, test_tune_cache_concurrent);
+	tcase_add_test(tc, test_cpu_memory_limit);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -2,7 +2,9 @@
 /* runtime/cpu/cpu_backend.c: the CPU backend's ops table: host memory, synchronous streams and events, plans. */
 #include "cpu.h"
 
+#include <inttypes.h>
 #include <jansson.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -32,6 +34,98 @@ struct cpu_ctx {
 struct cpu_stream {
 	int unused;
 };
+
+/*
+ * The memory of every CPU device of the process (device and pinned host allocations alike), held
+ * against what the machine had available when the process last held none. Memory on the CPU is
+ * plain virtual memory that the kernel grants beyond what exists; without this a run too large for
+ * the machine is ended by the out-of-memory killer (no message, no report) instead of failing with
+ * WSN_ENOMEM. The allocations are touched soon after they are made, so they count in full.
+ */
+static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t held_bytes, held_limit;
+static char held_source[96];
+
+/* A "Name:   N kB" line of /proc/meminfo in bytes; 0 when absent. */
+static uint64_t meminfo(const char *name)
+{
+	FILE *f = fopen("/proc/meminfo", "re");
+	char line[256];
+	size_t n = strlen(name);
+	uint64_t kb = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, name, n) && line[n] == ':') {
+			kb = strtoull(line + n + 1, NULL, 10);
+			break;
+		}
+	fclose(f);
+	return kb <= UINT64_MAX / 1024 ? kb * 1024 : 0;
+}
+
+/* A number in a cgroup v2 file of this process's group ("max" or absent: 0). */
+static uint64_t cgroup_value(const char *file)
+{
+	char line[4096], path[4200];
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	uint64_t v = 0;
+
+	if (!f)
+		return 0;
+	path[0] = '\0';
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "0::", 3)) { /* the unified hierarchy */
+			line[strcspn(line, "\n")] = '\0';
+			snprintf(path, sizeof(path), "/sys/fs/cgroup%s/%s", strcmp(line + 3, "/") ? line + 3 : "", file);
+			break;
+		}
+	fclose(f);
+	if (path[0] && (f = fopen(path, "re"))) {
+		if (fgets(line, sizeof(line), f) && line[0] >= '0' && line[0] <= '9')
+			v = strtoull(line, NULL, 10);
+		fclose(f);
+	}
+	return v;
+}
+
+/* What the process may take now: MemAvailable, or less where its cgroup's limit leaves less. 0: unknown. */
+static uint64_t mem_available(char *source, size_t len)
+{
+	uint64_t avail = meminfo("MemAvailable"), max = cgroup_value("memory.max"), cur;
+
+	snprintf(source, len, "MemAvailable in /proc/meminfo");
+	if (max) {
+		cur = cgroup_value("memory.current");
+		if (cur < max && (!avail || max - cur < avail)) {
+			avail = max - cur;
+			snprintf(source, len, "the memory cgroup's memory.max less memory.current");
+		}
+	}
+	return avail;
+}
+
+/* Count bytes as held, or fail naming what is available. Called with held_lock held. */
+static int held_take(uint64_t bytes, const char *what)
+{
+	if (!held_bytes)
+		held_limit = mem_available(held_source, sizeof(held_source));
+	if (held_limit && (bytes > held_limit || held_bytes > held_limit - bytes))
+		return wsn__error(WSN_ENOMEM,
+				  "%s: %" PRIu64 " bytes, with the %" PRIu64 " this process holds on the CPU already, are more "
+				  "than the %" PRIu64 " bytes of memory available (%s)", what, bytes, held_bytes, held_limit,
+				  held_source);
+	held_bytes += bytes;
+	return 0;
+}
+
+static void held_give(uint64_t bytes)
+{
+	pthread_mutex_lock(&held_lock);
+	held_bytes = bytes < held_bytes ? held_bytes - bytes : 0;
+	pthread_mutex_unlock(&held_lock);
+}
 
 struct cpu_event {
 	double t; /* monotonic seconds when recorded */
@@ -133,6 +227,7 @@ static void cpu_device_close(void *ctx)
 
 		c->maps = m->next;
 		munmap(m->ptr, m->len);
+		held_give(m->len);
 		free(m);
 	}
 	pthread_mutex_destroy(&c->lock);
@@ -165,16 +260,26 @@ static int cpu_mem_alloc(void *ctx, size_t bytes, void **out)
 	int rc;
 
 	(void)ctx;
-	if ((rc = posix_memalign(out, 64, bytes)) != 0) {
-		*out = NULL;
-		return wsn__error(rc == ENOMEM ? WSN_ENOMEM : WSN_EINVAL, "cpu: cannot allocate %zu bytes", bytes);
+	*out = NULL;
+	pthread_mutex_lock(&held_lock);
+	if ((rc = held_take(bytes, "cpu: cannot allocate")) == 0) {
+		held_bytes -= bytes; /* counted as what the allocator gives, which free gives back */
+		if ((rc = posix_memalign(out, 64, bytes)) != 0) {
+			*out = NULL;
+			rc = wsn__error(rc == ENOMEM ? WSN_ENOMEM : WSN_EINVAL, "cpu: cannot allocate %zu bytes", bytes);
+		} else {
+			held_bytes += malloc_usable_size(*out);
+		}
 	}
-	return 0;
+	pthread_mutex_unlock(&held_lock);
+	return rc;
 }
 
 static int cpu_mem_free(void *ctx, void *ptr)
 {
 	(void)ctx;
+	if (ptr)
+		held_give(malloc_usable_size(ptr));
 	free(ptr);
 	return 0;
 }
@@ -195,7 +300,8 @@ static int cpu_host_alloc(void *ctx, size_t bytes, void **out)
 	struct host_map *m;
 	long page = sysconf(_SC_PAGESIZE);
 	size_t len;
-	void *p;
+	void *p = NULL;
+	int rc;
 
 	if (page <= 0)
 		page = 4096;
@@ -204,10 +310,18 @@ static int cpu_host_alloc(void *ctx, size_t bytes, void **out)
 	len = (bytes + (size_t)page - 1) / (size_t)page * (size_t)page;
 	if (!(m = malloc(sizeof(*m))))
 		return wsn__error(WSN_ENOMEM, "cpu pinned host allocation: out of memory");
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED) {
+	pthread_mutex_lock(&held_lock);
+	if ((rc = held_take(len, "cpu pinned host allocation")) == 0) {
+		p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED) {
+			held_bytes -= len;
+			rc = wsn__error(WSN_ENOMEM, "cpu pinned host allocation: mmap of %zu bytes failed", len);
+		}
+	}
+	pthread_mutex_unlock(&held_lock);
+	if (rc) {
 		free(m);
-		return wsn__error(WSN_ENOMEM, "cpu pinned host allocation: mmap of %zu bytes failed", len);
+		return rc;
 	}
 #ifdef MADV_HUGEPAGE
 	if (len >= HUGE_PAGE_BYTES)
@@ -241,6 +355,7 @@ static int cpu_host_free(void *ctx, void *ptr)
 		return wsn__error(WSN_EINVAL, "cpu pinned host free: %p was not allocated by wsn_host_alloc on this device",
 				  ptr);
 	munmap(m->ptr, m->len);
+	held_give(m->len);
 	free(m);
 	return 0;
 }
