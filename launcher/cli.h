@@ -84,8 +84,9 @@ int cli_parse_u64(const char *s, uint64_t *out);
 int cli_parse_i64_list(const char *s, int64_t min, int64_t max, int64_t *out, int max_n);
 /* Parse "sm_90a"/"sm_100a"/"90"/"100" into 90/100; -1 on error. */
 int cli_parse_arch(const char *s);
-/* A JSON string of text that may hold anything (a file name): control bytes and invalid UTF-8 escaped
- * as wsn_text_escape() does, where json_string() would refuse it. */
+/* A JSON string of text that may hold anything (a file name): the text itself where it is valid UTF-8
+ * (a path a script can open; JSON escapes its control characters), else escaped as wsn_text_escape()
+ * does, where json_string() would refuse it. */
 json_t *cli_json_text(const char *s);
 /* Whether a comma-separated list is empty or has an empty entry ("a,,b", ",a", "a,"). */
 int cli_list_has_empty(const char *list);

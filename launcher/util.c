@@ -139,13 +139,20 @@ int cli_fail(int err, const char *fmt, ...)
 
 void cli_note(const char *fmt, ...)
 {
+	char msg[2048], clean[4096];
+	size_t len;
 	va_list ap;
 
 	if (cli_verbose < 0)
 		return;
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	len = strlen(msg);
+	if (len && msg[len - 1] == '\n') /* the line's end is the note's, not text to escape */
+		msg[--len] = '\0';
+	wsn_text_escape(clean, sizeof(clean), msg); /* a file name may hold anything */
+	fprintf(stderr, "%s\n", clean);
 }
 
 /*
@@ -591,10 +598,12 @@ uint64_t cli_tensor_seed(uint64_t seed, int shard, char tag)
 json_t *cli_json_text(const char *s)
 {
 	size_t cap = strlen(s) * 4 + 1;
-	char *t = malloc(cap);
+	char *t;
 	json_t *j;
 
-	if (!t)
+	if ((j = json_string(s))) /* valid UTF-8: as it is (JSON escapes control characters itself) */
+		return j;
+	if (!(t = malloc(cap)))
 		return NULL;
 	wsn_text_escape(t, cap, s);
 	j = json_string(t);

@@ -1144,6 +1144,44 @@ START_TEST(test_json_early_error)
 }
 END_TEST
 
+/*
+ * Paths in --json are the paths themselves (JSON escapes their control characters), so a script can
+ * open them; the text on a terminal escapes them (gen's note) so a name cannot drive the terminal.
+ */
+START_TEST(test_json_real_paths)
+{
+	char *dir = tu_tmpdir(), *in = path_in(dir, "in\nput\x1b[2J.safetensors"), *out = path_in(dir, "o\tut.safetensors");
+	struct tu_proc p;
+	struct stat st;
+	json_error_t je;
+	json_t *j;
+
+	RUN(&p, "gen", "--op", "rmsnorm-fwd", "--rows", "16", "--hidden", "64", "--out", in);
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	ck_assert_msg(strstr(p.err, "in\\x0aput\\x1b[2J.safetensors") && !strchr(p.err, '\x1b'), "gen's note: %s", p.err);
+	tu_proc_free(&p);
+	RUN(&p, "-q", "run", "--input", in, "--device", "cpu", "--output", out, "--json");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	ck_assert_msg((j = json_loads(p.out, 0, &je)) != NULL, "%s", je.text);
+	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "output"), "path")), out);
+	ck_assert_int_eq(stat(json_string_value(json_object_get(json_object_get(j, "output"), "path")), &st), 0);
+	json_decref(j);
+	tu_proc_free(&p);
+	unlink(out);
+	unlink(in);
+	RUN(&p, "run", "--input", in, "--device", "cpu", "--json"); /* gone now: the error object names it */
+	ck_assert_int_eq(p.status, 3);
+	ck_assert_msg((j = json_loads(p.out, 0, &je)) != NULL, "%s", je.text);
+	ck_assert_str_eq(json_string_value(json_object_get(j, "input")), in);
+	json_decref(j);
+	tu_proc_free(&p);
+	tu_rmtree(dir);
+	free(in);
+	free(out);
+	free(dir);
+}
+END_TEST
+
 /* A directory input of one file writes a directory of outputs, like one of several; an explicit
  * --batch-rows larger than the file runs as one batch of the file's rows. */
 START_TEST(test_output_dir_one_shard)
@@ -1663,6 +1701,7 @@ Suite *suite_cli(void)
 	tcase_add_test(tc, test_gen_shards_cleanup);
 	tcase_add_test(tc, test_demo_not_verified);
 	tcase_add_test(tc, test_json_early_error);
+	tcase_add_test(tc, test_json_real_paths);
 	tcase_add_test(tc, test_output_dir_one_shard);
 	tcase_add_test(tc, test_stdout_closed);
 	tcase_add_test(tc, test_hostile_headers);
