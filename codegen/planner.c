@@ -315,10 +315,9 @@ static int plan_multiwave(const struct wsn__gpu_props *g, const struct wsn__plan
 	if ((err = wsn__plan_begin(g, p, WSN_APPROACH_MULTIWAVE, kp)) < 0)
 		return err;
 	if (p->opts.stages > 1 || p->opts.unroll > 1 || p->opts.cluster > 1)
-		return wsn__error(WSN_EINVAL,
-				  "plan: stages=%d / unroll=%d / cluster=%d apply to the ws approach; multi-wave %s kernels "
-				  "process one row per group at a time in one CTA", p->opts.stages, p->opts.unroll,
-				  p->opts.cluster, opname);
+		return wsn__error(WSN_EINVAL, "plan: %s applies to the ws approach only; multi-wave %s kernels process one row "
+				  "per group at a time in one CTA", p->opts.stages > 1 ? "stages" : p->opts.unroll > 1 ? "unroll"
+				  : "cluster", opname);
 	nvtot = (unsigned)((p->hidden + kp->vec - 1) / kp->vec);
 	nvmax = (nvtot + 1023) / 1024;
 	if (p->hidden > (int64_t)MAX_NVEC * 1024 * kp->vec)

@@ -64,6 +64,8 @@ const char *cli_last_error(void);
 int cli_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Informational line to stderr unless -q. */
 void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "wsnorm: <message>" on stderr, escaped like errors; shown under -q too (not kept as cli_last_error). */
+void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /*
  * Parsers: 0 on success, -1 on a malformed value (the caller reports a usage error).

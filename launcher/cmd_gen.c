@@ -353,7 +353,7 @@ int cmd_gen(int argc, char **argv)
 			break;
 		case 'e':
 			if (cli_parse_eps(optarg, &g.eps))
-				return cli_usage_error("gen", "bad --eps '%s' (expected 0 < eps <= 1)", optarg);
+				return cli_usage_error("gen", "bad --eps '%s' (expected 0 < eps <= 1, from 1.4e-45, the least positive float)", optarg);
 			break;
 		case 'W': g.weight = 0; break;
 		case 'B': g.bias = 0; break;

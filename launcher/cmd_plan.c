@@ -115,7 +115,7 @@ static int parse(int argc, char **argv, const char *cmd, struct shape_opts *o)
 			break;
 		case 'e':
 			if (cli_parse_eps(optarg, &eps))
-				return cli_usage_error(cmd, "bad --eps '%s' (expected 0 < eps <= 1)", optarg);
+				return cli_usage_error(cmd, "bad --eps '%s' (expected 0 < eps <= 1, from 1.4e-45, the least positive float)", optarg);
 			have_eps = 1;
 			break;
 		case 'W': o->po.has_weight = 0; break;

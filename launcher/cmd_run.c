@@ -884,7 +884,7 @@ static int run_one(struct run_opts *o, json_t *collect, int *interrupted, int64_
 		snprintf(specs[0], sizeof(specs[0]), "%s", o->device);
 	}
 	if (o->cfg.inject_fault >= ndev) {
-		ret = cli_usage_error("run", "--inject-fault %d: there are %d devices", o->cfg.inject_fault, ndev);
+		ret = cli_usage_error("run", "--inject-fault %d: the devices are numbered 0..%d", o->cfg.inject_fault, ndev - 1);
 		goto out;
 	}
 	if ((ret = dataset_setup(o, &ds)))
@@ -945,8 +945,8 @@ static int run_one(struct run_opts *o, json_t *collect, int *interrupted, int64_
 		} else {
 			sm->output_written = commit;
 			if (!commit && !runtime) /* a warning, not a note: -q does not hide it */
-				fprintf(stderr, "%s: run: output '%s' not written: the first pass over the dataset did not "
-					"complete\n", cli_prog, o->cfg.output);
+				cli_warn("run: output '%s' not written: the first pass over the dataset did not complete",
+					 o->cfg.output);
 		}
 	}
 	sm->ds = &ds;
@@ -1068,7 +1068,7 @@ static int run_demo(struct run_opts *o)
 			demo_json(runs, 0, 0, 0, EXIT_RUNTIME);
 		return EXIT_RUNTIME;
 	}
-	if (!o->json)
+	if (!o->json && cli_verbose >= 0) /* informational: -q leaves the results alone */
 		printf("wsnorm demo: %lld x %lld %s inputs in %s, device %s (%s)\n\n", (long long)rows,
 		       (long long)hidden, wsn_dtype_name(dt), dir, di.spec, di.name);
 	for (int op = 0; op < WSN_OP_COUNT && !interrupted; op++) {
@@ -1126,7 +1126,7 @@ static int parse_threshold(const char *opt, const char *arg, double *out)
 	float v;
 
 	if (cli_parse_f32(arg, FLT_MAX, &v) || !(v > 0))
-		return cli_usage_error("run", "bad %s '%s' (expected a positive number)", opt, arg);
+		return cli_usage_error("run", "bad %s '%s' (expected a positive number up to %g)", opt, arg, (double)FLT_MAX);
 	*out = v;
 	return 0;
 }
@@ -1274,14 +1274,15 @@ int cmd_run(int argc, char **argv)
 			if (cli_parse_i64(optarg, 1, CLI_MAX_ROWS, &o.raw_rows) ||
 			    cli_parse_i64(xp + 1, 1, CLI_MAX_HIDDEN, &o.raw_hidden)) {
 				*xp = 'x';
-				return cli_usage_error("run", "bad --shape '%s' (expected ROWSxHIDDEN)", optarg);
+				return cli_usage_error("run", "bad --shape '%s' (expected ROWSxHIDDEN: rows 1..2^40, hidden "
+						       "1..%d)", optarg, CLI_MAX_HIDDEN);
 			}
 			*xp = 'x';
 			break;
 		}
 		case OPT_EPS:
 			if (cli_parse_eps(optarg, &o.eps))
-				return cli_usage_error("run", "bad --eps '%s' (expected 0 < eps <= 1)", optarg);
+				return cli_usage_error("run", "bad --eps '%s' (expected 0 < eps <= 1, from 1.4e-45, the least positive float)", optarg);
 			o.have_eps = 1;
 			break;
 		case OPT_DEMO: demo = 1; break;
@@ -1346,6 +1347,8 @@ int cmd_run(int argc, char **argv)
 		return cli_usage_error("run", "unexpected argument '%s'", argv[optind]);
 	if (o.devices && have_device)
 		return cli_usage_error("run", "--device and --devices exclude each other");
+	if (demo && (o.input || o.cfg.output || o.raw_rows || o.devices))
+		return cli_usage_error("run", "--demo makes its own input: drop --input, --output, --shape and --devices");
 	if (o.raw_rows && (!o.have_op || wsn_op_is_backward(o.op)))
 		return cli_usage_error("run", "--shape reads raw files that hold only x: give a forward --op");
 	if (o.raw_rows && !o.have_dt)
@@ -1358,8 +1361,6 @@ int cmd_run(int argc, char **argv)
 		o.cfg.iterations = 1;
 	signals_block();
 	if (demo) {
-		if (o.input || o.cfg.output || o.raw_rows || o.devices)
-			return cli_usage_error("run", "--demo makes its own input: drop --input, --output, --shape and --devices");
 		if (o.have_op)
 			return cli_usage_error("run", "--demo runs each of the four ops: drop --op");
 		return run_demo(&o);

@@ -260,7 +260,7 @@ static int check_shard_set(const char *dir, char **names, int n)
 			}
 	for (int a = 0; a < n && !ret; a++) {
 		const char *ba = base_name(names[a]);
-		long first = 1, members = 0, want;
+		long first = 1, members = 0, want, dup = -1;
 
 		if (!sn[a].of)
 			continue;
@@ -279,14 +279,21 @@ static int check_shard_set(const char *dir, char **names, int n)
 		for (int b = a; b < n; b++)
 			if (same_set(ba, &sn[a], base_name(names[b]), &sn[b])) {
 				members++;
-				if (sn[b].i >= 0 && sn[b].i <= n + 1)
+				if (sn[b].i >= 0 && sn[b].i <= n + 1) {
+					if (seen[sn[b].i] && dup < 0)
+						dup = sn[b].i;
 					seen[sn[b].i] = 1;
+				}
 			}
 		if (seen[0])
 			first = 0;
 		for (want = first; want < first + sn[a].k && want <= n + 1 && seen[want]; want++)
 			;
-		if (sn[a].k < 1) {
+		if (dup >= 0) {
+			cli_error("run: directory '%s': two shards named %.*s-*%s have the number %ld (written with "
+				  "different zero padding?)", dir, (int)sn[a].prefix, ba, sn[a].of, dup);
+			ret = EXIT_RUNTIME;
+		} else if (sn[a].k < 1) {
 			cli_error("run: directory '%s': shards named %.*s-*%s say the set has %ld shards", dir,
 				  (int)sn[a].prefix, ba, sn[a].of, sn[a].k);
 			ret = EXIT_RUNTIME;
@@ -468,6 +475,26 @@ static int stat_shape_ok(const struct wsn_st_entry *x, const struct wsn_st_entry
 }
 
 /* Check one safetensors shard's tensors against the op; the first fixes the dataset's shape. */
+/*
+ * The op and epsilon of a run come from its first file: a later file whose metadata names another
+ * (a forward file listed with a backward one, shards made with another --eps) runs as the first
+ * says, and gets a warning, for it is more likely a mixed-up dataset than meant.
+ */
+static void metadata_agrees(const struct pl_dataset *ds, const struct pl_shard *sh)
+{
+	const struct wsn_st_file *f0 = ds->shards[0].st;
+	const char *op0 = f0 ? wsn_st_metadata(f0, "wsnorm.op") : NULL, *op = wsn_st_metadata(sh->st, "wsnorm.op");
+	const char *eps0 = f0 ? wsn_st_metadata(f0, "wsnorm.eps") : NULL, *eps = wsn_st_metadata(sh->st, "wsnorm.eps");
+	float e0, e;
+
+	if (op0 && op && strcmp(op0, op))
+		cli_warn("run: warning: '%s' says it is for %s, the first file for %s: it runs as %s", sh->path, op, op0,
+			 wsn_op_name(ds->shape.op));
+	if (eps0 && eps && !cli_parse_eps(eps0, &e0) && !cli_parse_eps(eps, &e) && e0 != e)
+		cli_warn("run: warning: '%s' says eps %s, the first file %s: it runs with %g", sh->path, eps, eps0,
+			 (double)ds->shape.eps);
+}
+
 static int check_shard(struct pl_dataset *ds, struct pl_shard *sh, int first, char *msg, size_t len)
 {
 	const struct wsn_st_entry *x = wsn_st_find(sh->st, "x"), *e;
@@ -495,6 +522,8 @@ static int check_shard(struct pl_dataset *ds, struct pl_shard *sh, int first, ch
 		return bad_shard(msg, len, sh->path, "tensor 'x' is %lld wide %s, the first shard's is %lld wide %s",
 				 (long long)hidden, wsn_dtype_name(x->dtype), (long long)s->hidden,
 				 wsn_dtype_name(s->dt));
+	} else {
+		metadata_agrees(ds, sh);
 	}
 	sh->off[PL_IN_X] = x->offset;
 	if (bwd) {

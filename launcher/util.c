@@ -137,6 +137,18 @@ int cli_fail(int err, const char *fmt, ...)
 	return ret;
 }
 
+void cli_warn(const char *fmt, ...)
+{
+	char msg[2048], clean[4096];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	wsn_text_escape(clean, sizeof(clean), msg); /* file names and contents: no raw control bytes */
+	fprintf(stderr, "%s: %s\n", cli_prog, clean);
+}
+
 void cli_note(const char *fmt, ...)
 {
 	char msg[2048], clean[4096];

@@ -674,7 +674,7 @@ START_TEST(test_plan_cluster)
 	tu_proc_free(&p);
 	RUN(&p, "plan", "--op", "layernorm-bwd", "--hidden", "4096", "--cluster", "2", "--approach", "multiwave");
 	ck_assert_int_eq(p.status, 3);
-	ck_assert_ptr_nonnull(strstr(p.err, "cluster=2 apply to the ws approach"));
+	ck_assert_ptr_nonnull(strstr(p.err, "cluster applies to the ws approach only"));
 	tu_proc_free(&p);
 	RUN(&p, "bench", "--cluster", "0");
 	ck_assert_int_eq(p.status, 2);
@@ -1178,6 +1178,42 @@ START_TEST(test_json_real_paths)
 	tu_rmtree(dir);
 	free(in);
 	free(out);
+	free(dir);
+}
+END_TEST
+
+/* Files listed together whose metadata disagree with the first (op, eps) run as the first says, with a
+ * warning naming the file, shown under -q too. */
+START_TEST(test_mixed_metadata_warns)
+{
+	char *dir = tu_tmpdir(), *a = path_in(dir, "a.safetensors"), *b = path_in(dir, "b.safetensors"), *list;
+	struct tu_proc p;
+
+	RUN(&p, "-q", "gen", "--op", "layernorm-fwd", "--rows", "16", "--hidden", "64", "--out", a);
+	ck_assert_int_eq(p.status, 0);
+	tu_proc_free(&p);
+	RUN(&p, "-q", "gen", "--op", "layernorm-bwd", "--rows", "16", "--hidden", "64", "--eps", "1e-3", "--out", b);
+	ck_assert_int_eq(p.status, 0);
+	tu_proc_free(&p);
+	ck_assert(asprintf(&list, "%s,%s", a, b) > 0);
+	RUN(&p, "-q", "run", "--input", list, "--device", "cpu");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	ck_assert_msg(strstr(p.err, "b.safetensors' says it is for layernorm-bwd, the first file for layernorm-fwd: it runs "
+			      "as layernorm-fwd"), "%s", p.err);
+	ck_assert_msg(strstr(p.err, "b.safetensors' says eps 0.00100000005"), "%s", p.err);
+	tu_proc_free(&p);
+	free(list);
+	ck_assert(asprintf(&list, "%s,%s", a, a) > 0); /* agreeing files: nothing said */
+	RUN(&p, "-q", "run", "--input", list, "--device", "cpu");
+	ck_assert_msg(p.status == 0 && !strstr(p.err, "warning"), "%s", p.err);
+	tu_proc_free(&p);
+	RUN(&p, "-q", "run", "--demo", "--device", "cpu"); /* -q: results only, not where the demo's inputs are */
+	ck_assert_msg(p.status == 0 && !strstr(p.out, "wsnorm demo:") && strstr(p.out, "demo result: PASS"), "%s", p.out);
+	tu_proc_free(&p);
+	free(list);
+	tu_rmtree(dir);
+	free(a);
+	free(b);
 	free(dir);
 }
 END_TEST
@@ -1702,6 +1738,7 @@ Suite *suite_cli(void)
 	tcase_add_test(tc, test_demo_not_verified);
 	tcase_add_test(tc, test_json_early_error);
 	tcase_add_test(tc, test_json_real_paths);
+	tcase_add_test(tc, test_mixed_metadata_warns);
 	tcase_add_test(tc, test_output_dir_one_shard);
 	tcase_add_test(tc, test_stdout_closed);
 	tcase_add_test(tc, test_hostile_headers);

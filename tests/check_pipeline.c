@@ -1540,6 +1540,17 @@ START_TEST(test_shard_set)
 	ck_assert_msg(strstr(p.err, "numbered outside 0..2"), "%s", p.err);
 	tu_proc_free(&p);
 	ck_assert_int_eq(unlink(s7), 0);
+	{ /* one number twice, padded two ways: named as such, not as outside the range */
+		char *s1b = path_in(ds, "shard-0001-of-00003.safetensors");
+
+		ck_assert_int_eq(link(s1, s1b), 0);
+		RUN(&p, "run", "--input", ds, "--device", "cpu", "--copy-size", "64K");
+		ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
+		ck_assert_msg(strstr(p.err, "two shards named shard-*-of-00003.safetensors have the number 1"), "%s", p.err);
+		tu_proc_free(&p);
+		ck_assert_int_eq(unlink(s1b), 0);
+		free(s1b);
+	}
 	for (int i = 0; i < 3; i++) { /* renumber from 1 */
 		char *from = path_in(ds, zero_based[i]), *to = path_in(ds, one_based[i]);
 		ck_assert_int_eq(rename(from, to), 0);
