@@ -721,8 +721,8 @@ static void stages_text(const struct run_opts *o, const struct pl_devres *r0, co
 		tail[0] = '\0';
 		switch (s) {
 		case ST_READ:
-			snprintf(tail, sizeof(tail), "(io_uring %s; %llu reads; %s; %s)", io->ring_mode,
-				 (unsigned long long)io->rs.reads,
+			snprintf(tail, sizeof(tail), "(io_uring %s; %llu read%s; %s; %s)", io->ring_mode,
+				 (unsigned long long)io->rs.reads, io->rs.reads == 1 ? "" : "s",
 				 !io->rs.buffered_files ? "O_DIRECT" : !io->rs.direct_files ? "buffered" :
 				 "O_DIRECT and buffered",
 				 !io->bs.straight_bytes ? "through bounce buffers" :

@@ -495,6 +495,31 @@ static void metadata_agrees(const struct pl_dataset *ds, const struct pl_shard *
 			 (double)ds->shape.eps);
 }
 
+/*
+ * Tensors run does not read are ignored, as wsnorm(1) says; a name one letter off ('weights' for
+ * 'weight') would silently make the run non-affine, so they are named in a warning.
+ */
+static void unknown_tensors(const struct pl_shard *sh)
+{
+	static const char *const known[] = { "x", "dy", "weight", "bias", "mean", "rstd" };
+	int n = wsn_st_count(sh->st), unknown = 0;
+	const char *first = NULL;
+
+	for (int i = 0; i < n; i++) {
+		const struct wsn_st_entry *e = wsn_st_entry_at(sh->st, i);
+		int k = 0;
+
+		while (k < 6 && strcmp(e->name, known[k]))
+			k++;
+		if (k == 6 && !unknown++)
+			first = e->name;
+	}
+	if (unknown)
+		cli_warn("run: warning: '%s': tensor '%s'%s %s not one that run reads (x, dy, weight, bias, mean, rstd) "
+			 "and %s ignored", sh->path, first, unknown > 1 ? " and others" : "", unknown > 1 ? "are" : "is",
+			 unknown > 1 ? "are" : "is");
+}
+
 static int check_shard(struct pl_dataset *ds, struct pl_shard *sh, int first, char *msg, size_t len)
 {
 	const struct wsn_st_entry *x = wsn_st_find(sh->st, "x"), *e;
@@ -504,6 +529,7 @@ static int check_shard(struct pl_dataset *ds, struct pl_shard *sh, int first, ch
 
 	if (!x)
 		return bad_shard(msg, len, sh->path, "no tensor named 'x'");
+	unknown_tensors(sh);
 	if (x->ndim < 1)
 		return bad_shard(msg, len, sh->path, "tensor 'x' is a scalar");
 	hidden = x->shape[x->ndim - 1];

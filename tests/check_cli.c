@@ -1182,6 +1182,8 @@ START_TEST(test_json_real_paths)
 }
 END_TEST
 
+static void write_st(const char *path, const char *json, size_t data_len);
+
 /* Files listed together whose metadata disagree with the first (op, eps) run as the first says, with a
  * warning naming the file, shown under -q too. */
 START_TEST(test_mixed_metadata_warns)
@@ -1203,6 +1205,17 @@ START_TEST(test_mixed_metadata_warns)
 	ck_assert_msg(strstr(p.err, "b.safetensors' says eps 0.00100000005"), "%s", p.err);
 	tu_proc_free(&p);
 	free(list);
+	{ /* a tensor of a name run does not read: named, the run goes on without it */
+		char *typo = path_in(dir, "typo.safetensors");
+
+		write_st(typo, "{\"__metadata__\":{\"wsnorm.op\":\"rmsnorm-fwd\"},\"x\":{\"dtype\":\"F32\",\"shape\":[2,4],"
+			 "\"data_offsets\":[0,32]},\"weights\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[32,48]}}", 48);
+		RUN(&p, "-q", "run", "--input", typo, "--device", "cpu", "--json");
+		ck_assert_msg(p.status == 0, "%s", p.err);
+		ck_assert_msg(strstr(p.err, "tensor 'weights' is not one that run reads"), "%s", p.err);
+		tu_proc_free(&p);
+		free(typo);
+	}
 	ck_assert(asprintf(&list, "%s,%s", a, a) > 0); /* agreeing files: nothing said */
 	RUN(&p, "-q", "run", "--input", list, "--device", "cpu");
 	ck_assert_msg(p.status == 0 && !strstr(p.err, "warning"), "%s", p.err);
