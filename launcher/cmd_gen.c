@@ -382,15 +382,20 @@ int cmd_gen(int argc, char **argv)
 			  (long long)g.hidden);
 		return EXIT_RUNTIME;
 	}
-	if ((ret = cli_open_device("gen", "cpu", 0, &cpu)))
-		return ret;
 	if (g.shards == 1) {
-		ret = write_shard(&g, cpu, 0, g.rows, g.out);
+		if (!(ret = cli_open_device("gen", "cpu", 0, &cpu)))
+			ret = write_shard(&g, cpu, 0, g.rows, g.out);
 	} else {
 		struct gen_stop stop;
 
+		/*
+		 * The signals are blocked before the device is opened: opening it starts the backends, and
+		 * a GPU driver's threads started then would take a SIGINT with its default action, ending
+		 * the process before the shards are removed.
+		 */
 		stop_start(&stop, &g);
-		ret = write_dir(&g, cpu, &stop);
+		if (!(ret = cli_open_device("gen", "cpu", 0, &cpu)))
+			ret = write_dir(&g, cpu, &stop);
 		stop_end(&stop);
 	}
 	wsn_device_close(cpu);

@@ -106,10 +106,24 @@ static uint64_t mem_available(char *source, size_t len)
 	return avail;
 }
 
+/* Testing aid: a limit in place of the machine's memory (0: the machine's again). */
+static uint64_t forced_limit;
+
+void wsn__cpu_mem_limit(uint64_t bytes)
+{
+	pthread_mutex_lock(&held_lock);
+	forced_limit = bytes;
+	if (bytes) {
+		held_limit = bytes;
+		snprintf(held_source, sizeof(held_source), "a limit set for testing");
+	}
+	pthread_mutex_unlock(&held_lock);
+}
+
 /* Count bytes as held, or fail naming what is available. Called with held_lock held. */
 static int held_take(uint64_t bytes, const char *what)
 {
-	if (!held_bytes)
+	if (!held_bytes && !forced_limit)
 		held_limit = mem_available(held_source, sizeof(held_source));
 	if (held_limit && (bytes > held_limit || held_bytes > held_limit - bytes))
 		return wsn__error(WSN_ENOMEM,
