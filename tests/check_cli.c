@@ -440,6 +440,17 @@ START_TEST(test_plan_emit_cpu)
 }
 END_TEST
 
+/* p's standard output as one JSON object, once its exit status is checked; the caller decrefs it. */
+static json_t *out_json(const struct tu_proc *p, int status)
+{
+	json_error_t je;
+	json_t *j;
+
+	ck_assert_msg(p->status == status, "exit %d, expected %d: %s", p->status, status, p->err);
+	ck_assert_msg((j = json_loads(p->out, 0, &je)) != NULL, "not JSON: %s\n%s", je.text, p->out);
+	return j;
+}
+
 /* The value of "key:" on its own line of a plan's text ("" when absent), into buf. */
 static const char *plan_line(const char *text, const char *key, char *buf, size_t len)
 {
@@ -567,12 +578,9 @@ START_TEST(test_plan_json)
 	/* forced: the forced values, the rule that says so, and the modelled B200 */
 	RUN(&p, "plan", "--op", "rmsnorm-bwd", "--hidden", "4096", "--approach", "ws", "--stages", "4", "--cluster", "2",
 	    "--arch", "sm_100a", "--no-weight", "--json");
-	ck_assert_msg(p.status == 0, "%s", p.err);
 	{
-		json_error_t je;
-		json_t *j = json_loads(p.out, 0, &je);
+		json_t *j = out_json(&p, 0);
 
-		ck_assert_msg(j != NULL, "%s", je.text);
 		ck_assert_str_eq(json_string_value(json_object_get(j, "rule")), "forced: approach ws");
 		ck_assert_str_eq(json_string_value(json_object_get(j, "device")), "model:b200");
 		ck_assert_str_eq(json_string_value(json_object_get(j, "arch")), "sm_100a");
@@ -590,12 +598,9 @@ START_TEST(test_plan_json)
 
 	/* a runtime error still gives one object: the shape asked for and the message */
 	RUN(&p, "plan", "--op", "layernorm-bwd", "--hidden", "16777216", "--json");
-	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
 	{
-		json_error_t je;
-		json_t *j = json_loads(p.out, 0, &je);
+		json_t *j = out_json(&p, 3);
 
-		ck_assert_msg(j != NULL, "plan --json after an error: %s\n%s", je.text, p.out);
 		ck_assert_int_eq(jint(j, "hidden"), 16777216);
 		ck_assert_str_eq(json_string_value(json_object_get(j, "device")), "model:h100");
 		ck_assert_msg(strstr(p.err, json_string_value(json_object_get(j, "error"))), "stderr %s", p.err);
@@ -603,12 +608,9 @@ START_TEST(test_plan_json)
 	}
 	tu_proc_free(&p);
 	RUN(&p, "plan", "--op", "layernorm-bwd", "--hidden", "1024", "--device", "cuda:999", "--json");
-	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
 	{
-		json_error_t je;
-		json_t *j = json_loads(p.out, 0, &je);
+		json_t *j = out_json(&p, 3);
 
-		ck_assert_msg(j != NULL, "plan --json after an error: %s\n%s", je.text, p.out);
 		ck_assert_str_eq(json_string_value(json_object_get(j, "device")), "cuda:999");
 		ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(j, "error")), "cuda:999"));
 		json_decref(j);
@@ -617,12 +619,9 @@ START_TEST(test_plan_json)
 
 	/* the CPU: its threads and chunk size, as the text says them */
 	RUN(&p, "plan", "--op", "rmsnorm-bwd", "--hidden", "1000", "--rows", "100", "--device", "cpu", "--json");
-	ck_assert_msg(p.status == 0, "%s", p.err);
 	{
-		json_error_t je;
-		json_t *j = json_loads(p.out, 0, &je);
+		json_t *j = out_json(&p, 0);
 
-		ck_assert_msg(j != NULL, "%s", je.text);
 		ck_assert_str_eq(json_string_value(json_object_get(j, "backend")), "cpu");
 		ck_assert_str_eq(json_string_value(json_object_get(j, "device")), "cpu");
 		ck_assert_str_eq(json_string_value(json_object_get(j, "approach")), "cpu reference");
