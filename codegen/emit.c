@@ -29,6 +29,8 @@ static int model_plan(const char *what, enum wsn_op op, enum wsn_dtype dt, int64
 		p.opts = *opts;
 	else
 		wsn_plan_options_init(&p.opts, op);
+	if (!(p.opts.eps > 0) || p.opts.eps > 1) /* NaN included */
+		return wsn__error(WSN_EINVAL, "%s: eps %g is outside (0, 1]", what, (double)p.opts.eps);
 	if (p.opts.arch == 100)
 		wsn__gpu_props_b200(&g);
 	else if (p.opts.arch == 0 || p.opts.arch == 90)

@@ -536,7 +536,7 @@ int wsn__kernel_plan_json(const struct wsn__kernel_plan *kp, void *obj)
 
 	snprintf(arch, sizeof(arch), "sm_%da", kp->arch);
 	jset(o, "approach", json_string(wsn_approach_name(kp->approach)), &bad);
-	jset(o, "rule", json_string(kp->rule), &bad);
+	jset(o, "rule", wsn__json_text(kp->rule), &bad);
 	jset(o, "arch", json_string(arch), &bad);
 	jset(o, "kernel", json_string(kp->entry), &bad);
 	jset(o, "finish_kernel", kp->finish_entry[0] ? json_string(kp->finish_entry) : json_null(), &bad);
@@ -607,7 +607,7 @@ int wsn__kernel_plan_json(const struct wsn__kernel_plan *kp, void *obj)
 		jset(o, "finish", json_null(), &bad);
 	}
 	jset(o, "workspace_bytes", json_integer((json_int_t)kp->ws_bytes), &bad);
-	jset(o, "why", json_string(kp->why), &bad);
+	jset(o, "why", wsn__json_text(kp->why), &bad);
 	return bad ? wsn__error(WSN_ENOMEM, "plan: out of memory describing %s as JSON", kp->entry) : 0;
 }
 

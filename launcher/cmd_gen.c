@@ -210,7 +210,12 @@ static void *stop_main(void *arg)
 	_exit(128 + sig); /* not reached: the default action of sig ends the process */
 }
 
-/* Block the signals in this thread and every thread it starts, and start the thread that takes them. */
+static void stop_count(struct gen_stop *st, int made, int done);
+
+/*
+ * Block the signals in this thread and every thread it starts, and start the thread that takes them.
+ * Nothing is written yet: a shard 0 already there (an earlier set's) is recorded as not this run's.
+ */
 static void stop_start(struct gen_stop *st, const struct gen *g)
 {
 	st->g = g;
@@ -222,6 +227,7 @@ static void stop_start(struct gen_stop *st, const struct gen *g)
 	sigaddset(&st->set, SIGHUP);
 	sigaddset(&st->set, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &st->set, NULL);
+	stop_count(st, 0, 0);
 	st->running = !pthread_create(&st->thread, NULL, stop_main, st);
 }
 

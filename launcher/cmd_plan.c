@@ -173,7 +173,7 @@ static int print_json(const char *json, const char *text)
 	json_error_t e;
 	json_t *j = json_loads(json, 0, &e);
 
-	if (!j || json_object_set_new(j, "text", json_string(text))) {
+	if (!j || json_object_set_new(j, "text", cli_json_text(text))) {
 		json_decref(j);
 		return cli_fail(WSN_ENOMEM, "plan: JSON: %s", j ? "out of memory" : e.text);
 	}
@@ -222,10 +222,11 @@ int cmd_plan(int argc, char **argv)
 	}
 	if (!ret) {
 		if (o.json)
-			ret = print_json(json, text);
+			ret = print_json(json, text); /* prints nothing when it fails: the error's document below */
 		else
 			fputs(text, stdout);
-	} else if (o.json && ret == EXIT_RUNTIME) { /* the document still comes: the shape and the error */
+	}
+	if (ret == EXIT_RUNTIME && o.json) { /* the document still comes: the shape and the error */
 		json_t *j = json_object();
 
 		json_object_set_new(j, "op", json_string(wsn_op_name(o.op)));

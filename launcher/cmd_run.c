@@ -187,6 +187,11 @@ static int dataset_setup(struct run_opts *o, struct pl_dataset *ds)
 		ro.direct = 0;
 		if ((err = wsn_reader_create(&ro, &rd)) < 0)
 			return cli_fail(err, "run: cannot set up the io_uring reader");
+		if (pl_shard_identify(sh, msg, sizeof(msg))) {
+			wsn_reader_destroy(rd);
+			cli_error("%s", msg);
+			return EXIT_RUNTIME;
+		}
 		err = wsn_st_open(sh->path, rd, &sh->st);
 		wsn_reader_destroy(rd); /* the file keeps no use for it: reads go through the devices' readers */
 		if (err < 0)

@@ -280,31 +280,83 @@ int pl_out_complete(const struct pl_dataset *ds)
 	return ds->n > 0;
 }
 
-/* Outputs [from, to): put back (put_back) or remove the old file each had linked aside as old[i]. */
-static void old_files(struct pl_dataset *ds, char **old, int from, int to, int put_back)
+/* An old file at an output's destination, kept aside while the outputs are renamed into place. */
+struct aside {
+	char *name;   /* path.<pid>-old<n>; NULL when the destination was new */
+	int moved;    /* renamed aside (the destination is empty meanwhile), not linked */
+};
+
+/*
+ * Keep the file at path aside as a->name: linked there, or where a link cannot be made (another
+ * user's file under protected_hardlinks, a file system without hard links, the link limit) renamed
+ * there. 0, or -errno of what stopped it.
+ */
+static int keep_aside(const char *path, struct aside *a)
 {
-	for (int i = from; i < to; i++) {
-		if (!old[i])
+	int e = 0;
+
+	for (unsigned n = 0; n < 100; n++) {
+		free(a->name);
+		if (asprintf(&a->name, "%s.%ld-old%u", path, (long)getpid(), n) < 0) {
+			a->name = NULL;
+			return -ENOMEM;
+		}
+		if (link(path, a->name) == 0)
+			return 0;
+		e = errno;
+		if (e == EEXIST)
 			continue;
-		if (put_back)
-			rename(old[i], ds->shards[i].out->path);
-		else
-			unlink(old[i]);
-		free(old[i]);
-		old[i] = NULL;
+		if (e != EPERM && e != EMLINK && e != ENOTSUP && e != EOPNOTSUPP && e != ENOSYS)
+			break;
+		if (access(a->name, F_OK) == 0)
+			continue; /* taken: try the next name */
+		if (rename(path, a->name) == 0) {
+			a->moved = 1;
+			return 0;
+		}
+		e = errno;
+		break;
+	}
+	free(a->name);
+	a->name = NULL;
+	return -e;
+}
+
+/*
+ * Undo the commit of outputs [0, to) and the keeping aside of [0, ds->n): an output renamed in (i <
+ * renamed) is removed or its old file put back; an old file whose output was not renamed in is
+ * unlinked (linked aside) or moved back (moved aside). Where something cannot be undone, fail (set
+ * the first time) names it. Frees every name.
+ */
+static void undo(struct pl_dataset *ds, struct aside *old, int renamed, char *fail, size_t len)
+{
+	for (int i = 0; i < ds->n; i++) {
+		const char *path = ds->shards[i].out->path;
+		int bad = 0;
+
+		if (i < renamed)
+			bad = old[i].name ? rename(old[i].name, path) < 0 : unlink(path) < 0;
+		else if (old[i].name)
+			bad = old[i].moved ? rename(old[i].name, path) < 0 : unlink(old[i].name) < 0;
+		if (bad && !fail[0])
+			snprintf(fail, len, "; '%s' could not be restored (%s)%s%s%s", path, strerror(errno),
+				 old[i].name ? ": its old file is '" : "", old[i].name ? old[i].name : "", old[i].name ? "'" : "");
+		free(old[i].name);
+		old[i].name = NULL;
 	}
 }
 
 /*
  * Rename every complete output into place, all or none: each old file at a destination is first
- * linked aside (path.<pid>-old), so that when a rename fails part way the outputs renamed before it
- * are taken back and the old files put back. A destination that cannot be linked aside (another
- * user's file in a sticky directory, say) stops the commit before anything is renamed. 0 or a
- * WSN_E* code with msg set.
+ * kept aside (path.<pid>-old<n>, linked, or renamed where it cannot be linked), so that when a rename
+ * fails part way the outputs renamed before it are taken back and the old files put back. A
+ * destination that cannot be kept aside (another user's file in a sticky directory, say) stops the
+ * commit before anything is renamed. 0 or a WSN_E* code with msg set.
  */
 static int commit_all(struct pl_dataset *ds, char *msg, size_t len)
 {
-	char **old = calloc((size_t)ds->n, sizeof(*old));
+	struct aside *old = calloc((size_t)ds->n, sizeof(*old));
+	char fail[512] = "";
 	struct stat st;
 	int err = 0, k;
 
@@ -315,44 +367,34 @@ static int commit_all(struct pl_dataset *ds, char *msg, size_t len)
 	for (k = 0; k < ds->n && !err; k++) {
 		struct pl_out *o = ds->shards[k].out;
 
-		if (lstat(o->path, &st) < 0)
-			continue; /* a new file: nothing to keep */
-		for (unsigned n = 0; !err; n++) {
-			if (asprintf(&old[k], "%s.%ld-old%u", o->path, (long)getpid(), n) < 0) {
-				old[k] = NULL;
-				err = WSN_ENOMEM;
-			} else if (link(o->path, old[k]) == 0) {
-				break;
-			} else {
-				err = -errno;
-				free(old[k]);
-				old[k] = NULL;
-				if (err == -EEXIST && n < 99)
-					err = 0;
-			}
+		if (lstat(o->path, &st) == 0 && (err = keep_aside(o->path, &old[k]))) {
+			undo(ds, old, 0, fail, sizeof(fail));
+			snprintf(msg, len, "run: cannot replace '%s': %s: it cannot be kept aside while the outputs are "
+				 "renamed into place (%s); no output was written%s", o->path, wsn_err_name(err),
+				 strerror(-err), fail);
 		}
-		if (err)
-			snprintf(msg, len, "run: cannot replace '%s': %s: it cannot be linked aside while the outputs are "
-				 "renamed into place (%s); no output was written", o->path, wsn_err_name(err), strerror(-err));
 	}
 	for (k = 0; k < ds->n && !err; k++) {
 		struct pl_out *o = ds->shards[k].out;
 
 		if (rename(o->tmp, o->path) < 0) {
 			err = -errno;
-			snprintf(msg, len, "run: cannot rename '%s' to '%s': %s: %s; the %d output%s renamed before it %s "
-				 "taken back and no output was written", o->tmp, o->path, wsn_err_name(err), strerror(-err), k,
-				 k == 1 ? "" : "s", k == 1 ? "was" : "were");
-			for (int j = 0; j < k; j++) /* back to what was there */
-				if (!old[j])
-					unlink(ds->shards[j].out->path);
-			old_files(ds, old, 0, k, 1);
+			undo(ds, old, k, fail, sizeof(fail));
+			snprintf(msg, len, "run: cannot rename '%s' to '%s': %s: %s; %s%s", o->tmp, o->path, wsn_err_name(err),
+				 strerror(-err), fail[0] ? "the outputs renamed before it were taken back as far as they could be"
+				 : k ? "the outputs renamed before it were taken back and no output was written" :
+				 "no output was written", fail);
 			break;
 		}
 		free(o->tmp);
 		o->tmp = NULL;
 	}
-	old_files(ds, old, 0, ds->n, 0); /* what is left of them: the old files replaced, or those never reached */
+	for (k = 0; k < ds->n && !err; k++) { /* every output in place: the old files can go */
+		if (old[k].name)
+			unlink(old[k].name);
+	}
+	for (k = 0; k < ds->n; k++)
+		free(old[k].name);
 	free(old);
 	return err;
 }

@@ -640,17 +640,17 @@ int pl_shard_open(struct pl_dataset *ds, int i, struct wsn_reader *r, int first,
 		}
 		sh->off[PL_IN_X] = 0;
 		sh->id = st;
+		sh->have_id = 1;
 	} else {
+		/* the identity before the header: a file replaced after it fails the first batch's check */
+		if (!sh->have_id && pl_shard_identify(sh, msg, len))
+			return WSN_ENOENT;
 		if (!sh->st && (err = wsn_st_open(sh->path, r, &sh->st)) < 0) {
 			errf(msg, len, err, "run: cannot read '%s'", sh->path);
 			return err;
 		}
 		if ((err = check_shard(ds, sh, first, msg, len)))
 			return err;
-		if (stat(sh->path, &sh->id) < 0) {
-			snprintf(msg, len, "run: cannot open input '%s': %s", sh->path, strerror(errno));
-			return WSN_ENOENT;
-		}
 	}
 	sh->nbatches = (sh->rows + ds->cfg->batch_rows - 1) / ds->cfg->batch_rows;
 	sh->opened = 1;
@@ -1035,6 +1035,16 @@ static void batch_submit(struct pl_dev *d, struct wsn_reader *rd, struct pending
 		p->tensor[p->nids++] = i;
 		p->bytes += (double)n;
 	}
+}
+
+int pl_shard_identify(struct pl_shard *sh, char *msg, size_t len)
+{
+	if (stat(sh->path, &sh->id) < 0) {
+		snprintf(msg, len, "run: cannot open input '%s': %s", sh->path, strerror(errno));
+		return -1;
+	}
+	sh->have_id = 1;
+	return 0;
 }
 
 /*

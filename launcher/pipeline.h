@@ -87,7 +87,9 @@ struct pl_shard {
 	dev_t dev;                /* the file's identity when listed (0, 0: not known), so that an */
 	ino_t ino;                /* output is never written over an input */
 	struct wsn_st_file *st;   /* NULL for raw input */
-	struct stat id;           /* the file as opened: every batch's reads must come from this one */
+	struct stat id;           /* the file as opened (taken before its header is read): every batch's
+				   * reads must come from this one */
+	int have_id;
 	int opened;
 	int64_t rows;
 	uint64_t off[PL_NIN];     /* absolute file offsets of the input tensors */
@@ -209,6 +211,8 @@ int pl_dataset_list(struct pl_dataset *ds, const char *input, int raw);
  * dataset's shape (first: it sets the shape's hidden, dtype, weight and bias). On failure writes
  * the message to msg and returns a WSN_E* code.
  */
+/* Record shard sh's identity (stat) before its header is read; -1 with msg set when it cannot be. */
+int pl_shard_identify(struct pl_shard *sh, char *msg, size_t len);
 int pl_shard_open(struct pl_dataset *ds, int i, struct wsn_reader *r, int first, char *msg, size_t len);
 void pl_dataset_free(struct pl_dataset *ds);
 

@@ -146,7 +146,8 @@ void cli_warn(const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	wsn_text_escape(clean, sizeof(clean), msg); /* file names and contents: no raw control bytes */
-	fprintf(stderr, "%s: %s\n", cli_prog, clean);
+	/* on a terminal, on a line of its own: a progress line may be showing (it is drawn again after) */
+	fprintf(stderr, "%s%s: %s\n", isatty(STDERR_FILENO) ? "\r\033[K" : "", cli_prog, clean);
 }
 
 void cli_note(const char *fmt, ...)

@@ -86,6 +86,11 @@ struct wsn__backend_ops {
 	int (*execute)(void *ctx, void *plan, const struct wsn__exec *ex, void *stream);
 };
 
+/* A JSON string (json_t *) of text: as it is where it is valid UTF-8, else escaped as
+ * wsn_text_escape() does (a path from the environment, text cut inside a character); NULL only
+ * when out of memory. */
+void *wsn__json_text(const char *s);
+
 extern const struct wsn__backend_ops wsn__cpu_ops;
 #ifdef WSN_HAVE_CUDA
 extern const struct wsn__backend_ops wsn__cuda_ops;

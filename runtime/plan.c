@@ -172,6 +172,20 @@ WSN_API int wsn_plan_describe(const struct wsn_plan *p, char *buf, size_t len)
 	return n + m;
 }
 
+void *wsn__json_text(const char *s)
+{
+	size_t cap = strlen(s) * 4 + 1;
+	json_t *j = json_string(s);
+	char *t;
+
+	if (j || !(t = malloc(cap)))
+		return j;
+	wsn_text_escape(t, cap, s);
+	j = json_string(t);
+	free(t);
+	return j;
+}
+
 WSN_API int wsn_plan_describe_json(const struct wsn_plan *p, char *buf, size_t len)
 {
 	json_t *o;
@@ -180,11 +194,11 @@ WSN_API int wsn_plan_describe_json(const struct wsn_plan *p, char *buf, size_t l
 
 	if (!p || (!buf && len))
 		return wsn__error(WSN_EINVAL, "plan describe: bad arguments");
-	if (!(o = json_pack("{s:s, s:s, s:I, s:I, s:f, s:b, s:b, s:s, s:s, s:s}", "op", wsn_op_name(p->p.op),
+	if (!(o = json_pack("{s:s, s:s, s:I, s:I, s:f, s:b, s:b, s:s, s:o, s:s}", "op", wsn_op_name(p->p.op),
 			    "dtype", wsn_dtype_name(p->p.dtype), "rows", (json_int_t)p->p.rows, "hidden",
 			    (json_int_t)p->p.hidden, "eps", (double)p->p.opts.eps, "weight", p->p.opts.has_weight != 0,
 			    "bias", p->p.opts.has_bias != 0, "device", p->dev->info.spec, "device_name",
-			    p->dev->info.name, "backend", p->dev->ops->name)))
+			    (json_t *)wsn__json_text(p->dev->info.name), "backend", p->dev->ops->name)))
 		return wsn__error(WSN_ENOMEM, "plan describe: out of memory");
 	if (p->dev->ops->plan_json)
 		err = p->dev->ops->plan_json(p->dev->ctx, p->impl, o);

@@ -7,6 +7,7 @@
 #include "ptx.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -398,6 +399,15 @@ START_TEST(test_emit_public)
 		ck_assert_ptr_nonnull(json);
 		free(json);
 		ck_assert_int_eq(wsn_emit_plan(WSN_RMSNORM_BWD, WSN_BF16, 4096, 16384, &o, NULL, NULL), WSN_EINVAL);
+		{ /* an eps wsn_plan_create would refuse: refused here too, NaN included */
+			struct wsn_plan_options bad = o;
+
+			bad.eps = NAN;
+			ck_assert_int_eq(wsn_emit_plan(WSN_RMSNORM_BWD, WSN_BF16, 4096, 16384, &bad, NULL, &json), WSN_EINVAL);
+			bad.eps = 0;
+			ck_assert_int_eq(wsn_emit_plan(WSN_RMSNORM_BWD, WSN_BF16, 4096, 16384, &bad, NULL, &json), WSN_EINVAL);
+			ck_assert_ptr_null(json);
+		}
 		text = json = (char *)1;
 		ck_assert_int_eq(wsn_emit_plan(WSN_RMSNORM_BWD, WSN_BF16, 0, 16384, &o, &text, &json), WSN_ESHAPE);
 		ck_assert_ptr_null(text);

@@ -65,43 +65,102 @@ static uint64_t meminfo(const char *name)
 	return kb <= UINT64_MAX / 1024 ? kb * 1024 : 0;
 }
 
-/* A number in a cgroup v2 file of this process's group ("max" or absent: 0). */
-static uint64_t cgroup_value(const char *file)
+/* The first number in file dir/name, or after "key " in it when key is given; 0 when absent or "max". */
+static uint64_t cg_number(const char *dir, const char *name, const char *key)
 {
-	char line[4096], path[4200];
-	FILE *f = fopen("/proc/self/cgroup", "re");
+	char path[4400], line[256];
+	size_t k = key ? strlen(key) : 0;
 	uint64_t v = 0;
+	FILE *f;
 
-	if (!f)
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if (!(f = fopen(path, "re")))
 		return 0;
-	path[0] = '\0';
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, "0::", 3)) { /* the unified hierarchy */
-			line[strcspn(line, "\n")] = '\0';
-			snprintf(path, sizeof(path), "/sys/fs/cgroup%s/%s", strcmp(line + 3, "/") ? line + 3 : "", file);
-			break;
-		}
-	fclose(f);
-	if (path[0] && (f = fopen(path, "re"))) {
-		if (fgets(line, sizeof(line), f) && line[0] >= '0' && line[0] <= '9')
-			v = strtoull(line, NULL, 10);
-		fclose(f);
+	while (fgets(line, sizeof(line), f)) {
+		const char *num = line;
+
+		if (key && (strncmp(line, key, k) || line[k] != ' '))
+			continue;
+		num += key ? k + 1 : 0;
+		if (*num >= '0' && *num <= '9')
+			v = strtoull(num, NULL, 10);
+		break;
 	}
+	fclose(f);
 	return v;
 }
 
-/* What the process may take now: MemAvailable, or less where its cgroup's limit leaves less. 0: unknown. */
+/*
+ * What the memory cgroups let the process take: the least, over its cgroup v2 group and each group
+ * above it that has a memory.max, of that limit less the memory charged there that is not page
+ * cache (page cache the kernel reclaims before it kills); under cgroup v1, its memory group's
+ * hierarchical limit the same way. 0: no limit found.
+ */
+static uint64_t cgroup_available(void)
+{
+	char line[4096], dir[4200];
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	uint64_t best = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		char *rel, *ctl = strchr(line, ':');
+
+		line[strcspn(line, "\n")] = '\0';
+		if (!ctl || !(rel = strchr(ctl + 1, ':')))
+			continue;
+		*ctl++ = '\0'; /* line: the hierarchy; ctl: its controllers; rel: the group's path */
+		*rel++ = '\0';
+		if (!strcmp(line, "0") && ctl[0] == '\0') { /* v2: this group and those above it */
+			for (;;) {
+				uint64_t max, used, cache;
+
+				snprintf(dir, sizeof(dir), "/sys/fs/cgroup%s", strcmp(rel, "/") ? rel : "");
+				if (access(dir, F_OK) < 0) /* a container sees its own group at the root */
+					snprintf(dir, sizeof(dir), "/sys/fs/cgroup");
+				if ((max = cg_number(dir, "memory.max", NULL))) {
+					used = cg_number(dir, "memory.current", NULL);
+					cache = cg_number(dir, "memory.stat", "file");
+					used = used > cache ? used - cache : 0;
+					if (used < max && (!best || max - used < best))
+						best = max - used;
+					else if (used >= max)
+						best = 1; /* nothing left: every allocation is refused */
+				}
+				if (!strrchr(rel, '/') || strrchr(rel, '/') == rel)
+					break;
+				*strrchr(rel, '/') = '\0';
+			}
+		} else if (strstr(ctl, "memory")) { /* v1: the memory controller's hierarchical limit */
+			uint64_t max, used, cache;
+
+			snprintf(dir, sizeof(dir), "/sys/fs/cgroup/memory%s", strcmp(rel, "/") ? rel : "");
+			if (access(dir, F_OK) < 0) /* a container sees its own group at the root */
+				snprintf(dir, sizeof(dir), "/sys/fs/cgroup/memory");
+			max = cg_number(dir, "memory.stat", "hierarchical_memory_limit");
+			if (max && max < ((uint64_t)1 << 62)) { /* a huge value is no limit */
+				used = cg_number(dir, "memory.usage_in_bytes", NULL);
+				cache = cg_number(dir, "memory.stat", "total_cache");
+				used = used > cache ? used - cache : 0;
+				if (!best || (used < max ? max - used : 1) < best)
+					best = used < max ? max - used : 1;
+			}
+		}
+	}
+	fclose(f);
+	return best;
+}
+
+/* What the process may take now: MemAvailable, or less where its memory cgroups leave less. 0: unknown. */
 static uint64_t mem_available(char *source, size_t len)
 {
-	uint64_t avail = meminfo("MemAvailable"), max = cgroup_value("memory.max"), cur;
+	uint64_t avail = meminfo("MemAvailable"), cg = cgroup_available();
 
 	snprintf(source, len, "MemAvailable in /proc/meminfo");
-	if (max) {
-		cur = cgroup_value("memory.current");
-		if (cur < max && (!avail || max - cur < avail)) {
-			avail = max - cur;
-			snprintf(source, len, "the memory cgroup's memory.max less memory.current");
-		}
+	if (cg && (!avail || cg < avail)) {
+		avail = cg;
+		snprintf(source, len, "what the memory cgroup's limit leaves, page cache counted as free");
 	}
 	return avail;
 }
@@ -116,6 +175,8 @@ void wsn__cpu_mem_limit(uint64_t bytes)
 	if (bytes) {
 		held_limit = bytes;
 		snprintf(held_source, sizeof(held_source), "a limit set for testing");
+	} else {
+		held_limit = mem_available(held_source, sizeof(held_source));
 	}
 	pthread_mutex_unlock(&held_lock);
 }

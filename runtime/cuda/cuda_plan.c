@@ -669,13 +669,13 @@ int wsn__cuda_plan_json(void *ctx, const void *plan, void *obj)
 	if ((err = wsn__kernel_plan_json(&cp->kp, o)) < 0)
 		return err;
 	if (cp->tune[0]) {
-		char rule[sizeof(cp->kp.rule)];
+		char rule[sizeof(cp->tune) + 16];
 
-		snprintf(rule, sizeof(rule), "autotune: %.300s", cp->tune);
-		if (strncmp(cp->tune, "ignored", 7) && json_object_set_new(o, "rule", json_string(rule)))
+		snprintf(rule, sizeof(rule), "autotune: %s", cp->tune);
+		if (strncmp(cp->tune, "ignored", 7) && json_object_set_new(o, "rule", wsn__json_text(rule)))
 			goto nomem;
 	}
-	if (json_object_set_new(o, "autotune", cp->tune[0] ? json_string(cp->tune) : json_null()) ||
+	if (json_object_set_new(o, "autotune", cp->tune[0] ? wsn__json_text(cp->tune) : json_null()) ||
 	    json_object_set_new(o, "workspace_bytes", json_integer((json_int_t)cp->ws_bytes)) ||
 	    json_object_set_new(o, "jit_ms", json_real(cp->mod.jit_ms)) ||
 	    json_object_set_new(o, "jit_compiler_ms",
