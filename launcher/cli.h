@@ -64,6 +64,15 @@ const char *cli_last_error(void);
 int cli_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Informational line to stderr unless -q. */
 void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/*
+ * What a second signal removes before it ends the process: temporary output files, the demo's
+ * inputs, directories a run made. add returns a slot (or -1 when none is free: the path is then just
+ * not removed), drop gives it up once the path is renamed or removed; directories go after files.
+ * cli_cleanup_arm(sig) makes the next sig do it (from a handler, then end the process by sig).
+ */
+int cli_cleanup_add(const char *path, int is_dir);
+void cli_cleanup_drop(int slot);
+void cli_cleanup_arm(int sig);
 /* "wsnorm: <message>" on stderr, escaped like errors; shown under -q too (not kept as cli_last_error). */
 void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -147,6 +147,7 @@ static int output_setup(struct run_opts *o, struct pl_dataset *ds)
 	if (mkdir(o->cfg.output, 0777) < 0)
 		return cli_error("run: cannot create output directory '%s': %s", o->cfg.output, strerror(errno));
 	ds->outdir_created = 1;
+	ds->outdir_cleanup = cli_cleanup_add(o->cfg.output, 1) + 1;
 	return 0;
 }
 
@@ -261,9 +262,12 @@ static const char *signal_name(int sig)
 	return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "a signal";
 }
 
-/* After the first signal: a second one ends the process at once (default action). */
+/* After the first signal: a second one ends the process at once, removing the temporary files first. */
 static void signals_release(void)
 {
+	cli_cleanup_arm(SIGINT);
+	cli_cleanup_arm(SIGTERM);
+	cli_cleanup_arm(SIGHUP);
 	pthread_sigmask(SIG_UNBLOCK, &sig_set, NULL);
 }
 
@@ -1052,6 +1056,7 @@ static int run_demo(struct run_opts *o)
 	int ret = EXIT_PASS, r, verbose = cli_verbose, interrupted = 0, ran = 0, verified;
 	int64_t vb = 0;
 	enum wsn_dtype dt = o->have_dt ? o->dt : WSN_BF16;
+	int slots[WSN_OP_COUNT + 1], nslots = 0; /* what a second signal removes: the directory, the inputs */
 
 	if ((r = cli_open_device("run", o->device, o->cfg.threads, &dev))) {
 		if (o->json && r == EXIT_RUNTIME)
@@ -1073,6 +1078,7 @@ static int run_demo(struct run_opts *o)
 			demo_json(runs, 0, 0, 0, EXIT_RUNTIME);
 		return EXIT_RUNTIME;
 	}
+	slots[nslots++] = cli_cleanup_add(dir, 1);
 	if (!o->json && cli_verbose >= 0) /* informational: -q leaves the results alone */
 		printf("wsnorm demo: %lld x %lld %s inputs in %s, device %s (%s)\n\n", (long long)rows,
 		       (long long)hidden, wsn_dtype_name(dt), dir, di.spec, di.name);
@@ -1080,6 +1086,7 @@ static int run_demo(struct run_opts *o)
 		struct run_opts one = *o;
 
 		snprintf(path, sizeof(path), "%s/%s.safetensors", dir, wsn_op_name((enum wsn_op)op));
+		slots[nslots++] = cli_cleanup_add(path, 0);
 		cli_verbose = -1; /* the generator's notes are not the demo's business */
 		r = cli_gen_file((enum wsn_op)op, dt, rows, hidden, CLI_DEFAULT_SEED + (uint64_t)op, path);
 		cli_verbose = verbose;
@@ -1101,6 +1108,8 @@ static int run_demo(struct run_opts *o)
 			break;
 	}
 	rm_tree(dir);
+	while (nslots > 0)
+		cli_cleanup_drop(slots[--nslots]);
 	verified = checked(o, vb); /* a signal in the first op's first batch leaves nothing verified */
 	if (o->json) {
 		demo_json(runs, interrupted, verified, ran, ret);

@@ -20,6 +20,7 @@
  */
 struct pl_out {
 	char *path, *tmp;
+	int cleanup;              /* tmp's cli_cleanup slot (-1: none) */
 	int fd;
 	uint64_t off[PL_NOUT];    /* absolute file offsets of the output tensors */
 	int64_t rows, nbatches;
@@ -127,6 +128,7 @@ static void out_free(struct pl_out *o)
 		close(o->fd);
 	if (o->tmp)
 		unlink(o->tmp);
+	cli_cleanup_drop(o->cleanup);
 	free(o->path);
 	free(o->tmp);
 	free(o->acc[0]);
@@ -207,6 +209,7 @@ int pl_out_create(struct pl_dataset *ds, int i, char *msg, size_t len)
 	if (!o)
 		goto oom;
 	o->fd = -1;
+	o->cleanup = -1;
 	pthread_mutex_init(&o->lock, NULL);
 	o->rows = shard->rows;
 	o->nbatches = shard->nbatches;
@@ -242,6 +245,7 @@ int pl_out_create(struct pl_dataset *ds, int i, char *msg, size_t len)
 		free(hdr);
 		return -e;
 	}
+	o->cleanup = cli_cleanup_add(o->tmp, 0);
 	total = o->off[PL_NOUT - 1];
 	for (int k = 0; k < PL_NOUT; k++)
 		if (sh->out[k] && o->off[k] + pl_out_bytes(sh, k, shard->rows) > total)
@@ -386,6 +390,8 @@ static int commit_all(struct pl_dataset *ds, char *msg, size_t len)
 				 "no output was written", fail);
 			break;
 		}
+		cli_cleanup_drop(o->cleanup);
+		o->cleanup = -1;
 		free(o->tmp);
 		o->tmp = NULL;
 	}
@@ -413,6 +419,8 @@ int pl_out_finish(struct pl_dataset *ds, int commit, char *msg, size_t len)
 	}
 	if ((!commit || err) && ds->outdir_created)
 		rmdir(ds->cfg->output); /* only when empty: a directory this run made and filled with nothing */
+	cli_cleanup_drop(ds->outdir_cleanup - 1);
+	ds->outdir_cleanup = 0;
 	return err;
 }
 

@@ -125,6 +125,7 @@ struct pl_dataset {
 	int err;                  /* the dataset error (a WSN_E* code), 0 if none */
 	char errmsg[PL_ERRLEN];
 	char outdir_created;      /* the output directory was made by this run */
+	int outdir_cleanup;       /* its cli_cleanup slot + 1 (a second signal removes it if empty); 0: none */
 };
 
 /* Latency histogram: log-spaced buckets from 100 ns to 10^4 s, 100 per decade. */

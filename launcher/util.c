@@ -4,6 +4,9 @@
 
 #include <errno.h>
 #include <float.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
@@ -135,6 +138,80 @@ int cli_fail(int err, const char *fmt, ...)
 	ret = vfail(err, fmt, ap);
 	va_end(ap);
 	return ret;
+}
+
+/* ---- what a second signal removes ---- */
+
+#define CLEANUP_SLOTS (CLI_MAX_SHARDS + 64)
+static char *_Atomic cleanup_slot[CLEANUP_SLOTS]; /* read by the handler */
+static char cleanup_dir[CLEANUP_SLOTS];            /* set before the slot's path is published */
+static char *cleanup_retired[CLEANUP_SLOTS];      /* dropped paths, freed when their slot is taken again */
+static pthread_mutex_t cleanup_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int cli_cleanup_add(const char *path, int is_dir)
+{
+	char *copy = strdup(path);
+	int slot = -1;
+
+	if (!copy)
+		return -1;
+	pthread_mutex_lock(&cleanup_lock);
+	for (int i = 0; i < CLEANUP_SLOTS && slot < 0; i++)
+		if (!atomic_load(&cleanup_slot[i])) {
+			free(cleanup_retired[i]); /* long out of any handler's reach */
+			cleanup_retired[i] = NULL;
+			cleanup_dir[i] = (char)(is_dir != 0);
+			atomic_store(&cleanup_slot[i], copy);
+			slot = i;
+		}
+	pthread_mutex_unlock(&cleanup_lock);
+	if (slot < 0)
+		free(copy);
+	return slot;
+}
+
+void cli_cleanup_drop(int slot)
+{
+	if (slot < 0 || slot >= CLEANUP_SLOTS)
+		return;
+	pthread_mutex_lock(&cleanup_lock);
+	/* not freed yet: a handler may be reading it this moment */
+	cleanup_retired[slot] = atomic_exchange(&cleanup_slot[slot], NULL);
+	pthread_mutex_unlock(&cleanup_lock);
+}
+
+/* The second signal: remove the files, then the directories (async-signal-safe calls only), and end
+ * the process by the signal. */
+static void cleanup_handler(int sig)
+{
+	struct sigaction dfl;
+	sigset_t one;
+
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = CLEANUP_SLOTS - 1; i >= 0; i--) {
+			char *p = atomic_load(&cleanup_slot[i]);
+
+			if (p && cleanup_dir[i] == pass)
+				(void)(pass ? rmdir(p) : unlink(p));
+		}
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	sigaction(sig, &dfl, NULL);
+	sigemptyset(&one);
+	sigaddset(&one, sig);
+	pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+	raise(sig);
+	_exit(128 + sig); /* not reached: the default action of sig ends the process */
+}
+
+void cli_cleanup_arm(int sig)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = cleanup_handler;
+	sigemptyset(&sa.sa_mask);
+	sigaction(sig, &sa, NULL);
 }
 
 void cli_warn(const char *fmt, ...)

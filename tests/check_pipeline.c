@@ -927,6 +927,79 @@ START_TEST(test_output_rollback)
 }
 END_TEST
 
+/* Wait up to 20 s for text to appear in file path; 1 when it did. */
+static int wait_for_text(const char *path, const char *text)
+{
+	for (int i = 0; i < 2000; i++) {
+		char *t = tu_slurp(path, NULL);
+		int found = t && strstr(t, text);
+
+		free(t);
+		if (found)
+			return 1;
+		sleep_ms(10);
+	}
+	return 0;
+}
+
+/*
+ * A second signal ends the process at once, by that signal, but first removes what the run had made
+ * and not finished: the temporary output files and the output directory it created (a run with
+ * --output), the demo's directory and inputs (run --demo).
+ */
+START_TEST(test_second_signal)
+{
+	char *dir = tu_tmpdir(), *ds = path_in(dir, "ds"), *out = path_in(dir, "out"), *so = path_in(dir, "stdout");
+	char *se = path_in(dir, "stderr"), *tmpd = path_in(dir, "tmp"), names[512], *err;
+	char *argv[] = { (char *)tu_wsnorm_bin(), "run", "--input", ds, "--device", "cpu", "--output", out,
+			 "--duration", "60s", "--batch-rows", "16", "--kernel-loops", "200000", "--ring", "2",
+			 "--copy-size", "64K", "--threads", "1", NULL };
+	char *demo[] = { (char *)tu_wsnorm_bin(), "run", "--demo", "--device", "cpu", "--kernel-loops", "2000",
+			 "--threads", "1", NULL };
+	pid_t pid;
+	int status;
+
+	gen("rmsnorm-fwd", "f32", "256", "256", "4", ds);
+	pid = spawn(argv, so, se);
+	for (int i = 0; i < 2000 && dir_count(out, NULL, 0) <= 0; i++)
+		sleep_ms(10);
+	ck_assert_msg(dir_count(out, NULL, 0) > 0, "the run did not start");
+	kill(pid, SIGINT);
+	ck_assert_msg(wait_for_text(se, "again to quit at once"), "the first signal was not taken");
+	kill(pid, SIGINT);
+	status = reap(pid);
+	err = tu_slurp(se, NULL);
+	ck_assert_msg(status == 128 + SIGINT, "exit %d after the second signal: %s", status, err);
+	free(err);
+	ck_assert_msg(access(out, F_OK) < 0, "the output directory the run made is still there: %s",
+		      dir_count(out, names, sizeof(names)) >= 0 ? names : "");
+
+	ck_assert_int_eq(mkdir(tmpd, 0755), 0);
+	setenv("TMPDIR", tmpd, 1);
+	pid = spawn(demo, so, se);
+	unsetenv("TMPDIR");
+	for (int i = 0; i < 2000 && dir_count(tmpd, NULL, 0) <= 0; i++)
+		sleep_ms(10);
+	ck_assert_msg(dir_count(tmpd, NULL, 0) > 0, "the demo did not start");
+	sleep_ms(200);
+	kill(pid, SIGTERM);
+	ck_assert_msg(wait_for_text(se, "again to quit at once"), "the first signal was not taken");
+	kill(pid, SIGTERM);
+	status = reap(pid);
+	err = tu_slurp(se, NULL);
+	ck_assert_msg(status == 128 + SIGTERM, "demo: exit %d after the second signal: %s", status, err);
+	free(err);
+	ck_assert_msg(dir_count(tmpd, names, sizeof(names)) == 0, "the demo left: %s", names);
+	tu_rmtree(dir);
+	free(ds);
+	free(out);
+	free(so);
+	free(se);
+	free(tmpd);
+	free(dir);
+}
+END_TEST
+
 /* a hang-up (the terminal or ssh session gone) stops a run the same way */
 START_TEST(test_sighup)
 {
@@ -1896,6 +1969,7 @@ Suite *suite_pipeline(void)
 	tcase_add_test(tc, test_sighup);
 	tcase_add_test(tc, test_input_replaced);
 	tcase_add_test(tc, test_output_rollback);
+	tcase_add_test(tc, test_second_signal);
 	tcase_add_test(tc, test_gen_signal);
 	tcase_add_test(tc, test_gen_kill_mid_write);
 	tcase_add_test(tc, test_signal_before_verify);
