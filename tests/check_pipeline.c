@@ -943,6 +943,29 @@ static int wait_for_text(const char *path, const char *text)
 }
 
 /*
+ * Start argv (stderr to se) and, once dir holds something, signal it twice: the second only once the
+ * first was taken. It must then end by sig.
+ */
+static void signal_twice(char *const argv[], const char *dir, const char *so, const char *se, int sig)
+{
+	pid_t pid = spawn(argv, so, se);
+	int status;
+	char *err;
+
+	for (int i = 0; i < 2000 && dir_count(dir, NULL, 0) <= 0; i++)
+		sleep_ms(10);
+	ck_assert_msg(dir_count(dir, NULL, 0) > 0, "%s %s did not start", argv[1], argv[2]);
+	sleep_ms(200);
+	kill(pid, sig);
+	ck_assert_msg(wait_for_text(se, "again to quit at once"), "the first signal was not taken");
+	kill(pid, sig);
+	status = reap(pid);
+	err = tu_slurp(se, NULL);
+	ck_assert_msg(status == 128 + sig, "exit %d after the second signal %d: %s", status, sig, err);
+	free(err);
+}
+
+/*
  * A second signal ends the process at once, by that signal, but first removes what the run had made
  * and not finished: the temporary output files and the output directory it created (a run with
  * --output), the demo's directory and inputs (run --demo).
@@ -950,45 +973,21 @@ static int wait_for_text(const char *path, const char *text)
 START_TEST(test_second_signal)
 {
 	char *dir = tu_tmpdir(), *ds = path_in(dir, "ds"), *out = path_in(dir, "out"), *so = path_in(dir, "stdout");
-	char *se = path_in(dir, "stderr"), *tmpd = path_in(dir, "tmp"), names[512], *err;
+	char *se = path_in(dir, "stderr"), *tmpd = path_in(dir, "tmp"), names[512];
 	char *argv[] = { (char *)tu_wsnorm_bin(), "run", "--input", ds, "--device", "cpu", "--output", out,
 			 "--duration", "60s", "--batch-rows", "16", "--kernel-loops", "200000", "--ring", "2",
 			 "--copy-size", "64K", "--threads", "1", NULL };
 	char *demo[] = { (char *)tu_wsnorm_bin(), "run", "--demo", "--device", "cpu", "--kernel-loops", "2000",
 			 "--threads", "1", NULL };
-	pid_t pid;
-	int status;
-
 	gen("rmsnorm-fwd", "f32", "256", "256", "4", ds);
-	pid = spawn(argv, so, se);
-	for (int i = 0; i < 2000 && dir_count(out, NULL, 0) <= 0; i++)
-		sleep_ms(10);
-	ck_assert_msg(dir_count(out, NULL, 0) > 0, "the run did not start");
-	kill(pid, SIGINT);
-	ck_assert_msg(wait_for_text(se, "again to quit at once"), "the first signal was not taken");
-	kill(pid, SIGINT);
-	status = reap(pid);
-	err = tu_slurp(se, NULL);
-	ck_assert_msg(status == 128 + SIGINT, "exit %d after the second signal: %s", status, err);
-	free(err);
+	signal_twice(argv, out, so, se, SIGINT);
 	ck_assert_msg(access(out, F_OK) < 0, "the output directory the run made is still there: %s",
 		      dir_count(out, names, sizeof(names)) >= 0 ? names : "");
 
 	ck_assert_int_eq(mkdir(tmpd, 0755), 0);
-	setenv("TMPDIR", tmpd, 1);
-	pid = spawn(demo, so, se);
+	setenv("TMPDIR", tmpd, 1); /* the demo's directory goes there */
+	signal_twice(demo, tmpd, so, se, SIGTERM);
 	unsetenv("TMPDIR");
-	for (int i = 0; i < 2000 && dir_count(tmpd, NULL, 0) <= 0; i++)
-		sleep_ms(10);
-	ck_assert_msg(dir_count(tmpd, NULL, 0) > 0, "the demo did not start");
-	sleep_ms(200);
-	kill(pid, SIGTERM);
-	ck_assert_msg(wait_for_text(se, "again to quit at once"), "the first signal was not taken");
-	kill(pid, SIGTERM);
-	status = reap(pid);
-	err = tu_slurp(se, NULL);
-	ck_assert_msg(status == 128 + SIGTERM, "demo: exit %d after the second signal: %s", status, err);
-	free(err);
 	ck_assert_msg(dir_count(tmpd, names, sizeof(names)) == 0, "the demo left: %s", names);
 	tu_rmtree(dir);
 	free(ds);
