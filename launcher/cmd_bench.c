@@ -99,7 +99,7 @@ static const char *size_text(uint64_t bytes, char *buf, size_t len)
 /* A device's name, or null where none is known (the device could not be opened). */
 static json_t *name_json(const char *name)
 {
-	return name && name[0] ? json_string(name) : json_null();
+	return name && name[0] ? cli_json_text(name) : json_null();
 }
 
 /* --h2d --json: the rates, or after an error (err_msg) nulls and the error. di->spec names the device

@@ -502,6 +502,7 @@ static void metadata_agrees(const struct pl_dataset *ds, const struct pl_shard *
 static void unknown_tensors(const struct pl_shard *sh)
 {
 	static const char *const known[] = { "x", "dy", "weight", "bias", "mean", "rstd" };
+	const int nknown = (int)(sizeof(known) / sizeof(known[0]));
 	int n = wsn_st_count(sh->st), unknown = 0;
 	const char *first = NULL;
 
@@ -509,9 +510,9 @@ static void unknown_tensors(const struct pl_shard *sh)
 		const struct wsn_st_entry *e = wsn_st_entry_at(sh->st, i);
 		int k = 0;
 
-		while (k < 6 && strcmp(e->name, known[k]))
+		while (k < nknown && strcmp(e->name, known[k]))
 			k++;
-		if (k == 6 && !unknown++)
+		if (k == nknown && !unknown++)
 			first = e->name;
 	}
 	if (unknown)
@@ -614,10 +615,9 @@ int pl_shard_open(struct pl_dataset *ds, int i, struct wsn_reader *r, int first,
 		struct stat st;
 		uint64_t unit = ds->shape.in_unit[PL_IN_X], want = (uint64_t)sh->rows * unit, size;
 
-		if (stat(sh->path, &st) < 0) {
-			snprintf(msg, len, "run: cannot open input '%s': %s", sh->path, strerror(errno));
+		if (pl_shard_identify(sh, msg, len)) /* its identity, and the size checked below */
 			return WSN_ENOENT;
-		}
+		st = sh->id;
 		if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
 			return bad_shard(msg, len, sh->path, "a raw input must be a regular file (its size is the "
 					 "shape's) or a block device");
@@ -639,8 +639,6 @@ int pl_shard_open(struct pl_dataset *ds, int i, struct wsn_reader *r, int first,
 					 wsn_dtype_name(ds->shape.dt), (unsigned long long)want);
 		}
 		sh->off[PL_IN_X] = 0;
-		sh->id = st;
-		sh->have_id = 1;
 	} else {
 		/* the identity before the header: a file replaced after it fails the first batch's check */
 		if (!sh->have_id && pl_shard_identify(sh, msg, len))

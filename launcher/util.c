@@ -214,35 +214,42 @@ void cli_cleanup_arm(int sig)
 	sigaction(sig, &sa, NULL);
 }
 
-void cli_warn(const char *fmt, ...)
+/* One line on stderr: prefix, then the message with its control bytes escaped (file names and
+ * contents may hold anything); a newline ending fmt is the line's own, not text to escape. */
+static void escaped_line(const char *prefix, const char *fmt, va_list ap)
 {
 	char msg[2048], clean[4096];
+	size_t len;
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	len = strlen(msg);
+	if (len && msg[len - 1] == '\n')
+		msg[--len] = '\0';
+	wsn_text_escape(clean, sizeof(clean), msg);
+	fprintf(stderr, "%s%s\n", prefix, clean);
+}
+
+void cli_warn(const char *fmt, ...)
+{
+	char prefix[256];
 	va_list ap;
 
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	wsn_text_escape(clean, sizeof(clean), msg); /* file names and contents: no raw control bytes */
 	/* on a terminal, on a line of its own: a progress line may be showing (it is drawn again after) */
-	fprintf(stderr, "%s%s: %s\n", isatty(STDERR_FILENO) ? "\r\033[K" : "", cli_prog, clean);
+	snprintf(prefix, sizeof(prefix), "%s%s: ", isatty(STDERR_FILENO) ? "\r\033[K" : "", cli_prog);
+	va_start(ap, fmt);
+	escaped_line(prefix, fmt, ap);
+	va_end(ap);
 }
 
 void cli_note(const char *fmt, ...)
 {
-	char msg[2048], clean[4096];
-	size_t len;
 	va_list ap;
 
 	if (cli_verbose < 0)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	escaped_line("", fmt, ap);
 	va_end(ap);
-	len = strlen(msg);
-	if (len && msg[len - 1] == '\n') /* the line's end is the note's, not text to escape */
-		msg[--len] = '\0';
-	wsn_text_escape(clean, sizeof(clean), msg); /* a file name may hold anything */
-	fprintf(stderr, "%s\n", clean);
 }
 
 /*

@@ -17,6 +17,17 @@
 		tu_run(argv_, 120, (p));                                     \
 	} while (0)
 
+/* p's standard output as one JSON object, once its exit status is checked; the caller decrefs it. */
+static json_t *out_json(const struct tu_proc *p, int status)
+{
+	json_error_t je;
+	json_t *j;
+
+	ck_assert_msg(p->status == status, "exit %d, expected %d: %s", p->status, status, p->err);
+	ck_assert_msg((j = json_loads(p->out, 0, &je)) != NULL, "not JSON: %s\n%s", je.text, p->out);
+	return j;
+}
+
 START_TEST(test_help_golden)
 {
 	struct tu_proc p;
@@ -408,7 +419,6 @@ START_TEST(test_plan_emit_cpu)
 	 * x, dy and dx 32768 bytes each, mean and rstd 256 each, weight, dweight and dbias 512 each.
 	 */
 	for (int affine = 0; affine < 2; affine++) {
-		json_error_t je;
 		json_t *j, *r;
 		int64_t want = affine ? 3 * 32768 + 2 * 256 + 3 * 512 : 3 * 32768 + 2 * 256;
 		if (affine)
@@ -417,8 +427,7 @@ START_TEST(test_plan_emit_cpu)
 		else
 			RUN(&p, "bench", "--device", "cpu", "--op", "layernorm-bwd", "--hidden", "256", "--rows", "64",
 			    "--iters", "1", "--copy-size", "1M", "--json", "--no-weight", "--no-bias");
-		ck_assert_msg(p.status == 0, "%s", p.err);
-		ck_assert_msg((j = json_loads(p.out, 0, &je)) != NULL, "bench --json: %s", je.text);
+		j = out_json(&p, 0);
 		r = json_array_get(json_object_get(j, "results"), 0);
 		ck_assert_int_eq(json_integer_value(json_object_get(r, "bytes")), want);
 		ck_assert_int_eq(json_is_true(json_object_get(r, "weight")), affine);
@@ -439,17 +448,6 @@ START_TEST(test_plan_emit_cpu)
 	tu_proc_free(&p);
 }
 END_TEST
-
-/* p's standard output as one JSON object, once its exit status is checked; the caller decrefs it. */
-static json_t *out_json(const struct tu_proc *p, int status)
-{
-	json_error_t je;
-	json_t *j;
-
-	ck_assert_msg(p->status == status, "exit %d, expected %d: %s", p->status, status, p->err);
-	ck_assert_msg((j = json_loads(p->out, 0, &je)) != NULL, "not JSON: %s\n%s", je.text, p->out);
-	return j;
-}
 
 /* The value of "key:" on its own line of a plan's text ("" when absent), into buf. */
 static const char *plan_line(const char *text, const char *key, char *buf, size_t len)
@@ -925,7 +923,6 @@ END_TEST
 START_TEST(test_bench_check)
 {
 	struct tu_proc p;
-	json_error_t je;
 	json_t *j, *r;
 
 	RUN(&p, "bench", "--device", "cpu", "--op", "layernorm-bwd,rmsnorm-fwd", "--hidden", "96,257", "--rows", "70",
@@ -955,8 +952,7 @@ START_TEST(test_bench_check)
 
 	RUN(&p, "bench", "--device", "cpu", "--op", "rmsnorm-bwd", "--dtype", "f32", "--hidden", "33", "--rows", "5",
 	    "--iters", "1", "--copy-size", "64K", "--inject-mismatch", "--json");
-	ck_assert_msg(p.status == 1, "exit %d: %s", p.status, p.err);
-	ck_assert_msg((j = json_loads(p.out, 0, &je)) != NULL, "bench --json: %s", je.text);
+	j = out_json(&p, 1);
 	r = json_array_get(json_object_get(j, "results"), 0);
 	ck_assert_str_eq(json_string_value(json_object_get(r, "check")), "mismatch");
 	ck_assert(json_real_value(json_object_get(r, "check_rel_l2")) > 1e-5);
@@ -968,8 +964,7 @@ START_TEST(test_bench_check)
 
 	RUN(&p, "bench", "--device", "cpu", "--op", "rmsnorm-bwd", "--dtype", "f16", "--hidden", "33", "--rows", "5",
 	    "--iters", "1", "--copy-size", "64K", "--json");
-	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
-	ck_assert_msg((j = json_loads(p.out, 0, &je)) != NULL, "bench --json: %s", je.text);
+	j = out_json(&p, 0);
 	r = json_array_get(json_object_get(j, "results"), 0);
 	ck_assert_str_eq(json_string_value(json_object_get(r, "check")), "pass");
 	ck_assert(json_real_value(json_object_get(r, "check_rel_l2")) <= 5e-3);
@@ -979,8 +974,7 @@ START_TEST(test_bench_check)
 
 	RUN(&p, "bench", "--device", "cpu", "--op", "rmsnorm-bwd", "--hidden", "33", "--rows", "5", "--iters", "1",
 	    "--copy-size", "64K", "--no-verify", "--no-bias", "--json");
-	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
-	ck_assert_msg((j = json_loads(p.out, 0, &je)) != NULL, "bench --json: %s", je.text);
+	j = out_json(&p, 0);
 	r = json_array_get(json_object_get(j, "results"), 0);
 	ck_assert_str_eq(json_string_value(json_object_get(r, "check")), "off");
 	ck_assert(json_is_null(json_object_get(r, "check_rel_l2")));
@@ -1029,13 +1023,11 @@ END_TEST
 START_TEST(test_bench_json_error)
 {
 	struct tu_proc p;
-	json_error_t je;
 	json_t *j, *res, *e;
 
 	RUN(&p, "bench", "--device", "cpu", "--op", "rmsnorm-fwd", "--dtype", "f32", "--hidden", "1,16M", "--rows", "2M",
 	    "--iters", "1", "--warmup", "0", "--batch", "1", "--copy-size", "64K", "--json");
-	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
-	ck_assert_msg((j = json_loads(p.out, 0, &je)) != NULL, "bench --json after an error: %s\n%s", je.text, p.out);
+	j = out_json(&p, 3);
 	res = json_object_get(j, "results");
 	ck_assert_int_eq(json_array_size(res), 1);
 	ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(res, 0), "hidden")), 1);
@@ -1099,12 +1091,10 @@ START_TEST(test_json_early_error)
 {
 	char *dir = tu_tmpdir(), *missing = path_in(dir, "missing.safetensors"), *line;
 	struct tu_proc p;
-	json_error_t je;
 	json_t *j;
 
 	RUN(&p, "run", "--input", missing, "--device", "cpu", "--json");
-	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
-	ck_assert_msg((j = json_loads(p.out, 0, &je)) != NULL, "run --json after an error: %s\n%s", je.text, p.out);
+	j = out_json(&p, 3);
 	ck_assert_str_eq(json_string_value(json_object_get(j, "result")), "error");
 	ck_assert_str_eq(json_string_value(json_object_get(j, "input")), missing);
 	ck_assert(asprintf(&line, "wsnorm: %s\n", json_string_value(json_object_get(j, "error"))) > 0);
@@ -1114,8 +1104,7 @@ START_TEST(test_json_early_error)
 	tu_proc_free(&p);
 	/* a device that no node has: well formed, so a runtime error */
 	RUN(&p, "bench", "--device", "cuda:999", "--json");
-	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
-	ck_assert_msg((j = json_loads(p.out, 0, &je)) != NULL, "bench --json after an error: %s\n%s", je.text, p.out);
+	j = out_json(&p, 3);
 	ck_assert_int_eq(json_array_size(json_object_get(j, "results")), 0);
 	ck_assert_msg(strstr(json_string_value(json_object_get(j, "error")), "cuda:999") != NULL, "%s", p.out);
 	/* every key of the document, nulls where nothing was measured or named */
@@ -1127,8 +1116,7 @@ START_TEST(test_json_early_error)
 	tu_proc_free(&p);
 	/* with --h2d, its own document: the rates null */
 	RUN(&p, "bench", "--device", "cuda:999", "--h2d", "--json");
-	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
-	ck_assert_msg((j = json_loads(p.out, 0, &je)) != NULL, "bench --h2d --json after an error: %s\n%s", je.text, p.out);
+	j = out_json(&p, 3);
 	ck_assert_ptr_null(json_object_get(j, "results"));
 	ck_assert(json_is_null(json_object_get(j, "h2d_gbs")) && json_is_null(json_object_get(j, "d2h_gbs")));
 	ck_assert(json_is_null(json_object_get(j, "device_name")));
@@ -1160,8 +1148,7 @@ START_TEST(test_json_real_paths)
 	ck_assert_msg(strstr(p.err, "in\\x0aput\\x1b[2J.safetensors") && !strchr(p.err, '\x1b'), "gen's note: %s", p.err);
 	tu_proc_free(&p);
 	RUN(&p, "-q", "run", "--input", in, "--device", "cpu", "--output", out, "--json");
-	ck_assert_msg(p.status == 0, "%s", p.err);
-	ck_assert_msg((j = json_loads(p.out, 0, &je)) != NULL, "%s", je.text);
+	j = out_json(&p, 0);
 	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "output"), "path")), out);
 	ck_assert_int_eq(stat(json_string_value(json_object_get(json_object_get(j, "output"), "path")), &st), 0);
 	json_decref(j);
@@ -1237,7 +1224,6 @@ START_TEST(test_output_dir_one_shard)
 	char *dir = tu_tmpdir(), *ds = path_in(dir, "ds"), *out = path_in(dir, "out"), *f, *one;
 	struct tu_proc p;
 	struct stat st;
-	json_error_t je;
 	json_t *j;
 
 	ck_assert_int_eq(mkdir(ds, 0777), 0);
@@ -1252,8 +1238,7 @@ START_TEST(test_output_dir_one_shard)
 	ck_assert_msg(stat(out, &st) == 0 && S_ISDIR(st.st_mode), "%s is not a directory", out);
 	ck_assert_msg(stat(f, &st) == 0 && S_ISREG(st.st_mode), "%s was not written", f);
 	RUN(&p, "-q", "run", "--input", one, "--device", "cpu", "--batch-rows", "1G", "--json");
-	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
-	ck_assert_msg((j = json_loads(p.out, 0, &je)) != NULL, "%s", je.text);
+	j = out_json(&p, 0);
 	ck_assert_int_eq(json_integer_value(json_object_get(j, "batch_rows")), 40);
 	ck_assert_int_eq(json_integer_value(json_object_get(j, "batches")), 1);
 	json_decref(j);
@@ -1387,14 +1372,12 @@ START_TEST(test_hostile_headers)
 	/* a file name that is not UTF-8: --json still has its input and error, escaped */
 	{
 		char *bad = path_in(dir, "bad\xff.safetensors");
-		json_error_t je;
 		json_t *j;
 		struct tu_proc p;
 
 		write_st(bad, "{\"x\":{\"dtype\":\"F32\",\"shape\":[2,4],\"data_offsets\":[0,32]}}", 8);
 		RUN(&p, "run", "--input", bad, "--device", "cpu", "--json");
-		ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
-		ck_assert_msg((j = json_loads(p.out, 0, &je)) != NULL, "%s: %s", je.text, p.out);
+		j = out_json(&p, 3);
 		ck_assert_str_eq(json_string_value(json_object_get(j, "result")), "error");
 		ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(j, "input")), "bad\\xff.safetensors"));
 		ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(j, "error")), "bad\\xff.safetensors"));
