@@ -37,18 +37,38 @@
  * x element size) so that the other dtypes get the split of the same ring footprint. Where the
  * split does not fit or does not divide the row into whole vectors, the search starts from a CTA
  * per row as usual.
+ *
+ * Some entries also carry a measured shape (bdimx, bdimy, unroll, stages; 0: the search's), taken
+ * from a sweep of every shape that fits (NOTES v19): at 1K-2K the search's two rows a stage and
+ * larger rings put more bytes in flight at a call's start and end than a short call amortises.
+ * Those entries cover rows up to an eighth longer than the measured ones, and only the device
+ * they were measured on (sm_90); elsewhere the entries without a shape apply as before. Where a
+ * shape does not fit the budgets, the search picks one for the same cluster.
  */
 static const struct ws_split {
 	enum wsn_op op;
 	int64_t min_bytes, max_bytes; /* row bytes, inclusive */
 	unsigned cluster;
+	unsigned bdimx, bdimy, unroll, stages; /* the measured shape (sm_90 only); 0: the search's */
 	const char *basis;
 } ws_splits[] = {
-	{ WSN_LAYERNORM_BWD, 4096, 6143, 4, "LayerNorm bwd 2K: 2.44 split over 4 vs 2.39 whole" },
-	{ WSN_LAYERNORM_BWD, 6144, 24575, 8, "LayerNorm bwd 4K/8K: 2.62-2.65/2.71-2.72 split over 8 vs 2.50-2.54/2.60 whole" },
-	{ WSN_LAYERNORM_BWD, 24576, 49151, 2, "LayerNorm bwd 16K: 2.74-2.75 split over 2 vs 2.69 whole" },
-	{ WSN_RMSNORM_BWD, 6144, 12287, 8, "RMSNorm bwd 4K: 2.73-2.76 split over 8 vs 2.68-2.70 whole" },
-	{ WSN_RMSNORM_BWD, 12288, 49151, 2, "RMSNorm bwd 8K/16K: 2.77-2.80/2.83 split over 2 vs 2.70-2.73/2.77 whole" },
+	/* measured shapes first: the first entry that matches is taken */
+	{ WSN_LAYERNORM_BWD, 16384, 18431, 8, 32, 8, 1, 16,
+	  "LayerNorm bwd 8K: 2.81-2.82 over 8 with 8 groups of 32 threads and a row a stage vs 2.79-2.80 with "
+	  "the search's 4 groups of 64 and 2 rows a stage" },
+	{ WSN_RMSNORM_BWD, 2048, 2303, 1, 64, 4, 1, 12,
+	  "RMSNorm bwd 1K: 2.53-2.55 with 4 groups of 64 threads, a row a stage and 12 stages vs 2.51-2.52 with "
+	  "the search's 2 rows a stage and 16 stages" },
+	{ WSN_RMSNORM_BWD, 4096, 4607, 2, 64, 4, 1, 12,
+	  "RMSNorm bwd 2K: 2.75 over 2 with 4 groups of 64 threads, a row a stage and 12 stages vs 2.64-2.65 "
+	  "whole with 2 groups of 128 and 2 rows a stage (f16 2.74-2.76 vs 2.63-2.65, f32 1K 2.78 vs 2.70-2.73)" },
+	{ WSN_LAYERNORM_BWD, 4096, 6143, 4, 0, 0, 0, 0, "LayerNorm bwd 2K: 2.44 split over 4 vs 2.39 whole" },
+	{ WSN_LAYERNORM_BWD, 6144, 24575, 8, 0, 0, 0, 0,
+	  "LayerNorm bwd 4K/8K: 2.62-2.65/2.71-2.72 split over 8 vs 2.50-2.54/2.60 whole" },
+	{ WSN_LAYERNORM_BWD, 24576, 49151, 2, 0, 0, 0, 0, "LayerNorm bwd 16K: 2.74-2.75 split over 2 vs 2.69 whole" },
+	{ WSN_RMSNORM_BWD, 6144, 12287, 8, 0, 0, 0, 0, "RMSNorm bwd 4K: 2.73-2.76 split over 8 vs 2.68-2.70 whole" },
+	{ WSN_RMSNORM_BWD, 12288, 49151, 2, 0, 0, 0, 0,
+	  "RMSNorm bwd 8K/16K: 2.77-2.80/2.83 split over 2 vs 2.70-2.73/2.77 whole" },
 };
 
 /* Whether hidden splits into cluster parts of whole 16-byte vectors (kp->vec elements). */
@@ -57,14 +77,15 @@ static int splits_whole(const struct wsn__kernel_plan *kp, int64_t hidden, unsig
 	return hidden % ((int64_t)cluster * kp->vec) == 0;
 }
 
-/* The measured split for p (NULL: none). */
-static const struct ws_split *measured_split(const struct wsn__kernel_plan *kp, const struct wsn__plan_params *p)
+/* The measured split for p on g (NULL: none). */
+static const struct ws_split *measured_split(const struct wsn__gpu_props *g, const struct wsn__kernel_plan *kp,
+					     const struct wsn__plan_params *p)
 {
 	int64_t bytes = p->hidden * (int64_t)wsn_dtype_size(p->dtype);
 
 	for (size_t i = 0; i < WSN_ARRAY_SIZE(ws_splits); i++)
 		if (ws_splits[i].op == p->op && bytes >= ws_splits[i].min_bytes && bytes <= ws_splits[i].max_bytes &&
-		    splits_whole(kp, p->hidden, ws_splits[i].cluster))
+		    splits_whole(kp, p->hidden, ws_splits[i].cluster) && (!ws_splits[i].bdimx || g->arch == 90))
 			return &ws_splits[i];
 	return NULL;
 }
@@ -583,6 +604,7 @@ int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *
 	int spill_ok = 0; /* fallback 3 keeps a ring of 2+ stages over the register budget */
 	unsigned cluster = 1, one_stage = 0; /* one_stage: the first cluster that fitted with one stage */
 	const struct ws_split *split;
+	struct forced shape = { 0 }; /* a measured split's shape, where it fitted */
 	int forced; /* a parameter or the cluster given: no split of the planner's own */
 	char steps[2048];
 	struct trace t = { steps, sizeof(steps), 0 }, why;
@@ -631,11 +653,30 @@ int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *
 	}
 	/* nothing forced and a measured split for this shape: that cluster, if it fits with a ring */
 	forced = p->opts.cluster > 0 || f.bdimx || f.bdimy || f.unroll || f.stages;
-	split = forced ? NULL : measured_split(kp, p);
+	split = forced ? NULL : measured_split(g, kp, p);
 	if (split) {
 		kp->cluster = split->cluster;
-		tr(&t, "measured split: the row over a cluster of %u CTAs, %lld columns each (%s); ", split->cluster,
-		   (long long)(p->hidden / split->cluster), split->basis);
+		if (split->cluster > 1)
+			tr(&t, "measured split: the row over a cluster of %u CTAs, %lld columns each; ", split->cluster,
+			   (long long)(p->hidden / split->cluster));
+		if (split->bdimx && p->rows / split->unroll < (int64_t)(g->sms / split->cluster) * split->bdimy) {
+			tr(&t, "too few rows for the measured shape's row groups (%s): the search; ", split->basis);
+		} else if (split->bdimx) {
+			/* its measured shape, held like forced parameters from here on */
+			shape.bdimx = split->bdimx;
+			shape.bdimy = split->bdimy;
+			shape.unroll = split->unroll;
+			shape.stages = split->stages;
+			tr(&t, "measured shape: %u row groups of %u threads, %u row%s a stage, %u stages (%s); ", shape.bdimy,
+			   shape.bdimx, shape.unroll, shape.unroll > 1 ? "s" : "", shape.stages, split->basis);
+			fit = search_all(g, kp, &shape, p->rows, &c, &t, &spill_ok);
+			if (fit && !spill_ok && c.stages == shape.stages && c.stages % c.bdimy == 0)
+				goto planned;
+			memset(&shape, 0, sizeof(shape));
+			tr(&t, "the shape does not fit here: the search; ");
+		} else {
+			tr(&t, "(%s); ", split->basis);
+		}
 		fit = search_all(g, kp, &f, p->rows, &c, &t, &spill_ok);
 		if (fit && !spill_ok && c.stages >= 2)
 			goto planned;
@@ -700,7 +741,7 @@ planned:
 	}
 	{
 		unsigned s0 = c.stages;
-		int capped = f.stages ? 0 : more_stages(g, kp, &c);
+		int capped = f.stages || shape.stages ? 0 : more_stages(g, kp, &c);
 		if ((err = own_stages(g, kp, &f, &c, &t, opname, dtname, p->hidden)))
 			return err;
 		if (c.stages > s0)

@@ -684,7 +684,8 @@ END_TEST
 
 /* Whether the ws planner gives a plan for op/dt/hidden/rows on this GPU with default options (what
  * autotune asks first); the CTAs that share a row in *cluster (1: a CTA per row; cluster may be NULL). */
-static int ws_plans(enum wsn_op op, enum wsn_dtype dt, int64_t hidden, int64_t rows, unsigned *cluster)
+/* The ws plan for this shape on the GPU, into *out when not NULL; whether there is one. */
+static int ws_plan_get(enum wsn_op op, enum wsn_dtype dt, int64_t hidden, int64_t rows, struct wsn__kernel_plan *out)
 {
 	struct wsn__cu_device *cd = gpu->ctx;
 	struct wsn__plan_params pp;
@@ -698,6 +699,17 @@ static int ws_plans(enum wsn_op op, enum wsn_dtype dt, int64_t hidden, int64_t r
 	pp.rows = rows;
 	wsn_plan_options_init(&pp.opts, op);
 	ok = wsn__ws_plan(&cd->props, &pp, kp) == 0;
+	if (ok && out)
+		*out = *kp;
+	free(kp);
+	return ok;
+}
+
+static int ws_plans(enum wsn_op op, enum wsn_dtype dt, int64_t hidden, int64_t rows, unsigned *cluster)
+{
+	struct wsn__kernel_plan *kp = xcalloc(sizeof(*kp));
+	int ok = ws_plan_get(op, dt, hidden, rows, kp);
+
 	if (ok && cluster)
 		*cluster = kp->cluster > 1 ? kp->cluster : 1;
 	free(kp);
@@ -764,6 +776,56 @@ START_TEST(test_ws_cluster)
 		inputs_free(&in);
 	}
 	ck_assert_msg(fails == 0, "%d mismatches over %d cluster plans (see FAIL lines above)", fails, plans);
+}
+END_TEST
+
+/*
+ * The ws backward's measured shapes (on sm_90: RMSNorm rows of 2 KB whole and of 4 KB over 2, each
+ * with 4 groups of 64 threads and a row a stage; LayerNorm rows of 16 KB over 8 with 8 groups of 32
+ * threads), in each dtype at the same row bytes, on aligned rows and on strided rows that start off
+ * 16 bytes, over 7 and 2999 rows: against the CPU, each backward twice (bit-identical sums).
+ */
+START_TEST(test_ws_measured)
+{
+	static const int64_t rows[] = { 7, 2999 };
+	static const struct {
+		enum wsn_op op;
+		int64_t row_bytes;
+		unsigned cluster;
+	} m[] = {
+		{ WSN_RMSNORM_BWD, 2048, 1 },
+		{ WSN_RMSNORM_BWD, 4096, 2 },
+		{ WSN_LAYERNORM_BWD, 16384, 8 },
+	};
+	struct wsn__cu_device *cd = gpu->ctx;
+	struct wsn__kernel_plan *kp = xcalloc(sizeof(*kp));
+	enum wsn_dtype dt = dtypes[_i];
+	int fails = 0;
+
+	for (size_t i = 0; i < WSN_ARRAY_SIZE(m); i++) {
+		int64_t h = m[i].row_bytes / (int64_t)wsn_dtype_size(dt), r = 2999;
+
+		ck_assert_msg(ws_plan_get(m[i].op, dt, h, r, kp), "%s", wsn_last_error());
+		if (cd->props.arch == 90)
+			ck_assert_msg(strstr(kp->why, "measured shape: ") && (kp->cluster > 1 ? kp->cluster : 1) == m[i].cluster &&
+				      kp->unroll == 1, "%s: cluster %u unroll %u: %s", kp->entry, kp->cluster, kp->unroll, kp->why);
+		for (int strided = 0; strided < 2; strided++) {
+			int64_t ld = strided ? h + 3 : h, off = strided;
+			struct wsn_plan_options po;
+			struct inputs in;
+			struct setup s;
+
+			memset(&po, 0, sizeof(po));
+			po.approach = WSN_APPROACH_WS;
+			inputs_make(&in, "ws-measured", h, r, ld, off);
+			setup_init(&s, dt, h, r, ld, off, strided, in.x, in.dy, in.w, in.b);
+			fails += run_op(&s, m[i].op, &po, "ws, measured shape", rows, 2, 0);
+			setup_free(&s);
+			inputs_free(&in);
+		}
+	}
+	free(kp);
+	ck_assert_msg(fails == 0, "%d mismatches (see FAIL lines above)", fails);
 }
 END_TEST
 
@@ -1420,6 +1482,7 @@ static Suite *suite_gpu(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 600);
 	tcase_add_loop_test(tc, test_ws_cluster, 0, (int)(sizeof(dtypes) / sizeof(dtypes[0])));
+	tcase_add_loop_test(tc, test_ws_measured, 0, (int)(sizeof(dtypes) / sizeof(dtypes[0])));
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("autotune");

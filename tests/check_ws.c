@@ -164,7 +164,7 @@ START_TEST(test_ws_choices)
 	ck_assert_ptr_nonnull(strstr(kp.why, "search: stages 2, bdimy 2, unroll 2, fits"));
 	/* short rows: two warps per row (two vectors each), four row groups; unroll stops at 2 (4
 	 * would leave the busiest SM 3 % over the mean) */
-	kp = plan_ok(&h, WSN_RMSNORM_BWD, WSN_BF16, 1024);
+	kp = plan_ok(&h, WSN_LAYERNORM_BWD, WSN_BF16, 1024);
 	ck_assert_uint_eq(kp.bdimx, 64);
 	ck_assert_uint_eq(kp.bdimy, 4);
 	ck_assert_uint_eq(kp.unroll, 2);
@@ -175,27 +175,32 @@ START_TEST(test_ws_choices)
 	ck_assert_uint_eq(kp.bdimx, 32);
 	ck_assert_uint_eq(kp.bdimy, 8);
 	ck_assert_uint_eq(kp.stages, 32); /* WS_MAX_STAGES */
-	/* the backward's leftover shared memory stops adding stages at 16 (RMSNorm bwd 1K has room for
-	 * 28; 32 measured slower than 16 for LayerNorm bwd 2K/4K) */
-	kp = plan_ok(&h, WSN_RMSNORM_BWD, WSN_BF16, 1024);
+	/* the backward's leftover shared memory stops adding stages at 16 (LayerNorm bwd 1K has room
+	 * for more; 32 measured slower than 16 for LayerNorm bwd 2K/4K) */
+	kp = plan_ok(&h, WSN_LAYERNORM_BWD, WSN_BF16, 1024);
 	ck_assert_uint_eq(kp.stages, 16); /* WS_FILL_STAGES_BWD */
 	ck_assert_ptr_nonnull(strstr(kp.why, "leftover shared memory: stages 16"));
 	/* the backward ring's cap, on the planner's own splits: 4 of 32 KB at LayerNorm/RMSNorm 16K
-	 * over 2, 8 of 16 KB at RMSNorm 2K, 16 of 8 KB at LayerNorm 8K over 8 (within the cap); at
-	 * RMSNorm 32K (64 KB stages) the 3 that fit stay */
+	 * over 2, 8 of 16 KB at RMSNorm 2K on whole rows (cluster 1 forced: the measured shape splits
+	 * it), 16 of 4 KB at LayerNorm 4K over 8 (within the cap); at RMSNorm 32K (64 KB stages) the 3
+	 * that fit stay */
 	{
 		static const struct {
 			enum wsn_op op;
 			int64_t hidden;
 			unsigned cluster, stages;
+			int forced;
 		} cap[] = {
-			{ WSN_LAYERNORM_BWD, 16384, 2, 4 }, { WSN_RMSNORM_BWD, 16384, 2, 4 }, { WSN_RMSNORM_BWD, 2048, 1, 8 },
-			{ WSN_LAYERNORM_BWD, 8192, 8, 16 }, { WSN_RMSNORM_BWD, 32768, 2, 3 },
+			{ WSN_LAYERNORM_BWD, 16384, 2, 4, 0 }, { WSN_RMSNORM_BWD, 16384, 2, 4, 0 },
+			{ WSN_RMSNORM_BWD, 2048, 1, 8, 1 }, { WSN_LAYERNORM_BWD, 4096, 8, 16, 0 },
+			{ WSN_RMSNORM_BWD, 32768, 2, 3, 0 },
 		};
 		for (size_t i = 0; i < WSN_ARRAY_SIZE(cap); i++) {
 			struct wsn__plan_params p;
 
 			params(&p, cap[i].op, WSN_BF16, cap[i].hidden, 16384);
+			if (cap[i].forced)
+				p.opts.cluster = (int)cap[i].cluster;
 			ck_assert_msg(wsn__ws_plan(&h, &p, &kp) == 0, "%s", wsn_last_error());
 			check_ws_plan(&h, &kp);
 			ck_assert_uint_eq(kp.cluster, cap[i].cluster);
@@ -484,9 +489,17 @@ START_TEST(test_ws_planner_corners)
 	/* 132 rows: unroll 1, every SM a row (was 4: 33 blocks) */
 	ck_assert_int_eq(ws_plan_of(&h, WSN_RMSNORM_FWD, WSN_BF16, 4096, 132, 0, 0, &kp), 0);
 	ck_assert_uint_eq(kp.unroll, 1);
-	/* 264 rows and 2 row groups: no group left idle */
-	ck_assert_int_eq(ws_plan_of(&h, WSN_RMSNORM_BWD, WSN_BF16, 2048, 264, 0, 0, &kp), 0);
+	/* 264 rows: no group left idle, with the search (RMSNorm bwd 1.5K) and with a measured shape
+	 * (RMSNorm bwd 2K over 2: 4 groups, just enough); 263 rows leave the shape to the search */
+	ck_assert_int_eq(ws_plan_of(&h, WSN_RMSNORM_BWD, WSN_BF16, 1536, 264, 0, 0, &kp), 0);
 	ck_assert_msg(264 / kp.unroll >= 132 * kp.bdimy, "%s: unroll %u with %u groups", kp.entry, kp.unroll, kp.bdimy);
+	ck_assert_int_eq(ws_plan_of(&h, WSN_RMSNORM_BWD, WSN_BF16, 2048, 264, 0, 0, &kp), 0);
+	ck_assert_msg(kp.cluster == 2 && kp.bdimy == 4 && kp.unroll == 1, "%s: %u groups, unroll %u: %s", kp.entry,
+		      kp.bdimy, kp.unroll, kp.why);
+	ck_assert_int_eq(ws_plan_of(&h, WSN_RMSNORM_BWD, WSN_BF16, 2048, 263, 0, 0, &kp), 0);
+	ck_assert_msg(263 / kp.unroll >= 132 / kp.cluster * kp.bdimy, "%s: unroll %u with %u groups over %u", kp.entry,
+		      kp.unroll, kp.bdimy, kp.cluster);
+	ck_assert_ptr_nonnull(strstr(kp.why, "too few rows for the measured shape's row groups"));
 	/* forced unroll 8 on a short row: from 128 threads a row */
 	ck_assert_int_eq(ws_plan_of(&h, WSN_LAYERNORM_FWD, WSN_BF16, 1024, 16384, 0, 8, &kp), 0);
 	ck_assert_uint_eq(kp.unroll, 8);
@@ -600,7 +613,7 @@ START_TEST(test_ws_auto)
 	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), 0);
 	ck_assert_uint_eq(kp.cluster, 8);
 	ck_assert_ptr_nonnull(strstr(kp.why, "RMSNorm bwd 4K: 2.73-2.76 split over 8"));
-	params(&p, WSN_RMSNORM_BWD, WSN_BF16, 2048, 16384); /* whole rows measured level: not split */
+	params(&p, WSN_RMSNORM_BWD, WSN_BF16, 1536, 16384); /* between the measured 1K and 2K: not split */
 	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), 0);
 	ck_assert_uint_eq(kp.cluster, 1);
 	params(&p, WSN_RMSNORM_BWD, WSN_F32, 2048, 16384); /* the row bytes of bf16 4K: over 8 */
@@ -609,6 +622,53 @@ START_TEST(test_ws_auto)
 	params(&p, WSN_RMSNORM_BWD, WSN_F32, 4096, 16384); /* the row bytes of bf16 8K: split over 2 */
 	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), 0);
 	ck_assert_uint_eq(kp.cluster, 2);
+	/* measured shapes (H100 only): RMSNorm bwd 2K over 2 with 4 groups of 64 threads, a row a stage
+	 * and 12 stages, and the same row bytes in f32; RMSNorm bwd 1K whole; LayerNorm bwd 8K over 8
+	 * with 8 groups of 32 threads */
+	{
+		static const struct {
+			enum wsn_op op;
+			enum wsn_dtype dt;
+			int64_t hidden;
+			unsigned cluster, bdimx, bdimy, unroll, stages;
+		} sh[] = {
+			{ WSN_RMSNORM_BWD, WSN_BF16, 2048, 2, 64, 4, 1, 12 },
+			{ WSN_RMSNORM_BWD, WSN_F16, 2048, 2, 64, 4, 1, 12 },
+			{ WSN_RMSNORM_BWD, WSN_F32, 1024, 2, 64, 4, 1, 12 },
+			{ WSN_RMSNORM_BWD, WSN_BF16, 1024, 1, 64, 4, 1, 12 },
+			{ WSN_LAYERNORM_BWD, WSN_BF16, 8192, 8, 32, 8, 1, 16 },
+		};
+		struct wsn__gpu_props b;
+
+		wsn__gpu_props_b200(&b);
+		for (size_t i = 0; i < WSN_ARRAY_SIZE(sh); i++) {
+			params(&p, sh[i].op, sh[i].dt, sh[i].hidden, 16384);
+			ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), 0);
+			check_ws_plan(&h, &kp);
+			ck_assert_msg(kp.cluster == sh[i].cluster && kp.bdimx == sh[i].bdimx && kp.bdimy == sh[i].bdimy &&
+				      kp.unroll == sh[i].unroll && kp.stages == sh[i].stages,
+				      "%s: cluster %u bdimx %u bdimy %u unroll %u stages %u: %s", kp.entry, kp.cluster, kp.bdimx,
+				      kp.bdimy, kp.unroll, kp.stages, kp.why);
+			ck_assert_ptr_nonnull(strstr(kp.why, "measured shape: "));
+			/* not on the B200 model: its plans are the search's, as before */
+			ck_assert_int_eq(wsn__ws_plan(&b, &p, &kp), 0);
+			ck_assert_msg(!strstr(kp.why, "measured shape"), "%s: %s", kp.entry, kp.why);
+			ck_assert_uint_eq(kp.cluster, sh[i].op == WSN_LAYERNORM_BWD ? 8 : 1);
+			/* a forced parameter, even the same cluster: the search's shape (2 rows a stage) */
+			p.opts.cluster = (int)sh[i].cluster;
+			ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), 0);
+			ck_assert_msg(!strstr(kp.why, "measured shape") && kp.cluster == sh[i].cluster && kp.unroll == 2,
+				      "%s: unroll %u: %s", kp.entry, kp.unroll, kp.why);
+		}
+	}
+	/* a shape that does not fit the registers (LayerNorm bwd f16 8256: 5 vectors a thread): the
+	 * search's shape over the same cluster */
+	params(&p, WSN_LAYERNORM_BWD, WSN_F16, 8256, 16384);
+	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), 0);
+	check_ws_plan(&h, &kp);
+	ck_assert_ptr_nonnull(strstr(kp.why, "the shape does not fit here: the search"));
+	ck_assert_msg(kp.cluster == 8 && kp.bdimx == 128 && kp.unroll == 2, "%s: cluster %u bdimx %u unroll %u: %s",
+		      kp.entry, kp.cluster, kp.bdimx, kp.unroll, kp.why);
 	params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 4104, 16384); /* 513 vectors: 8 parts are not whole */
 	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), 0);
 	ck_assert_uint_eq(kp.cluster, 1);
@@ -753,7 +813,7 @@ END_TEST
 
 START_TEST(test_ws_ptxas)
 {
-	static const int64_t hs[] = { 3, 1000, 2048, 4096, 4097, 8192, 16384 };
+	static const int64_t hs[] = { 3, 1000, 1024, 2048, 4096, 4097, 8192, 16384 };
 	const char *ptxas = tu_ptxas("the ws kernels");
 	int bad = 0;
 	char *dir;
