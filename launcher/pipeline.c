@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/fs.h>
 #include <math.h>
 #include <stdarg.h>
@@ -200,8 +201,8 @@ static int shard_name(const char *base, struct shard_name *sn)
 		return -1;
 	errno = 0;
 	sn->k = strtol(sn->of + 4, &e, 10);
-	if (e != end || errno)
-		return -1;
+	if (e != end || (errno && errno != ERANGE))
+		return -1; /* a count past a long stays a set's name: LONG_MAX, more than any directory holds */
 	for (p = sn->of; p > base && isdigit((unsigned char)p[-1]); p--)
 		;
 	if (p == sn->of || p == base || p[-1] != '-' || sn->of - p > 9)
@@ -287,7 +288,7 @@ static int check_shard_set(const char *dir, char **names, int n)
 			}
 		if (seen[0])
 			first = 0;
-		for (want = first; want < first + sn[a].k && want <= n + 1 && seen[want]; want++)
+		for (want = first; want - first < sn[a].k && want <= n + 1 && seen[want]; want++)
 			;
 		if (dup >= 0) {
 			cli_error("run: directory '%s': two shards named %.*s-*%s have the number %ld (written with "
@@ -297,7 +298,11 @@ static int check_shard_set(const char *dir, char **names, int n)
 			cli_error("run: directory '%s': shards named %.*s-*%s say the set has %ld shards", dir,
 				  (int)sn[a].prefix, ba, sn[a].of, sn[a].k);
 			ret = EXIT_RUNTIME;
-		} else if (want < first + sn[a].k) {
+		} else if (sn[a].k == LONG_MAX) {
+			cli_error("run: directory '%s': shards named %.*s-*%s say the set has more shards than a 64-bit "
+				  "count holds", dir, (int)sn[a].prefix, ba, sn[a].of);
+			ret = EXIT_RUNTIME;
+		} else if (want - first < sn[a].k) {
 			cli_error("run: directory '%s': shard %.*s-%0*ld%s of %ld is missing (%ld found)",
 				dir, (int)sn[a].prefix, ba, sn[a].width, want, sn[a].of, sn[a].k, members);
 			ret = EXIT_RUNTIME;

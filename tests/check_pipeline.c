@@ -1623,6 +1623,18 @@ START_TEST(test_shard_set)
 		ck_assert_int_eq(unlink(s1b), 0);
 		free(s1b);
 	}
+	{ /* a count too large for 64 bits: still a set's name, and an error saying so */
+		char *big = path_in(ds, "big-00000-of-99999999999999999999.safetensors");
+
+		ck_assert_int_eq(link(s1, big), 0);
+		RUN(&p, "run", "--input", ds, "--device", "cpu", "--copy-size", "64K");
+		ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
+		ck_assert_msg(strstr(p.err, "shards named big-*-of-99999999999999999999.safetensors say the set has more "
+				     "shards than a 64-bit count holds"), "%s", p.err);
+		tu_proc_free(&p);
+		ck_assert_int_eq(unlink(big), 0);
+		free(big);
+	}
 	for (int i = 0; i < 3; i++) { /* renumber from 1 */
 		char *from = path_in(ds, zero_based[i]), *to = path_in(ds, one_based[i]);
 		ck_assert_int_eq(rename(from, to), 0);
