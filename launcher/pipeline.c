@@ -526,16 +526,27 @@ static void unknown_tensors(const struct pl_shard *sh)
 			 unknown > 1 ? "are" : "is");
 }
 
+int pl_entry_dtype_check(const char *path, const struct wsn_st_entry *e, char *msg, size_t len)
+{
+	if (wsn_dtype_size(e->dtype))
+		return 0;
+	bad_shard(msg, len, path, "tensor '%s' is %s; wsnorm computes with F32, F16 and BF16", e->name, e->st_dtype);
+	return WSN_EDTYPE;
+}
+
 static int check_shard(struct pl_dataset *ds, struct pl_shard *sh, int first, char *msg, size_t len)
 {
 	const struct wsn_st_entry *x = wsn_st_find(sh->st, "x"), *e;
 	struct pl_shape *s = &ds->shape;
 	int bwd = wsn_op_is_backward(s->op), ln = s->op == WSN_LAYERNORM_FWD || s->op == WSN_LAYERNORM_BWD;
 	int64_t hidden;
+	int err;
 
 	if (!x)
 		return bad_shard(msg, len, sh->path, "no tensor named 'x'");
 	unknown_tensors(sh);
+	if ((err = pl_entry_dtype_check(sh->path, x, msg, len)))
+		return err;
 	if (x->ndim < 1)
 		return bad_shard(msg, len, sh->path, "tensor 'x' is a scalar");
 	hidden = x->shape[x->ndim - 1];
@@ -561,6 +572,8 @@ static int check_shard(struct pl_dataset *ds, struct pl_shard *sh, int first, ch
 	if (bwd) {
 		if (!(e = wsn_st_find(sh->st, "dy")))
 			return bad_shard(msg, len, sh->path, "%s needs a tensor named 'dy'", wsn_op_name(s->op));
+		if ((err = pl_entry_dtype_check(sh->path, e, msg, len)))
+			return err;
 		if (e->dtype != s->dt || e->ndim < 1 || e->shape[e->ndim - 1] != hidden || pl_entry_rows(e) != sh->rows)
 			return bad_shard(msg, len, sh->path, "tensor 'dy' does not match 'x' in shape or dtype");
 		sh->off[PL_IN_DY] = e->offset;
@@ -571,6 +584,8 @@ static int check_shard(struct pl_dataset *ds, struct pl_shard *sh, int first, ch
 			continue;
 		if (!(e = wsn_st_find(sh->st, name)))
 			return bad_shard(msg, len, sh->path, "%s needs a tensor named '%s'", wsn_op_name(s->op), name);
+		if ((err = pl_entry_dtype_check(sh->path, e, msg, len)))
+			return err;
 		if (e->dtype != WSN_F32 || e->ndim < 1 || !stat_shape_ok(x, e, sh->rows))
 			return bad_shard(msg, len, sh->path,
 					 "tensor '%s' must be f32 with one value per row of 'x' (%lld), shaped [%lld] or as "
@@ -584,6 +599,8 @@ static int check_shard(struct pl_dataset *ds, struct pl_shard *sh, int first, ch
 		if (!!e != want)
 			return bad_shard(msg, len, sh->path, "tensor '%s' is %s here but %s in the first shard", name,
 					 e ? "present" : "absent", want ? "present" : "absent");
+		if (e && (err = pl_entry_dtype_check(sh->path, e, msg, len)))
+			return err;
 		if (e && (e->dtype != s->dt || e->ndim != 1 || e->shape[0] != hidden))
 			return bad_shard(msg, len, sh->path, "tensor '%s' must be %lld %s values, shaped [%lld]", name,
 					 (long long)hidden, wsn_dtype_name(s->dt), (long long)hidden);

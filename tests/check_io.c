@@ -271,6 +271,55 @@ START_TEST(test_st_sorted_by_offset)
 }
 END_TEST
 
+/*
+ * A checkpoint's extra tensors (a step counter, a mask, f64 statistics, f8 scales) do not stop the
+ * file from opening; their data is not what wsnorm computes with, so wsn_st_read refuses it.
+ */
+START_TEST(test_st_other_dtypes)
+{
+	char *path = pjoin(tdir, "extra.safetensors");
+	const struct wsn_st_entry *e;
+	struct wsn_st_file *f;
+	unsigned char buf[64];
+
+	write_raw_st(path, "{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+		     "\"step\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[8,16]},"
+		     "\"mask\":{\"dtype\":\"BOOL\",\"shape\":[3],\"data_offsets\":[16,19]},"
+		     "\"scale\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[19,21]},"
+		     "\"stats\":{\"dtype\":\"F64\",\"shape\":[1,2],\"data_offsets\":[24,40]}}", 40);
+	ck_assert_msg(wsn_st_open(path, NULL, &f) == 0, "%s", wsn_last_error());
+	ck_assert_int_eq(wsn_st_count(f), 5);
+	ck_assert_str_eq(wsn_st_entry_at(f, 1)->name, "step");
+	ck_assert_str_eq(wsn_st_entry_at(f, 4)->name, "stats");
+	ck_assert_ptr_nonnull(e = wsn_st_find(f, "step"));
+	ck_assert_str_eq(e->st_dtype, "I64");
+	ck_assert_int_eq(e->dtype, WSN_DTYPE_COUNT);
+	ck_assert_uint_eq(wsn_dtype_size(e->dtype), 0);
+	ck_assert_int_eq(e->ndim, 0);
+	ck_assert_uint_eq(e->nbytes, 8);
+	ck_assert_uint_eq(e->offset, wsn_st_find(f, "x")->offset + 8);
+	ck_assert_ptr_nonnull(e = wsn_st_find(f, "mask"));
+	ck_assert_str_eq(e->st_dtype, "BOOL");
+	ck_assert_uint_eq(e->nbytes, 3);
+	ck_assert_ptr_nonnull(e = wsn_st_find(f, "scale"));
+	ck_assert_str_eq(e->st_dtype, "F8_E4M3");
+	ck_assert_uint_eq(e->nbytes, 2);
+	ck_assert_ptr_nonnull(e = wsn_st_find(f, "stats"));
+	ck_assert_str_eq(e->st_dtype, "F64");
+	ck_assert_int_eq(e->ndim, 2);
+	ck_assert_uint_eq(e->nbytes, 16);
+	ck_assert_ptr_nonnull(e = wsn_st_find(f, "x"));
+	ck_assert_str_eq(e->st_dtype, "F32");
+	ck_assert_int_eq(e->dtype, WSN_F32);
+	ck_assert_int_eq(wsn_st_read(f, "x", buf, sizeof(buf)), 0);
+	expect_err(wsn_st_read(f, "step", buf, sizeof(buf)), WSN_EDTYPE, path,
+		   "tensor 'step' is I64; wsnorm computes with F32, F16 and BF16");
+	expect_err(wsn_st_read(f, "mask", buf, sizeof(buf)), WSN_EDTYPE, path, "'mask' is BOOL");
+	wsn_st_close(f);
+	free(path);
+}
+END_TEST
+
 /* ---- safetensors bad input: each case its named error, naming the file (and tensor) ---- */
 
 /* Write json as a safetensors header with data_len data bytes and expect open to fail. */
@@ -437,14 +486,91 @@ END_TEST
 
 START_TEST(test_st_bad_dtype)
 {
-	bad_header("{\"idx\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[0,8]}}", 8, WSN_EDTYPE,
-		   "I64", "idx");
-	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "'idx'"));
+	/* a name that is no safetensors dtype (a GGML one, a wider integer, a bare "F8", lower case) */
+	bad_header("{\"idx\":{\"dtype\":\"Q4_0\",\"shape\":[1],\"data_offsets\":[0,8]}}", 8, WSN_EDTYPE,
+		   "\"Q4_0\"", "idx");
+	bad_header("{\"idx\":{\"dtype\":\"I128\",\"shape\":[1],\"data_offsets\":[0,16]}}", 16, WSN_EDTYPE,
+		   "\"I128\"", "idx");
+	bad_header("{\"idx\":{\"dtype\":\"F8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1, WSN_EDTYPE,
+		   "\"F8\"", "idx");
+	bad_header("{\"idx\":{\"dtype\":\"i64\",\"shape\":[1],\"data_offsets\":[0,8]}}", 8, WSN_EDTYPE,
+		   "\"i64\"", "idx");
 	bad_header("{\"idx\":{\"dtype\":\"f32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, WSN_EDTYPE,
 		   "'idx'", "idx");
 	bad_header("{\"idx\":{\"dtype\":7,\"shape\":[1],\"data_offsets\":[0,4]}}", 4, WSN_EFORMAT,
 		   "'idx'", "idx");
 	bad_header("{\"idx\":{\"shape\":[1],\"data_offsets\":[0,4]}}", 4, WSN_EFORMAT, "dtype", "idx");
+}
+END_TEST
+
+/*
+ * Every dtype the safetensors format defines opens, with its own element size (F4 and F6 pack
+ * elements smaller than a byte): 8 elements of b bits are b bytes, and one byte more is a shape
+ * that does not match. Only F32, F16 and BF16 map to an enum wsn_dtype.
+ */
+START_TEST(test_st_all_dtypes)
+{
+	static const struct {
+		const char *name;
+		unsigned bits;
+		int dt;
+	} types[] = {
+		{ "BOOL", 8, WSN_DTYPE_COUNT },     { "F4", 4, WSN_DTYPE_COUNT },
+		{ "F6_E2M3", 6, WSN_DTYPE_COUNT },  { "F6_E3M2", 6, WSN_DTYPE_COUNT },
+		{ "U8", 8, WSN_DTYPE_COUNT },       { "I8", 8, WSN_DTYPE_COUNT },
+		{ "F8_E5M2", 8, WSN_DTYPE_COUNT },  { "F8_E4M3", 8, WSN_DTYPE_COUNT },
+		{ "F8_E8M0", 8, WSN_DTYPE_COUNT },  { "F8_E4M3FNUZ", 8, WSN_DTYPE_COUNT },
+		{ "F8_E5M2FNUZ", 8, WSN_DTYPE_COUNT }, { "I16", 16, WSN_DTYPE_COUNT },
+		{ "U16", 16, WSN_DTYPE_COUNT },     { "F16", 16, WSN_F16 },
+		{ "BF16", 16, WSN_BF16 },           { "I32", 32, WSN_DTYPE_COUNT },
+		{ "U32", 32, WSN_DTYPE_COUNT },     { "F32", 32, WSN_F32 },
+		{ "C64", 64, WSN_DTYPE_COUNT },     { "F64", 64, WSN_DTYPE_COUNT },
+		{ "I64", 64, WSN_DTYPE_COUNT },     { "U64", 64, WSN_DTYPE_COUNT },
+	};
+	char *path = pjoin(tdir, "types.safetensors"), json[256];
+
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		const struct wsn_st_entry *e;
+		struct wsn_st_file *f;
+
+		snprintf(json, sizeof(json), "{\"t\":{\"dtype\":\"%s\",\"shape\":[2,4],\"data_offsets\":[0,%u]}}",
+			 types[i].name, types[i].bits);
+		write_raw_st(path, json, types[i].bits);
+		ck_assert_msg(wsn_st_open(path, NULL, &f) == 0, "%s: %s", types[i].name, wsn_last_error());
+		ck_assert_ptr_nonnull(e = wsn_st_find(f, "t"));
+		ck_assert_str_eq(e->st_dtype, types[i].name);
+		ck_assert_int_eq(e->dtype, types[i].dt);
+		ck_assert_uint_eq(e->nbytes, types[i].bits);
+		wsn_st_close(f);
+		snprintf(json, sizeof(json), "{\"t\":{\"dtype\":\"%s\",\"shape\":[2,4],\"data_offsets\":[0,%u]}}",
+			 types[i].name, types[i].bits + 1);
+		bad_header(json, types[i].bits + 1, WSN_ESHAPE, types[i].name, "t");
+	}
+	free(path);
+}
+END_TEST
+
+/* The size checks hold for the dtypes wsnorm does not compute with, each with its own element size. */
+START_TEST(test_st_bad_other_dtypes)
+{
+	bad_header("{\"n\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, WSN_ESHAPE,
+		   "16 bytes", "n");
+	bad_header("{\"m\":{\"dtype\":\"BOOL\",\"shape\":[3],\"data_offsets\":[0,4]}}", 4, WSN_ESHAPE,
+		   "3 bytes", "m");
+	bad_header("{\"s\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,16]}}", 12, WSN_ETRUNC,
+		   "'s'", "s");
+	bad_header("{\"n\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[0,8]},"
+		   "\"m\":{\"dtype\":\"BOOL\",\"shape\":[2],\"data_offsets\":[6,8]}}", 8, WSN_EFORMAT,
+		   "overlap", "n");
+	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "'m'"));
+	/* 2^61 elements fit, their 2^64 bytes do not */
+	bad_header("{\"n\":{\"dtype\":\"U64\",\"shape\":[2305843009213693952],\"data_offsets\":[0,8]}}", 8,
+		   WSN_EOVERFLOW, "'n'", "n");
+	/* three 4-bit elements end inside a byte */
+	bad_header("{\"q\":{\"dtype\":\"F4\",\"shape\":[3],\"data_offsets\":[0,2]}}", 2, WSN_ESHAPE,
+		   "not a whole number of bytes", "q");
+	bad_header("{\"q\":{\"dtype\":\"F6_E2M3\",\"shape\":[2,3],\"data_offsets\":[0,5]}}", 5, WSN_ESHAPE,
+		   "6 elements of 6 bits", "q");
 }
 END_TEST
 
@@ -1187,6 +1313,7 @@ Suite *suite_io(void)
 	tcase_add_test(st, test_st_roundtrip);
 	tcase_add_test(st, test_st_metadata_roundtrip);
 	tcase_add_test(st, test_st_sorted_by_offset);
+	tcase_add_test(st, test_st_other_dtypes);
 	tcase_add_test(st, test_st_write_errors);
 	tcase_add_test(st, test_out_file);
 	tcase_add_test(st, test_st_fuzz);
@@ -1206,6 +1333,8 @@ Suite *suite_io(void)
 	tcase_add_test(bad, test_st_bad_not_object);
 	tcase_add_test(bad, test_st_bad_entry_not_object);
 	tcase_add_test(bad, test_st_bad_dtype);
+	tcase_add_test(bad, test_st_all_dtypes);
+	tcase_add_test(bad, test_st_bad_other_dtypes);
 	tcase_add_test(bad, test_st_bad_shape);
 	tcase_add_test(bad, test_st_bad_shape_overflow);
 	tcase_add_test(bad, test_st_bad_shape_mismatch);

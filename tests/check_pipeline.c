@@ -161,6 +161,50 @@ static void *read_tensor(const char *path, const char *name, const struct wsn_st
 	return buf;
 }
 
+/*
+ * Write the safetensors file src again as dst with tensor name of dtype and shape (JSON text): a name
+ * src does not have gets nbytes bytes after the data, one it has keeps its bytes under the new dtype.
+ */
+static void put_tensor(const char *src, const char *dst, const char *name, const char *dtype, const char *shape,
+		       size_t nbytes)
+{
+	size_t len, hlen = 0, data, tlen, padded;
+	char *file = tu_slurp(src, &len), *text, *out;
+	json_t *hdr, *e, *sh;
+	json_error_t je;
+
+	for (int i = 7; i >= 0; i--)
+		hlen = hlen << 8 | (unsigned char)file[i];
+	ck_assert_uint_le(8 + hlen, len);
+	data = len - 8 - hlen;
+	ck_assert_msg((hdr = json_loadb(file + 8, hlen, 0, &je)) != NULL, "%s: %s", src, je.text);
+	ck_assert_msg((sh = json_loads(shape, JSON_DECODE_ANY, &je)) != NULL, "shape %s: %s", shape, je.text);
+	if ((e = json_object_get(hdr, name))) {
+		ck_assert_int_eq(json_object_set_new(e, "dtype", json_string(dtype)), 0);
+		ck_assert_int_eq(json_object_set_new(e, "shape", sh), 0);
+		nbytes = 0;
+	} else {
+		e = json_pack("{s:s, s:o, s:[I, I]}", "dtype", dtype, "shape", sh, "data_offsets", (json_int_t)data,
+			      (json_int_t)(data + nbytes));
+		ck_assert_int_eq(json_object_set_new(hdr, name, e), 0);
+	}
+	ck_assert_ptr_nonnull(text = json_dumps(hdr, JSON_COMPACT));
+	tlen = strlen(text);
+	padded = (tlen + 7) / 8 * 8;
+	out = tu_xmalloc(8 + padded + data + nbytes);
+	for (int i = 0; i < 8; i++)
+		out[i] = (char)((uint64_t)padded >> (8 * i));
+	memset(out + 8, ' ', padded);
+	memcpy(out + 8, text, tlen);
+	memcpy(out + 8 + padded, file + 8 + hlen, data);
+	memset(out + 8 + padded + data, 0x5a, nbytes);
+	tu_write_file(dst, out, 8 + padded + data + nbytes);
+	free(out);
+	free(text);
+	json_decref(hdr);
+	free(file);
+}
+
 /* ---- reads straight into registered buffers ---- */
 
 static void fill_file(const char *path, size_t len, uint64_t seed, unsigned char **out)
@@ -680,6 +724,53 @@ START_TEST(test_corrupt_shard)
 	free(bad);
 	free(ds);
 	free(out);
+	free(dir);
+}
+END_TEST
+
+/*
+ * A checkpoint dump holds tensors of dtypes wsnorm does not compute with (a step counter, a mask): run
+ * names them in the warning every tensor it does not read gets, and goes on; a tensor it reads of such a
+ * dtype is an error naming the file, the tensor and the dtype (exit 3).
+ */
+START_TEST(test_other_dtypes)
+{
+	static const struct {
+		const char *name, *dtype, *shape; /* as many bytes as the f32 tensor's */
+	} retyped[] = {
+		{ "x", "I64", "[48, 16]" }, { "dy", "F64", "[48, 16]" },      { "weight", "I32", "[32]" },
+		{ "bias", "U8", "[128]" },  { "mean", "F8_E4M3", "[192]" },   { "rstd", "BOOL", "[192]" },
+	};
+	char *dir = tu_tmpdir(), *in = path_in(dir, "in.safetensors"), *step = path_in(dir, "step.safetensors");
+	char *extra = path_in(dir, "extra.safetensors"), *bad = path_in(dir, "bad.safetensors"), want[128];
+	struct tu_proc p;
+	json_t *j;
+
+	gen("layernorm-bwd", "f32", "48", "32", "1", in);
+	put_tensor(in, step, "step", "I64", "[]", 8);
+	put_tensor(step, extra, "mask", "BOOL", "[48]", 48);
+	RUN(&p, "run", "--input", extra, "--device", "cpu", "--json", "--copy-size", "64K");
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	ck_assert_msg(strstr(p.err, "tensor 'step' and others are not one that run reads"), "%s", p.err);
+	j = parse(&p);
+	ck_assert_str_eq(jstr(j, "result"), "pass");
+	ck_assert_int_eq(jint(j, "rows"), 48);
+	json_decref(j);
+	tu_proc_free(&p);
+	for (size_t i = 0; i < sizeof(retyped) / sizeof(retyped[0]); i++) {
+		put_tensor(in, bad, retyped[i].name, retyped[i].dtype, retyped[i].shape, 0);
+		RUN(&p, "run", "--input", bad, "--device", "cpu", "--copy-size", "64K");
+		ck_assert_msg(p.status == 3, "%s: exit %d: %s", retyped[i].name, p.status, p.err);
+		snprintf(want, sizeof(want), "tensor '%s' is %s; wsnorm computes with F32, F16 and BF16", retyped[i].name,
+			 retyped[i].dtype);
+		ck_assert_msg(strstr(p.err, want) && strstr(p.err, bad), "%s", p.err);
+		tu_proc_free(&p);
+	}
+	tu_rmtree(dir);
+	free(in);
+	free(step);
+	free(extra);
+	free(bad);
 	free(dir);
 }
 END_TEST
@@ -1975,6 +2066,7 @@ Suite *suite_pipeline(void)
 	tcase_add_test(tc, test_iterations_kernel_loops);
 	tcase_add_test(tc, test_duration);
 	tcase_add_test(tc, test_corrupt_shard);
+	tcase_add_test(tc, test_other_dtypes);
 	tcase_add_test(tc, test_sigint);
 	tcase_add_test(tc, test_sigterm);
 	tcase_add_test(tc, test_sighup);

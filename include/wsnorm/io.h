@@ -103,10 +103,15 @@ WSN_API void wsn_reader_buffer_stats(const struct wsn_reader *r, struct wsn_read
 
 #define WSN_ST_MAX_NAME 128
 
-/* One tensor's entry in a safetensors header. */
+/*
+ * One tensor's entry in a safetensors header. A file may hold tensors of any safetensors dtype;
+ * wsnorm computes with F32, F16 and BF16, and dtype is WSN_DTYPE_COUNT for the others (so
+ * wsn_dtype_size() gives 0 and wsn_dtype_name() NULL for them).
+ */
 struct wsn_st_entry {
 	char name[WSN_ST_MAX_NAME];
-	enum wsn_dtype dtype;
+	enum wsn_dtype dtype; /* WSN_F32, WSN_F16, WSN_BF16, or WSN_DTYPE_COUNT for the others */
+	char st_dtype[16];    /* the dtype as the file names it: "BF16", "I64", "BOOL", "F8_E4M3", ... */
 	int ndim;
 	int64_t shape[WSN_MAX_DIMS];
 	uint64_t offset; /* absolute file offset of the data */
@@ -117,8 +122,9 @@ struct wsn_st_file;
 
 /*
  * Open a safetensors file and parse and validate its header (with a JSON library): header length
- * within the file, valid JSON object, known dtypes (F32, F16, BF16), shapes whose product does not
- * overflow and matches data_offsets, offsets inside the data region and not overlapping.
+ * within the file, valid JSON object, dtypes of the safetensors format (any of them, not only those
+ * wsnorm computes with), shapes whose product does not overflow and, in the dtype's element size,
+ * matches data_offsets, offsets inside the data region and not overlapping.
  * The header is read through reader r (NULL: a private one). Returns 0 or WSN_EFORMAT/WSN_ETRUNC/
  * WSN_EDTYPE/WSN_ESHAPE/WSN_EOVERFLOW/WSN_EISDIR/WSN_ENOENT... with a detail naming the file.
  */
@@ -133,8 +139,9 @@ WSN_API const struct wsn_st_entry *wsn_st_find(const struct wsn_st_file *f, cons
 /* A "__metadata__" string value; NULL if absent. */
 WSN_API const char *wsn_st_metadata(const struct wsn_st_file *f, const char *key);
 /*
- * Read tensor `name` into dst (capacity cap bytes) through the file's reader.
- * Returns 0, WSN_ENOTENSOR (detail names tensor and file), WSN_ERANGE (cap too small), or a read error.
+ * Read tensor `name` into dst (capacity cap bytes) through the file's reader. Returns 0, WSN_ENOTENSOR
+ * (detail names tensor and file), WSN_EDTYPE (a dtype wsnorm does not compute with; detail names
+ * the dtype), WSN_ERANGE (cap too small), or a read error.
  */
 WSN_API int wsn_st_read(struct wsn_st_file *f, const char *name, void *dst, size_t cap);
 

@@ -23,17 +23,44 @@ struct wsn_st_file {
 	uint64_t data_start;    /* 8 + header length */
 };
 
+/*
+ * The dtypes of the safetensors format, with their element size in bits (F4 and F6 pack elements
+ * smaller than a byte). A file may hold any of them; wsnorm computes with the three that map to an
+ * enum wsn_dtype, the others are WSN_DTYPE_COUNT.
+ */
 static const struct {
 	const char *name;
+	unsigned bits;
 	enum wsn_dtype dt;
 } st_dtypes[] = {
-	{ "F32", WSN_F32 },
-	{ "F16", WSN_F16 },
-	{ "BF16", WSN_BF16 },
+	{ "F32", 32, WSN_F32 },
+	{ "F16", 16, WSN_F16 },
+	{ "BF16", 16, WSN_BF16 },
+	{ "BOOL", 8, WSN_DTYPE_COUNT },
+	{ "F4", 4, WSN_DTYPE_COUNT },
+	{ "F6_E2M3", 6, WSN_DTYPE_COUNT },
+	{ "F6_E3M2", 6, WSN_DTYPE_COUNT },
+	{ "U8", 8, WSN_DTYPE_COUNT },
+	{ "I8", 8, WSN_DTYPE_COUNT },
+	{ "F8_E5M2", 8, WSN_DTYPE_COUNT },
+	{ "F8_E4M3", 8, WSN_DTYPE_COUNT },
+	{ "F8_E8M0", 8, WSN_DTYPE_COUNT },
+	{ "F8_E4M3FNUZ", 8, WSN_DTYPE_COUNT },
+	{ "F8_E5M2FNUZ", 8, WSN_DTYPE_COUNT },
+	{ "I16", 16, WSN_DTYPE_COUNT },
+	{ "U16", 16, WSN_DTYPE_COUNT },
+	{ "I32", 32, WSN_DTYPE_COUNT },
+	{ "U32", 32, WSN_DTYPE_COUNT },
+	{ "C64", 64, WSN_DTYPE_COUNT },
+	{ "F64", 64, WSN_DTYPE_COUNT },
+	{ "I64", 64, WSN_DTYPE_COUNT },
+	{ "U64", 64, WSN_DTYPE_COUNT },
 };
 
 static const char *st_dtype_name(enum wsn_dtype dt)
 {
+	if (!wsn_dtype_size(dt))
+		return NULL;
 	for (size_t i = 0; i < WSN_ARRAY_SIZE(st_dtypes); i++)
 		if (st_dtypes[i].dt == dt)
 			return st_dtypes[i].name;
@@ -60,7 +87,8 @@ static int parse_entry(const struct wsn_st_file *f, const char *name, json_t *v,
 	const char *p = f->path, *dts;
 	uint64_t numel = 1, nbytes, begin, end, avail = f->size - f->data_start;
 	json_t *dt, *shape, *offs, *jb, *je;
-	size_t nd, dsize = 0;
+	size_t nd, k = 0;
+	unsigned bits;
 	bool zero = false;
 	char sh[128];
 
@@ -74,14 +102,14 @@ static int parse_entry(const struct wsn_st_file *f, const char *name, json_t *v,
 		return wsn__error(WSN_EFORMAT, "%s: tensor '%s': \"dtype\" is missing or not a string",
 				  p, name);
 	dts = json_string_value(dt);
-	for (size_t i = 0; i < WSN_ARRAY_SIZE(st_dtypes); i++)
-		if (!strcmp(dts, st_dtypes[i].name)) {
-			e->dtype = st_dtypes[i].dt;
-			dsize = wsn_dtype_size(e->dtype);
-		}
-	if (!dsize)
-		return wsn__error(WSN_EDTYPE, "%s: tensor '%s': unsupported dtype \"%.32s\" (F32, F16 "
-				  "and BF16 are supported)", p, name, dts);
+	while (k < WSN_ARRAY_SIZE(st_dtypes) && strcmp(dts, st_dtypes[k].name))
+		k++;
+	if (k == WSN_ARRAY_SIZE(st_dtypes))
+		return wsn__error(WSN_EDTYPE, "%s: tensor '%s': unknown dtype \"%.32s\", not one of the "
+				  "safetensors format", p, name, dts);
+	e->dtype = st_dtypes[k].dt;
+	snprintf(e->st_dtype, sizeof(e->st_dtype), "%s", st_dtypes[k].name);
+	bits = st_dtypes[k].bits;
 	shape = json_object_get(v, "shape");
 	if (!json_is_array(shape))
 		return wsn__error(WSN_EFORMAT, "%s: tensor '%s': \"shape\" is missing or not an array",
@@ -111,7 +139,13 @@ static int parse_entry(const struct wsn_st_file *f, const char *name, json_t *v,
 					  p, name, sh);
 	if (zero)
 		numel = 0;
-	if (__builtin_mul_overflow(numel, (uint64_t)dsize, &nbytes) || nbytes > (uint64_t)INT64_MAX)
+	/* numel * bits / 8, in whole bytes: by the eights, then the rest */
+	if ((numel % 8) * bits % 8)
+		return wsn__error(WSN_ESHAPE, "%s: tensor '%s': shape %s of %s is %llu elements of %u "
+				  "bits, not a whole number of bytes", p, name, sh, dts,
+				  (unsigned long long)numel, bits);
+	if (__builtin_mul_overflow(numel / 8, (uint64_t)bits, &nbytes) ||
+	    __builtin_add_overflow(nbytes, numel % 8 * bits / 8, &nbytes) || nbytes > (uint64_t)INT64_MAX)
 		return wsn__error(WSN_EOVERFLOW, "%s: tensor '%s': %s bytes of shape %s overflow", p, name,
 				  dts, sh);
 	offs = json_object_get(v, "data_offsets");
@@ -409,7 +443,8 @@ WSN_API const char *wsn_st_metadata(const struct wsn_st_file *f, const char *key
 
 /*
  * Read tensor name into dst (cap bytes) through the file's reader. Returns 0, WSN_EINVAL,
- * WSN_ENOTENSOR (detail names tensor and file), WSN_ERANGE (cap too small), or a read error.
+ * WSN_ENOTENSOR (detail names tensor and file), WSN_EDTYPE (a dtype wsnorm does not compute with),
+ * WSN_ERANGE (cap too small), or a read error.
  */
 WSN_API int wsn_st_read(struct wsn_st_file *f, const char *name, void *dst, size_t cap)
 {
@@ -421,6 +456,9 @@ WSN_API int wsn_st_read(struct wsn_st_file *f, const char *name, void *dst, size
 	e = wsn_st_find(f, name);
 	if (!e)
 		return wsn__error(WSN_ENOTENSOR, "%s: no tensor '%s' in the file", f->path, name);
+	if (!wsn_dtype_size(e->dtype))
+		return wsn__error(WSN_EDTYPE, "%s: tensor '%s' is %s; wsnorm computes with F32, F16 and "
+				  "BF16", f->path, name, e->st_dtype);
 	if (cap < e->nbytes)
 		return wsn__error(WSN_ERANGE, "%s: tensor '%s' is %llu bytes, the buffer holds %zu",
 				  f->path, name, (unsigned long long)e->nbytes, cap);
