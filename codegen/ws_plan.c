@@ -41,9 +41,10 @@
  * Some entries also carry a measured shape (bdimx, bdimy, unroll, stages; 0: the search's), taken
  * from a sweep of every shape that fits (NOTES v19): at 1K-2K the search's two rows a stage and
  * larger rings put more bytes in flight at a call's start and end than a short call amortises.
- * Those entries cover rows up to an eighth longer than the measured ones, and only the device
- * they were measured on (sm_90); elsewhere the entries without a shape apply as before. Where a
- * shape does not fit the budgets, the search picks one for the same cluster.
+ * Those entries cover rows up to an eighth longer than the measured ones, and only code for the
+ * architecture they were measured on (sm_90); elsewhere, and where a shape does not fit the budgets
+ * or leaves a row group without rows, the next entry that matches applies (a shape's split was
+ * measured only with its shape), else the whole-row search.
  */
 static const struct ws_split {
 	enum wsn_op op;
@@ -77,15 +78,16 @@ static int splits_whole(const struct wsn__kernel_plan *kp, int64_t hidden, unsig
 	return hidden % ((int64_t)cluster * kp->vec) == 0;
 }
 
-/* The measured split for p on g (NULL: none). */
-static const struct ws_split *measured_split(const struct wsn__gpu_props *g, const struct wsn__kernel_plan *kp,
-					     const struct wsn__plan_params *p)
+/* The first measured split for p after entry `after` (NULL: from the start); NULL: none. Entries with
+ * a shape count only for sm_90 code. */
+static const struct ws_split *measured_split(const struct wsn__kernel_plan *kp, const struct wsn__plan_params *p,
+					     const struct ws_split *after)
 {
 	int64_t bytes = p->hidden * (int64_t)wsn_dtype_size(p->dtype);
 
-	for (size_t i = 0; i < WSN_ARRAY_SIZE(ws_splits); i++)
+	for (size_t i = after ? (size_t)(after - ws_splits) + 1 : 0; i < WSN_ARRAY_SIZE(ws_splits); i++)
 		if (ws_splits[i].op == p->op && bytes >= ws_splits[i].min_bytes && bytes <= ws_splits[i].max_bytes &&
-		    splits_whole(kp, p->hidden, ws_splits[i].cluster) && (!ws_splits[i].bdimx || g->arch == 90))
+		    splits_whole(kp, p->hidden, ws_splits[i].cluster) && (!ws_splits[i].bdimx || kp->arch == 90))
 			return &ws_splits[i];
 	return NULL;
 }
@@ -605,6 +607,7 @@ int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *
 	unsigned cluster = 1, one_stage = 0; /* one_stage: the first cluster that fitted with one stage */
 	const struct ws_split *split;
 	struct forced shape = { 0 }; /* a measured split's shape, where it fitted */
+	const char *passed = NULL;   /* why a measured shape was passed over */
 	int forced; /* a parameter or the cluster given: no split of the planner's own */
 	char steps[2048];
 	struct trace t = { steps, sizeof(steps), 0 }, why;
@@ -651,38 +654,48 @@ int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *
 			return wsn__error(WSN_EINVAL, "plan: ws cluster %u: hidden %lld does not split into %u parts of whole "
 					  "16-byte vectors (%u elements)", cluster, (long long)p->hidden, cluster, kp->vec);
 	}
-	/* nothing forced and a measured split for this shape: that cluster, if it fits with a ring */
+	/* nothing forced and a measured split for this shape: that cluster (with its measured shape, if it has
+	 * one), if it fits with a ring; a shape that does not fit passes to the next entry that matches */
 	forced = p->opts.cluster > 0 || f.bdimx || f.bdimy || f.unroll || f.stages;
-	split = forced ? NULL : measured_split(g, kp, p);
-	if (split) {
+	for (split = forced ? NULL : measured_split(kp, p, NULL); split; split = measured_split(kp, p, split)) {
+		t.n = 0;
+		steps[0] = 0;
+		if (passed)
+			tr(&t, "measured shape passed over (%s); ", passed);
 		kp->cluster = split->cluster;
-		if (split->cluster > 1)
-			tr(&t, "measured split: the row over a cluster of %u CTAs, %lld columns each; ", split->cluster,
-			   (long long)(p->hidden / split->cluster));
-		if (split->bdimx && p->rows / split->unroll < (int64_t)(g->sms / split->cluster) * split->bdimy) {
-			tr(&t, "too few rows for the measured shape's row groups (%s): the search; ", split->basis);
-		} else if (split->bdimx) {
+		if (split->bdimx) {
+			if (p->rows / split->unroll < (int64_t)(g->sms / split->cluster) * split->bdimy) {
+				passed = "too few rows for its row groups";
+				continue;
+			}
 			/* its measured shape, held like forced parameters from here on */
 			shape.bdimx = split->bdimx;
 			shape.bdimy = split->bdimy;
 			shape.unroll = split->unroll;
 			shape.stages = split->stages;
+			if (split->cluster > 1)
+				tr(&t, "measured split: the row over a cluster of %u CTAs, %lld columns each; ", split->cluster,
+				   (long long)(p->hidden / split->cluster));
 			tr(&t, "measured shape: %u row groups of %u threads, %u row%s a stage, %u stages (%s); ", shape.bdimy,
 			   shape.bdimx, shape.unroll, shape.unroll > 1 ? "s" : "", shape.stages, split->basis);
 			fit = search_all(g, kp, &shape, p->rows, &c, &t, &spill_ok);
 			if (fit && !spill_ok && c.stages == shape.stages && c.stages % c.bdimy == 0)
 				goto planned;
 			memset(&shape, 0, sizeof(shape));
-			tr(&t, "the shape does not fit here: the search; ");
-		} else {
-			tr(&t, "(%s); ", split->basis);
+			passed = "it does not fit the budgets here";
+			continue;
 		}
+		tr(&t, "measured split: the row over a cluster of %u CTAs, %lld columns each (%s); ", split->cluster,
+		   (long long)(p->hidden / split->cluster), split->basis);
 		fit = search_all(g, kp, &f, p->rows, &c, &t, &spill_ok);
 		if (fit && !spill_ok && c.stages >= 2)
 			goto planned;
-		t.n = 0;
-		steps[0] = 0;
+		break;
 	}
+	t.n = 0;
+	steps[0] = 0;
+	if (passed && !split)
+		tr(&t, "measured shape passed over (%s); ", passed);
 	/* a whole row per CTA; where nothing fits (the backward's sums and a ring of two rows of dy and
 	 * x) and no parameter is forced, the row split over a cluster of 2, 4 or 8 CTAs, each covering
 	 * whole 16-byte vectors */

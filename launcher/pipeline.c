@@ -299,8 +299,8 @@ static int check_shard_set(const char *dir, char **names, int n)
 				  (int)sn[a].prefix, ba, sn[a].of, sn[a].k);
 			ret = EXIT_RUNTIME;
 		} else if (sn[a].k == LONG_MAX) {
-			cli_error("run: directory '%s': shards named %.*s-*%s say the set has more shards than a 64-bit "
-				  "count holds", dir, (int)sn[a].prefix, ba, sn[a].of);
+			cli_error("run: directory '%s': shards named %.*s-*%s say the set has more shards than wsnorm can "
+				  "count (the count overflows)", dir, (int)sn[a].prefix, ba, sn[a].of);
 			ret = EXIT_RUNTIME;
 		} else if (want - first < sn[a].k) {
 			cli_error("run: directory '%s': shard %.*s-%0*ld%s of %ld is missing (%ld found)",
@@ -595,6 +595,9 @@ static int check_shard(struct pl_dataset *ds, struct pl_shard *sh, int first, ch
 	for (int k = 0; k < 2; k++) {
 		const char *name = k ? "bias" : "weight";
 		int want = k ? wsn_st_find(ds->shards[0].st, "bias") != NULL : s->has_weight;
+
+		if (k && !ln)
+			break; /* RMSNorm reads no bias: one in the file is ignored, whatever it holds */
 		e = wsn_st_find(sh->st, name);
 		if (!!e != want)
 			return bad_shard(msg, len, sh->path, "tensor '%s' is %s here but %s in the first shard", name,
