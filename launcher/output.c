@@ -200,7 +200,6 @@ int pl_out_create(struct pl_dataset *ds, int i, char *msg, size_t len)
 	const struct pl_config *cfg = ds->cfg;
 	const struct pl_shape *sh = &ds->shape;
 	struct pl_shard *shard = &ds->shards[i];
-	const struct wsn_st_entry *x = shard->st ? wsn_st_find(shard->st, "x") : NULL;
 	struct pl_out *o = calloc(1, sizeof(*o));
 	char *hdr = NULL;
 	size_t hlen = 0, done = 0;
@@ -230,12 +229,7 @@ int pl_out_create(struct pl_dataset *ds, int i, char *msg, size_t len)
 	for (int k = PL_OUT_DW; k <= PL_OUT_DB; k++)
 		if (sh->out[k] && !(o->acc[k - PL_OUT_DW] = calloc((size_t)sh->hidden, sizeof(double))))
 			goto oom;
-	/* y and dx take x's shape and dtype */
-	if (x && (e = pl_entry_dtype_check(shard->path, x, msg, len))) {
-		out_free(o);
-		return e;
-	}
-	if (!(hdr = build_header(sh, x, shard->rows, o, &hlen)))
+	if (!(hdr = build_header(sh, shard->st ? wsn_st_find(shard->st, "x") : NULL, shard->rows, o, &hlen)))
 		goto oom;
 	if (asprintf(&o->tmp, "%s.XXXXXX", o->path) < 0) {
 		o->tmp = NULL;

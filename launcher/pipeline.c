@@ -526,7 +526,9 @@ static void unknown_tensors(const struct pl_shard *sh)
 			 unknown > 1 ? "are" : "is");
 }
 
-int pl_entry_dtype_check(const char *path, const struct wsn_st_entry *e, char *msg, size_t len)
+/* Whether entry e of the file at path, a tensor run reads, is of a dtype wsnorm computes with (the others
+ * may be of any): 0, or WSN_EDTYPE with msg naming the file, the tensor and its dtype. */
+static int entry_dtype_check(const char *path, const struct wsn_st_entry *e, char *msg, size_t len)
 {
 	if (wsn_dtype_size(e->dtype))
 		return 0;
@@ -545,7 +547,7 @@ static int check_shard(struct pl_dataset *ds, struct pl_shard *sh, int first, ch
 	if (!x)
 		return bad_shard(msg, len, sh->path, "no tensor named 'x'");
 	unknown_tensors(sh);
-	if ((err = pl_entry_dtype_check(sh->path, x, msg, len)))
+	if ((err = entry_dtype_check(sh->path, x, msg, len)))
 		return err;
 	if (x->ndim < 1)
 		return bad_shard(msg, len, sh->path, "tensor 'x' is a scalar");
@@ -572,7 +574,7 @@ static int check_shard(struct pl_dataset *ds, struct pl_shard *sh, int first, ch
 	if (bwd) {
 		if (!(e = wsn_st_find(sh->st, "dy")))
 			return bad_shard(msg, len, sh->path, "%s needs a tensor named 'dy'", wsn_op_name(s->op));
-		if ((err = pl_entry_dtype_check(sh->path, e, msg, len)))
+		if ((err = entry_dtype_check(sh->path, e, msg, len)))
 			return err;
 		if (e->dtype != s->dt || e->ndim < 1 || e->shape[e->ndim - 1] != hidden || pl_entry_rows(e) != sh->rows)
 			return bad_shard(msg, len, sh->path, "tensor 'dy' does not match 'x' in shape or dtype");
@@ -584,7 +586,7 @@ static int check_shard(struct pl_dataset *ds, struct pl_shard *sh, int first, ch
 			continue;
 		if (!(e = wsn_st_find(sh->st, name)))
 			return bad_shard(msg, len, sh->path, "%s needs a tensor named '%s'", wsn_op_name(s->op), name);
-		if ((err = pl_entry_dtype_check(sh->path, e, msg, len)))
+		if ((err = entry_dtype_check(sh->path, e, msg, len)))
 			return err;
 		if (e->dtype != WSN_F32 || e->ndim < 1 || !stat_shape_ok(x, e, sh->rows))
 			return bad_shard(msg, len, sh->path,
@@ -602,7 +604,7 @@ static int check_shard(struct pl_dataset *ds, struct pl_shard *sh, int first, ch
 		if (!!e != want)
 			return bad_shard(msg, len, sh->path, "tensor '%s' is %s here but %s in the first shard", name,
 					 e ? "present" : "absent", want ? "present" : "absent");
-		if (e && (err = pl_entry_dtype_check(sh->path, e, msg, len)))
+		if (e && (err = entry_dtype_check(sh->path, e, msg, len)))
 			return err;
 		if (e && (e->dtype != s->dt || e->ndim != 1 || e->shape[0] != hidden))
 			return bad_shard(msg, len, sh->path, "tensor '%s' must be %lld %s values, shaped [%lld]", name,

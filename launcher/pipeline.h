@@ -220,10 +220,6 @@ void pl_dataset_free(struct pl_dataset *ds);
 /* Rows of a [..., hidden] safetensors entry: the product of its dimensions but the last (0 when one is
  * 0; -1 when the product overflows). */
 int64_t pl_entry_rows(const struct wsn_st_entry *e);
-/* Check that entry e of the safetensors file at path, a tensor run reads, is of a dtype wsnorm computes
- * with (the tensors run does not read may be of any): 0, or WSN_EDTYPE with msg naming the file, the
- * tensor and its dtype. */
-int pl_entry_dtype_check(const char *path, const struct wsn_st_entry *e, char *msg, size_t len);
 
 /* Relative-error (rel_l2) tolerance for outputs of dtype dt against the CPU reference; f32 statistics
  * (mean, rstd) take pl_tolerance(WSN_F32) whatever the data's dtype. */
