@@ -83,8 +83,11 @@ struct wsn__kernel_plan {
 	unsigned producer_threads; /* the producer warpgroup ahead of the row groups (128; warp 0 copies) */
 	unsigned row_bytes;     /* shared bytes of one row of one tensor in a stage: H * E rounded up to 16,
 				 * plus 16 for a row that starts inside a 16-byte chunk */
-	unsigned stage_bytes;   /* unroll x tensors (dy and x, or x) x row_bytes */
+	unsigned stage_bytes;   /* unroll x tensors (dy and x, or x) x row_bytes, then in the backward the
+				 * rows' statistics (wsn__ws_stats_bytes) */
 	int cache_rows;         /* row groups copy their stage into registers and release it before computing */
+	int stats_ring;         /* ws backward: the producer copies the rows' statistics into each stage
+				 * (else each row group loads them a block ahead) */
 	unsigned regs_entry;    /* .maxnreg: registers per thread at entry (65536 / block_threads) */
 	unsigned regs_producer, regs_compute; /* setmaxnreg.dec (producer) and .inc (row groups) */
 	unsigned cluster;       /* ws backward: CTAs of a cluster that share each row (1, 2, 4, 8), each
@@ -123,6 +126,9 @@ struct wsn__ws_layout {
 				 * (8 bytes), and cluster x red_slot bytes each (one part per CTA rank) */
 	unsigned total;         /* dynamic shared memory of the kernel */
 };
+/* Bytes of a stage of plan kp (op, unroll, stats_ring set) that hold its rows' statistics: with
+ * stats_ring, unroll f32 means (LayerNorm) then unroll f32 rstd, rounded up to 16; else 0. */
+unsigned wsn__ws_stats_bytes(const struct wsn__kernel_plan *kp);
 /* The layout of plan kp (approach ws; bdimx, bdimy, nvec, stages, unroll, row_bytes, cluster and stores set). */
 void wsn__ws_layout(const struct wsn__kernel_plan *kp, struct wsn__ws_layout *l);
 /*

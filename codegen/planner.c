@@ -553,6 +553,8 @@ int wsn__kernel_plan_json(const struct wsn__kernel_plan *kp, void *obj)
 		jset(o, "row_bytes", json_integer(kp->row_bytes), &bad);
 		jset(o, "stage_bytes", json_integer(kp->stage_bytes), &bad);
 		jset(o, "stage_in_registers", json_boolean(kp->cache_rows), &bad);
+		if (wsn_op_is_backward(kp->op))
+			jset(o, "statistics_in_stage", json_boolean(kp->stats_ring), &bad);
 		jset(o, "cluster", json_integer(kp->cluster > 1 ? kp->cluster : 1), &bad);
 		jset(o, "cluster_columns", json_integer(wsn__kernel_cols(kp)), &bad);
 		jset(o, "forced", json_boolean(kp->ws_forced), &bad);

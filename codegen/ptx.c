@@ -865,6 +865,16 @@ void ptx_cp_async_bulk_g2s(struct ptx_kernel *k, const char *sdst, const char *g
 		sdst, gsrc, bytes, bar);
 }
 
+void ptx_cp_async_ca(struct ptx_kernel *k, const char *sdst, const char *gsrc, int bytes)
+{
+	ptx_ins(k, "cp.async.ca.shared.global [%s], [%s], %d", sdst, gsrc, bytes);
+}
+
+void ptx_cp_async_mbarrier_arrive(struct ptx_kernel *k, const char *bar)
+{
+	ptx_ins(k, "cp.async.mbarrier.arrive.shared.b64 [%s]", bar);
+}
+
 void ptx_cp_async_bulk_s2g(struct ptx_kernel *k, const char *gdst, const char *ssrc, const char *bytes)
 {
 	ptx_ins(k, "cp.async.bulk.global.shared::cta.bulk_group [%s], [%s], %s", gdst, ssrc, bytes);

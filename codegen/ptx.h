@@ -190,6 +190,12 @@ void ptx_fence_mbarrier_init(struct ptx_kernel *k);
 /* cp.async.bulk global -> shared with complete_tx on the mbarrier (bytes multiple of 16). */
 void ptx_cp_async_bulk_g2s(struct ptx_kernel *k, const char *sdst, const char *gsrc, const char *bytes,
 			   const char *bar);
+/* cp.async.ca global -> shared of 4, 8 or 16 bytes (non-bulk; completion through
+ * ptx_cp_async_mbarrier_arrive). */
+void ptx_cp_async_ca(struct ptx_kernel *k, const char *sdst, const char *gsrc, int bytes);
+/* The mbarrier's current phase also waits for this thread's cp.async copies issued so far (the
+ * pending count is raised by one, then lowered when they land). */
+void ptx_cp_async_mbarrier_arrive(struct ptx_kernel *k, const char *bar);
 /* cp.async.bulk shared -> global in the bulk async group. */
 void ptx_cp_async_bulk_s2g(struct ptx_kernel *k, const char *gdst, const char *ssrc, const char *bytes);
 /* cp.async.bulk.tensor.<dims>d global -> shared tile with complete_tx; tmap a 64-bit generic address. */

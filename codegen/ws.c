@@ -43,6 +43,12 @@ struct ws {
 	const char *rows;              /* .u64 */
 	const char *cbase[2], *cld[2]; /* circular tensors: .u64 base address, row stride in bytes */
 	const char *obase, *old;       /* backward: dx's .u64 base address and row stride in bytes */
+	/* backward: the rows' statistics, copied into each stage after its rows (SO bytes in): ns tensors
+	 * (mean and rstd, or rstd), U f32 each, read from sbase[s] + row * sld */
+	int ns;
+	unsigned SO;
+	const char *sbase[2], *sld;
+	const char *stat[2][MAXU];     /* .f32: the current block's statistics (ns tensors x U rows) */
 	/* per block of a row group */
 	const char *row0, *rowc[MAXU], *pv[MAXU];
 	const char *srow[MAXU][2];     /* .u32: this thread's first vector of row j, tensor t in the stage */
@@ -60,6 +66,11 @@ static unsigned align_up(unsigned v, unsigned a)
 static int is_ln(enum wsn_op op)
 {
 	return op == WSN_LAYERNORM_FWD || op == WSN_LAYERNORM_BWD;
+}
+
+unsigned wsn__ws_stats_bytes(const struct wsn__kernel_plan *kp)
+{
+	return kp->stats_ring && wsn_op_is_backward(kp->op) ? align_up(kp->unroll * 4 * (is_ln(kp->op) ? 2 : 1), 16) : 0;
 }
 
 int64_t wsn__kernel_cols(const struct wsn__kernel_plan *kp)
@@ -171,7 +182,16 @@ static void producer(struct ws *w)
 			ptx_mbarrier_expect_tx(k, full, 0, span);
 			ptx_cp_async_bulk_g2s(k, dst, a, span, full);
 		}
+		for (int s = 0; s < w->ns; s++) {
+			/* a row's statistic arrives with its rows: no row group waits on a load of its own */
+			const char *a = ptx_tmp(k, PTX_U64), *dst = ptx_tmp(k, PTX_U32);
+			ptx_ins(k, "mad.lo.u64 %s, %s, %s, %s", a, row, w->sld, w->sbase[s]);
+			ptx_ins(k, "add.u32 %s, %s, %u", dst, st, w->SO + (unsigned)(s * w->U + j) * 4);
+			ptx_cp_async_ca(k, dst, a, 4);
+		}
 	}
+	if (w->ns)
+		ptx_cp_async_mbarrier_arrive(k, full);
 	ptx_mbarrier_arrive(k, full, 0);
 	ptx_ins(k, "add.u32 %s, %s, 1", slot, slot);
 	{
@@ -322,6 +342,13 @@ static void block_begin(struct ws *w, const char *b, const char *it, const char 
 	}
 	ptx_comment(k, "wait for the stage: phase (i / stages) & 1 of full[i %% stages]");
 	ptx_mbarrier_wait_parity_bounded(k, full, 0, phase, WATCHDOG_NS);
+	if (w->ns) {
+		const char *sa = ptx_tmp(k, PTX_U32);
+		ptx_ins(k, "mad.lo.u32 %s, %s, %u, %s", sa, w->slot, w->SB, w->stage0);
+		for (int s = 0; s < w->ns; s++)
+			for (int j = 0; j < w->U; j++)
+				ptx_ld_shared(k, PTX_F32, w->stat[s][j], sa, w->SO + (long long)(s * w->U + j) * 4);
+	}
 	if (g->kp->cache_rows) {
 		ptx_comment(k, "copy the stage into registers, then give it back to the producer");
 		for (int j = 0; j < w->U; j++)
@@ -332,7 +359,7 @@ static void block_begin(struct ws *w, const char *b, const char *it, const char 
 	}
 }
 
-/* Stats of row j of the next block into nxt (mean when LayerNorm, rstd), row clamped to the last. */
+/* Stats of row j of block nb into nm (mean, LayerNorm) and nr (rstd), row clamped to the last. */
 static void load_stats(struct ws *w, const char *nb, const char *rmax, const char *meanp, const char *rstdp,
 		       const char *sld, const char *nm[], const char *nr[])
 {
@@ -583,20 +610,30 @@ static void bwd_path(struct ws *w, const struct kargs *ka, struct rk_acc *dw, st
 	for (int j = 0; j < U; j++) {
 		cm[j] = g->ln ? ptx_reg(k, PTX_F32, "mean%d", j) : NULL;
 		cr[j] = ptx_reg(k, PTX_F32, "rstd%d", j);
+		if (w->ns) { /* block_begin reads them from the stage */
+			if (g->ln)
+				w->stat[0][j] = cm[j];
+			w->stat[w->ns - 1][j] = cr[j];
+			continue;
+		}
 		nm[j] = g->ln ? ptx_reg(k, PTX_F32, "nmean%d", j) : NULL;
 		nr[j] = ptx_reg(k, PTX_F32, "nrstd%d", j);
 	}
 	const char *inv[2] = { wsn__rk_param_zero(g, w->rows), wsn__rk_param_zero(g, w->cld[1]) };
 	loop_setup(w, &c);
-	ptx_comment(k, "statistics of the first block; each block then prefetches the next block's");
-	load_stats(w, c.b, c.rmax, ka->pr[3], ka->pr[4], ka->sld, g->ln ? nm : NULL, nr);
-	loop_head(w, &c, &lp);
-	for (int j = 0; j < U; j++) {
-		if (g->ln)
-			ptx_mov(k, PTX_F32, cm[j], nm[j]);
-		ptx_mov(k, PTX_F32, cr[j], nr[j]);
+	if (!w->ns) {
+		ptx_comment(k, "statistics of the first block; each block then loads the next block's");
+		load_stats(w, c.b, c.rmax, ka->pr[3], ka->pr[4], ka->sld, g->ln ? nm : NULL, nr);
 	}
-	load_stats(w, c.nb, c.rmax, ka->pr[3], ka->pr[4], ka->sld, g->ln ? nm : NULL, nr);
+	loop_head(w, &c, &lp);
+	if (!w->ns) {
+		for (int j = 0; j < U; j++) {
+			if (g->ln)
+				ptx_mov(k, PTX_F32, cm[j], nm[j]);
+			ptx_mov(k, PTX_F32, cr[j], nr[j]);
+		}
+		load_stats(w, c.nb, c.rmax, ka->pr[3], ka->pr[4], ka->sld, g->ln ? nm : NULL, nr);
+	}
 	block_begin(w, c.b, c.it, c.rmax);
 	wsn__rk_opaque_zeros(g, w->row0, inv);
 
@@ -963,6 +1000,11 @@ static int gen_backward(struct ws *w)
 	w->cld[1] = xld;
 	w->obase = ka.pr[5];
 	w->old = dxld;
+	w->ns = kp->stats_ring ? (g->ln ? 2 : 1) : 0;
+	w->sbase[0] = g->ln ? ka.pr[3] : ka.pr[4];
+	w->sbase[1] = ka.pr[4];
+	w->sld = ka.sld;
+	w->SO = (unsigned)(w->U * w->nt) * w->RB;
 	prologue(w);
 	wsn__rk_setup_common(g);
 	lane_zero(w);
@@ -1129,7 +1171,8 @@ int wsn__ws_generate(const struct wsn__kernel_plan *kp, char **ptx)
 	g->all_bar = 15; /* row groups use 1..14 (or none: a warp per row) */
 	g->all_bar_count = kp->bdimx * kp->bdimy;
 	if ((long long)g->nv * g->bdimx < g->NV || w->RB < (unsigned)(g->H * g->E) + 16 ||
-	    w->SB != (unsigned)(w->U * w->nt) * w->RB || w->L.total > kp->smem_bytes) {
+	    w->SB != (unsigned)(w->U * w->nt) * w->RB + wsn__ws_stats_bytes(kp) ||
+	    w->L.total > kp->smem_bytes) {
 		ptx_module_free(&m);
 		free(w);
 		return wsn__error(WSN_EINVAL, "codegen: warp-specialised plan for %s does not cover hidden %lld or its "

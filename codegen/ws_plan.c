@@ -44,31 +44,40 @@
  * Those entries cover rows up to an eighth longer than the measured ones, and only code for the
  * architecture they were measured on (sm_90); elsewhere, and where a shape does not fit the budgets
  * or leaves a row group without rows, the next entry that matches applies (a shape's split was
- * measured only with its shape), else the whole-row search.
+ * measured only with its shape), else the whole-row search. A shape may hold only for the dtype it
+ * was measured in, and may have the producer copy each row's statistics (mean, rstd) into the stage
+ * beside the row instead of each row group loading them a block ahead: LayerNorm bwd bf16 2K ran
+ * 2 % faster so (NOTES v20), the same shape in f16, f32 and RMSNorm 2K slower.
  */
 static const struct ws_split {
 	enum wsn_op op;
 	int64_t min_bytes, max_bytes; /* row bytes, inclusive */
 	unsigned cluster;
 	unsigned bdimx, bdimy, unroll, stages; /* the measured shape (sm_90 only); 0: the search's */
+	int stats_ring;               /* with the shape: the statistics copied into each stage */
+	int dtype;                    /* the shape only for this dtype (enum wsn_dtype); -1: any */
 	const char *basis;
 } ws_splits[] = {
 	/* measured shapes first: the first entry that matches is taken */
-	{ WSN_LAYERNORM_BWD, 16384, 18431, 8, 32, 8, 1, 16,
+	{ WSN_LAYERNORM_BWD, 4096, 4607, 4, 32, 8, 2, 16, 1, WSN_BF16,
+	  "LayerNorm bwd bf16 2K: 2.72-2.74 over 4 with the statistics copied into each stage vs 2.67-2.68 with "
+	  "each row group loading them, in the search's shape; f16 2K 2.64-2.65 vs 2.66-2.68 and f32 1K 2.68 vs "
+	  "2.70-2.72 stay with the loads" },
+	{ WSN_LAYERNORM_BWD, 16384, 18431, 8, 32, 8, 1, 16, 0, -1,
 	  "LayerNorm bwd 8K: 2.81-2.82 over 8 with 8 groups of 32 threads and a row a stage vs 2.79-2.80 with "
 	  "the search's 4 groups of 64 and 2 rows a stage" },
-	{ WSN_RMSNORM_BWD, 2048, 2303, 1, 64, 4, 1, 12,
+	{ WSN_RMSNORM_BWD, 2048, 2303, 1, 64, 4, 1, 12, 0, -1,
 	  "RMSNorm bwd 1K: 2.53-2.55 with 4 groups of 64 threads, a row a stage and 12 stages vs 2.51-2.52 with "
 	  "the search's 2 rows a stage and 16 stages" },
-	{ WSN_RMSNORM_BWD, 4096, 4607, 2, 64, 4, 1, 12,
+	{ WSN_RMSNORM_BWD, 4096, 4607, 2, 64, 4, 1, 12, 0, -1,
 	  "RMSNorm bwd 2K: 2.75 over 2 with 4 groups of 64 threads, a row a stage and 12 stages vs 2.64-2.65 "
 	  "whole with 2 groups of 128 and 2 rows a stage (f16 2.74-2.76 vs 2.63-2.65, f32 1K 2.78 vs 2.70-2.73)" },
-	{ WSN_LAYERNORM_BWD, 4096, 6143, 4, 0, 0, 0, 0, "LayerNorm bwd 2K: 2.44 split over 4 vs 2.39 whole" },
-	{ WSN_LAYERNORM_BWD, 6144, 24575, 8, 0, 0, 0, 0,
+	{ WSN_LAYERNORM_BWD, 4096, 6143, 4, 0, 0, 0, 0, 0, -1, "LayerNorm bwd 2K: 2.44 split over 4 vs 2.39 whole" },
+	{ WSN_LAYERNORM_BWD, 6144, 24575, 8, 0, 0, 0, 0, 0, -1,
 	  "LayerNorm bwd 4K/8K: 2.62-2.65/2.71-2.72 split over 8 vs 2.50-2.54/2.60 whole" },
-	{ WSN_LAYERNORM_BWD, 24576, 49151, 2, 0, 0, 0, 0, "LayerNorm bwd 16K: 2.74-2.75 split over 2 vs 2.69 whole" },
-	{ WSN_RMSNORM_BWD, 6144, 12287, 8, 0, 0, 0, 0, "RMSNorm bwd 4K: 2.73-2.76 split over 8 vs 2.68-2.70 whole" },
-	{ WSN_RMSNORM_BWD, 12288, 49151, 2, 0, 0, 0, 0,
+	{ WSN_LAYERNORM_BWD, 24576, 49151, 2, 0, 0, 0, 0, 0, -1, "LayerNorm bwd 16K: 2.74-2.75 split over 2 vs 2.69 whole" },
+	{ WSN_RMSNORM_BWD, 6144, 12287, 8, 0, 0, 0, 0, 0, -1, "RMSNorm bwd 4K: 2.73-2.76 split over 8 vs 2.68-2.70 whole" },
+	{ WSN_RMSNORM_BWD, 12288, 49151, 2, 0, 0, 0, 0, 0, -1,
 	  "RMSNorm bwd 8K/16K: 2.77-2.80/2.83 split over 2 vs 2.70-2.73/2.77 whole" },
 };
 
@@ -79,7 +88,7 @@ static int splits_whole(const struct wsn__kernel_plan *kp, int64_t hidden, unsig
 }
 
 /* The first measured split for p after entry `after` (NULL: from the start); NULL: none. Entries with
- * a shape count only for sm_90 code. */
+ * a shape count only for sm_90 code, and those with a dtype only for it. */
 static const struct ws_split *measured_split(const struct wsn__kernel_plan *kp, const struct wsn__plan_params *p,
 					     const struct ws_split *after)
 {
@@ -87,7 +96,8 @@ static const struct ws_split *measured_split(const struct wsn__kernel_plan *kp, 
 
 	for (size_t i = after ? (size_t)(after - ws_splits) + 1 : 0; i < WSN_ARRAY_SIZE(ws_splits); i++)
 		if (ws_splits[i].op == p->op && bytes >= ws_splits[i].min_bytes && bytes <= ws_splits[i].max_bytes &&
-		    splits_whole(kp, p->hidden, ws_splits[i].cluster) && (!ws_splits[i].bdimx || kp->arch == 90))
+		    splits_whole(kp, p->hidden, ws_splits[i].cluster) && (!ws_splits[i].bdimx || kp->arch == 90) &&
+		    (ws_splits[i].dtype < 0 || ws_splits[i].dtype == (int)p->dtype))
 			return &ws_splits[i];
 	return NULL;
 }
@@ -181,7 +191,7 @@ static void apply(struct wsn__kernel_plan *kp, const struct cfg *c)
 	kp->producer_threads = WS_PRODUCER_THREADS;
 	kp->block_threads = WS_PRODUCER_THREADS + c->bdimx * c->bdimy;
 	kp->row_bytes = (unsigned)((wsn__kernel_cols(kp) * E + 15) / 16 * 16) + 16;
-	kp->stage_bytes = c->unroll * nt * kp->row_bytes;
+	kp->stage_bytes = c->unroll * nt * kp->row_bytes + wsn__ws_stats_bytes(kp);
 	kp->cache_rows = c->cache;
 	kp->param_store = c->direct ? WSN_STORE_REG : WSN_STORE_SMEM;
 	kp->row_store = WSN_STORE_SMEM;
@@ -673,15 +683,18 @@ int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *
 			shape.bdimy = split->bdimy;
 			shape.unroll = split->unroll;
 			shape.stages = split->stages;
+			kp->stats_ring = split->stats_ring;
 			if (split->cluster > 1)
 				tr(&t, "measured split: the row over a cluster of %u CTAs, %lld columns each; ", split->cluster,
 				   (long long)(p->hidden / split->cluster));
-			tr(&t, "measured shape: %u row groups of %u threads, %u row%s a stage, %u stages (%s); ", shape.bdimy,
-			   shape.bdimx, shape.unroll, shape.unroll > 1 ? "s" : "", shape.stages, split->basis);
+			tr(&t, "measured shape: %u row groups of %u threads, %u row%s a stage, %u stages%s (%s); ", shape.bdimy,
+			   shape.bdimx, shape.unroll, shape.unroll > 1 ? "s" : "", shape.stages,
+			   split->stats_ring ? ", the statistics copied into each stage" : "", split->basis);
 			fit = search_all(g, kp, &shape, p->rows, &c, &t, &spill_ok);
 			if (fit && !spill_ok && c.stages == shape.stages && c.stages % c.bdimy == 0)
 				goto planned;
 			memset(&shape, 0, sizeof(shape));
+			kp->stats_ring = 0;
 			passed = "it does not fit the budgets here";
 			continue;
 		}
@@ -803,9 +816,13 @@ planned:
 			WHY("; dweight sums in %s", kp->dw_store == WSN_STORE_REG ? "registers" : "shared memory");
 		if (bwd && kp->has_bias)
 			WHY("; dbias sums in %s", kp->db_store == WSN_STORE_REG ? "registers" : "shared memory");
-		WHY("; shared memory %u of %d bytes: ring %u x %u (unroll %u x %s x %u-byte rows), barriers %u, reduction "
-		    "%u, parameters %u, sums %u; ", l.total, g->smem_per_block_optin, kp->stages, kp->stage_bytes,
-		    kp->unroll, bwd ? "dy,x" : "x", kp->row_bytes, l.red - l.bars, l.w - l.red, l.dw - l.w, l.stages - l.dw);
+		if (bwd)
+			WHY("; statistics %s", kp->stats_ring ? "copied by the producer into each stage with its rows" :
+			    "loaded by each row group a block ahead");
+		WHY("; shared memory %u of %d bytes: ring %u x %u (unroll %u x %s x %u-byte rows%s), barriers %u, "
+		    "reduction %u, parameters %u, sums %u; ", l.total, g->smem_per_block_optin, kp->stages, kp->stage_bytes,
+		    kp->unroll, bwd ? "dy,x" : "x", kp->row_bytes, kp->stats_ring ? " + statistics" : "", l.red - l.bars,
+		    l.w - l.red, l.dw - l.w, l.stages - l.dw);
 		WHY("registers: %u threads x %u at entry = %u; producer down to %u, row groups up to %u (estimate %u, %d "
 		    "spare); ", kp->block_threads, kp->regs_entry, kp->block_threads * kp->regs_entry, kp->regs_producer,
 		    kp->regs_compute, kp->est_regs, (int)kp->regs_compute - (int)kp->est_regs);
@@ -864,7 +881,7 @@ int wsn__ws_describe(const struct wsn__kernel_plan *kp, char *buf, size_t len)
 			"block:         %u threads = producer %u + bdimy %u row groups x bdimx %u; %u vectors (%u elements) "
 			"per thread per row, vec %u\n"
 			"%s"
-			"pipeline:      %u stage%s x %u row%s (unroll) of %u bytes per tensor; stage %s\n"
+			"pipeline:      %u stage%s x %u row%s (unroll) of %u bytes per tensor%s; stage %s\n"
 			"storage:       params %s, dweight %s, dbias %s\n"
 			"budget:        registers %u at entry, producer %u, row groups %u (~%u needed); %u B dynamic shared "
 			"memory; 1 CTA/SM\n"
@@ -875,7 +892,7 @@ int wsn__ws_describe(const struct wsn__kernel_plan *kp, char *buf, size_t len)
 			wsn_dtype_name(kp->dtype), (long long)kp->hidden, (long long)kp->rows, kp->has_weight ? "yes" : "no",
 			kp->has_bias ? "yes" : "no", kp->block_threads, kp->producer_threads, kp->bdimy, kp->bdimx, kp->nvec,
 			kp->per_thread, kp->vec, split, kp->stages, kp->stages > 1 ? "s" : "", kp->unroll,
-			kp->unroll > 1 ? "s" : "", kp->row_bytes,
+			kp->unroll > 1 ? "s" : "", kp->row_bytes, kp->stats_ring ? " + the rows' statistics" : "",
 			kp->cache_rows ? "copied into registers" : "read from shared memory",
 			kp->param_store == WSN_STORE_REG ? "registers" : "shared memory",
 			bwd && kp->has_weight ? (kp->dw_store == WSN_STORE_REG ? "registers" : "shared memory") : "-",

@@ -782,8 +782,10 @@ END_TEST
 /*
  * The ws backward's measured shapes (on sm_90: RMSNorm rows of 2 KB whole and of 4 KB over 2, each
  * with 4 groups of 64 threads and a row a stage; LayerNorm rows of 16 KB over 8 with 8 groups of 32
- * threads), in each dtype at the same row bytes, on aligned rows and on strided rows that start off
- * 16 bytes, over 7 and 2999 rows: against the CPU, each backward twice (bit-identical sums).
+ * threads; LayerNorm bf16 rows of 4 KB over 4 with the statistics copied into each stage), in each
+ * dtype at the same row bytes (the bf16-only shape: the search's plan in the others), on aligned
+ * rows and on strided rows that start off 16 bytes, over 7 and 2999 rows: against the CPU, each
+ * backward twice (bit-identical sums).
  */
 START_TEST(test_ws_measured)
 {
@@ -791,11 +793,13 @@ START_TEST(test_ws_measured)
 	static const struct {
 		enum wsn_op op;
 		int64_t row_bytes;
-		unsigned cluster;
+		unsigned cluster, unroll;
+		int ring, dtype; /* dtype: the shape only for it; -1: any */
 	} m[] = {
-		{ WSN_RMSNORM_BWD, 2048, 1 },
-		{ WSN_RMSNORM_BWD, 4096, 2 },
-		{ WSN_LAYERNORM_BWD, 16384, 8 },
+		{ WSN_RMSNORM_BWD, 2048, 1, 1, 0, -1 },
+		{ WSN_RMSNORM_BWD, 4096, 2, 1, 0, -1 },
+		{ WSN_LAYERNORM_BWD, 16384, 8, 1, 0, -1 },
+		{ WSN_LAYERNORM_BWD, 4096, 4, 2, 1, WSN_BF16 },
 	};
 	struct wsn__cu_device *cd = gpu->ctx;
 	struct wsn__kernel_plan *kp = xcalloc(sizeof(*kp));
@@ -806,9 +810,13 @@ START_TEST(test_ws_measured)
 		int64_t h = m[i].row_bytes / (int64_t)wsn_dtype_size(dt), r = 2999;
 
 		ck_assert_msg(ws_plan_get(m[i].op, dt, h, r, kp), "%s", wsn_last_error());
-		if (cd->props.arch == 90)
+		if (cd->props.arch == 90 && (m[i].dtype < 0 || m[i].dtype == (int)dt))
 			ck_assert_msg(strstr(kp->why, "measured shape: ") && (kp->cluster > 1 ? kp->cluster : 1) == m[i].cluster &&
-				      kp->unroll == 1, "%s: cluster %u unroll %u: %s", kp->entry, kp->cluster, kp->unroll, kp->why);
+				      kp->unroll == m[i].unroll && kp->stats_ring == m[i].ring,
+				      "%s: cluster %u unroll %u ring %d: %s", kp->entry, kp->cluster, kp->unroll, kp->stats_ring,
+				      kp->why);
+		else
+			ck_assert_msg(!kp->stats_ring, "%s: statistics in the stage: %s", kp->entry, kp->why);
 		for (int strided = 0; strided < 2; strided++) {
 			int64_t ld = strided ? h + 3 : h, off = strided;
 			struct wsn_plan_options po;

@@ -50,7 +50,8 @@ static void check_ws_plan(const struct wsn__gpu_props *g, const struct wsn__kern
 	ck_assert_msg((int64_t)kp->nvec * kp->bdimx * kp->vec >= cols, "%s: columns not covered", e);
 	ck_assert_msg((int64_t)(kp->nvec - 1) * kp->bdimx * kp->vec < cols, "%s: an empty slice", e);
 	ck_assert_msg(kp->row_bytes % 16 == 0 && kp->row_bytes >= cols * E + 16, "%s: row bytes", e);
-	ck_assert_uint_eq(kp->stage_bytes, kp->unroll * (wsn_op_is_backward(kp->op) ? 2 : 1) * kp->row_bytes);
+	ck_assert_uint_eq(kp->stage_bytes, kp->unroll * (wsn_op_is_backward(kp->op) ? 2 : 1) * kp->row_bytes +
+					    wsn__ws_stats_bytes(kp));
 	ck_assert_msg(kp->unroll >= 1 && kp->unroll <= 8 && kp->stages >= 1, "%s: unroll/stages", e);
 	/* every stage is one row group's (a slot two groups share breaks the mbarrier parity waits) */
 	ck_assert_msg(kp->stages % kp->bdimy == 0, "%s: %u stages for %u row groups", e, kp->stages, kp->bdimy);
@@ -624,19 +625,20 @@ START_TEST(test_ws_auto)
 	ck_assert_uint_eq(kp.cluster, 2);
 	/* measured shapes (H100 only): RMSNorm bwd 2K over 2 with 4 groups of 64 threads, a row a stage
 	 * and 12 stages, and the same row bytes in f32; RMSNorm bwd 1K whole; LayerNorm bwd 8K over 8
-	 * with 8 groups of 32 threads */
+	 * with 8 groups of 32 threads; LayerNorm bwd bf16 2K (bf16 only) with the statistics in the stage */
 	{
 		static const struct {
 			enum wsn_op op;
 			enum wsn_dtype dt;
 			int64_t hidden;
-			unsigned cluster, bdimx, bdimy, unroll, stages;
+			unsigned cluster, bdimx, bdimy, unroll, stages, ring, b200_cluster;
 		} sh[] = {
-			{ WSN_RMSNORM_BWD, WSN_BF16, 2048, 2, 64, 4, 1, 12 },
-			{ WSN_RMSNORM_BWD, WSN_F16, 2048, 2, 64, 4, 1, 12 },
-			{ WSN_RMSNORM_BWD, WSN_F32, 1024, 2, 64, 4, 1, 12 },
-			{ WSN_RMSNORM_BWD, WSN_BF16, 1024, 1, 64, 4, 1, 12 },
-			{ WSN_LAYERNORM_BWD, WSN_BF16, 8192, 8, 32, 8, 1, 16 },
+			{ WSN_RMSNORM_BWD, WSN_BF16, 2048, 2, 64, 4, 1, 12, 0, 1 },
+			{ WSN_RMSNORM_BWD, WSN_F16, 2048, 2, 64, 4, 1, 12, 0, 1 },
+			{ WSN_RMSNORM_BWD, WSN_F32, 1024, 2, 64, 4, 1, 12, 0, 1 },
+			{ WSN_RMSNORM_BWD, WSN_BF16, 1024, 1, 64, 4, 1, 12, 0, 1 },
+			{ WSN_LAYERNORM_BWD, WSN_BF16, 8192, 8, 32, 8, 1, 16, 0, 8 },
+			{ WSN_LAYERNORM_BWD, WSN_BF16, 2048, 4, 32, 8, 2, 16, 1, 4 },
 		};
 		struct wsn__gpu_props b;
 
@@ -650,16 +652,42 @@ START_TEST(test_ws_auto)
 				      "%s: cluster %u bdimx %u bdimy %u unroll %u stages %u: %s", kp.entry, kp.cluster, kp.bdimx,
 				      kp.bdimy, kp.unroll, kp.stages, kp.why);
 			ck_assert_ptr_nonnull(strstr(kp.why, "measured shape: "));
+			ck_assert_int_eq(kp.stats_ring, (int)sh[i].ring);
+			ck_assert_int_eq(!!strstr(kp.why, "statistics copied by the producer into each stage"), (int)sh[i].ring);
 			/* not on the B200 model: its plans are the search's, as before */
 			ck_assert_int_eq(wsn__ws_plan(&b, &p, &kp), 0);
 			ck_assert_msg(!strstr(kp.why, "measured shape"), "%s: %s", kp.entry, kp.why);
-			ck_assert_uint_eq(kp.cluster, sh[i].op == WSN_LAYERNORM_BWD ? 8 : 1);
+			ck_assert_uint_eq(kp.cluster > 1 ? kp.cluster : 1, sh[i].b200_cluster);
+			ck_assert_int_eq(kp.stats_ring, 0);
 			/* a forced parameter, even the same cluster: the search's shape (2 rows a stage) */
 			p.opts.cluster = (int)sh[i].cluster;
 			ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), 0);
 			ck_assert_msg(!strstr(kp.why, "measured shape") && kp.cluster == sh[i].cluster && kp.unroll == 2,
 				      "%s: unroll %u: %s", kp.entry, kp.unroll, kp.why);
+			ck_assert_int_eq(kp.stats_ring, 0);
+			ck_assert_ptr_nonnull(strstr(kp.why, "statistics loaded by each row group a block ahead"));
 		}
+	}
+	/* the same row bytes in f16 and f32 (measured slower with the statistics in the stage): the
+	 * search's shape, the same here, with the statistics loaded; and too few rows for the groups */
+	{
+		static const struct {
+			enum wsn_dtype dt;
+			int64_t hidden, rows;
+		} ln2k[] = { { WSN_F16, 2048, 16384 }, { WSN_F32, 1024, 16384 }, { WSN_BF16, 2048, 263 } };
+
+		for (size_t i = 0; i < WSN_ARRAY_SIZE(ln2k); i++) {
+			params(&p, WSN_LAYERNORM_BWD, ln2k[i].dt, ln2k[i].hidden, ln2k[i].rows);
+			ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), 0);
+			check_ws_plan(&h, &kp);
+			ck_assert_msg(kp.stats_ring == 0 && kp.cluster == 4 && !strstr(kp.why, "measured shape: "),
+				      "%s: ring %d cluster %u: %s", kp.entry, kp.stats_ring, kp.cluster, kp.why);
+			ck_assert_uint_eq(kp.stage_bytes, kp.unroll * 2 * kp.row_bytes);
+		}
+		params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 2048, 16384);
+		ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), 0);
+		/* unroll 2: two means then two rstd, 16 bytes after the rows */
+		ck_assert_uint_eq(kp.stage_bytes, 2 * 2 * kp.row_bytes + 16);
 	}
 	/* a shape that does not fit the registers (LayerNorm bwd f16 8256: 5 vectors a thread): the next
 	 * entry, the split over 8 without a shape */
@@ -723,6 +751,11 @@ static int ptxas_plan(const char *ptxas, const char *dir, enum wsn_op op, enum w
 		ck_assert_ptr_nonnull(strstr(text, "// bdimx="));
 		ck_assert_ptr_nonnull(strstr(text, "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"));
 		ck_assert_ptr_nonnull(strstr(text, "setmaxnreg.dec.sync.aligned.u32"));
+		/* statistics in the stage: the producer's copies complete on the stage's full barrier */
+		ck_assert_int_eq(!!strstr(text, "cp.async.ca.shared.global"), kp.stats_ring);
+		ck_assert_int_eq(!!strstr(text, "cp.async.mbarrier.arrive.shared.b64"), kp.stats_ring);
+		if (kp.stats_ring)
+			printf("ptxas sm_%da %s: statistics in the stage\n", archs[a], kp.entry);
 		if (kp.cluster > 1) /* the row sums travel between the cluster's CTAs */
 			ck_assert(strstr(text, "st.async.shared::cluster.mbarrier::complete_tx::bytes") &&
 				  strstr(text, "barrier.cluster.wait.acquire.aligned") && strstr(text, "%clusterid.x"));
