@@ -838,6 +838,95 @@ START_TEST(test_ws_measured)
 END_TEST
 
 /*
+ * LayerNorm bwd bf16 2K's plan (on sm_90 the producer copies each row's statistics into its stage, a
+ * float per row at the statistics' stride) with its mean and rstd contiguous from a 16-byte
+ * boundary (checked against the CPU), then starting 1 and 3 floats past one, and every 2nd and 3rd
+ * float, the floats between them poisoned: the same dx, dweight and dbias bits each time. 2999
+ * rows: a last block of one row.
+ */
+START_TEST(test_ws_stats_layouts)
+{
+	static const struct {
+		int64_t off, stride;
+	} lay[] = { { 1, 1 }, { 3, 1 }, { 0, 2 }, { 1, 3 } };
+	static const int64_t rows[] = { 2999 };
+	const enum wsn_op op = WSN_LAYERNORM_BWD;
+	const int64_t h = 2048, r = 2999;
+	size_t rh = (size_t)(r * h) * 2, hb = (size_t)h * 2;
+	struct wsn__cu_device *cd = gpu->ctx;
+	struct wsn__kernel_plan *kp = xcalloc(sizeof(*kp));
+	unsigned char *dx = xcalloc(rh), *dw = xcalloc(hb), *db = xcalloc(hb);
+	float *hs = xcalloc((size_t)(r * 3 + 3) * 4);
+	struct wsn_plan_options po;
+	struct inputs in;
+	struct setup s;
+	struct wsn_plan *gp;
+	int fails;
+
+	/* ws forced: at 2999 rows auto takes multi-wave; nothing else forced, so the measured shape holds */
+	wsn_plan_options_init(&po, op);
+	po.approach = WSN_APPROACH_WS;
+	ck_assert_msg(ws_plan_get(op, WSN_BF16, h, r, kp), "%s", wsn_last_error());
+	ck_assert_msg(kp->stats_ring == (cd->props.arch == 90), "%s: statistics in the stage %d: %s", kp->entry,
+		      kp->stats_ring, kp->why);
+	inputs_make(&in, "ws-stats", h, r, h, 0);
+	setup_init(&s, WSN_BF16, h, r, h, 0, 0, in.x, in.dy, in.w, in.b);
+	fails = run_op(&s, op, &po, "ws, statistics contiguous", rows, 1, 0);
+	ck_assert_msg(fails == 0, "%d mismatches against the CPU (see FAIL lines above)", fails);
+	memcpy(dx, s.gdx, rh);
+	memcpy(dw, s.gdw, hb);
+	memcpy(db, s.gdb, hb);
+	OK(wsn_plan_create(gpu, op, r, h, WSN_BF16, &po, &gp));
+	{
+		char d[4096];
+		/* the plan that ran is the one checked above */
+		ck_assert_int_ge(wsn_plan_describe(gp, d, sizeof(d)), 0);
+		ck_assert_msg(strstr(d, kp->entry) != NULL, "not %s:\n%s", kp->entry, d);
+	}
+	for (size_t i = 0; i < WSN_ARRAY_SIZE(lay); i++) {
+		int64_t n = lay[i].off + (r - 1) * lay[i].stride + 1;
+		void *dm = dalloc((size_t)n * 4), *dr = dalloc((size_t)n * 4);
+		struct wsn_args a = args_of(&s, op, r, 1);
+
+		for (int t = 0; t < 2; t++) {
+			const float *src = t ? s.hrstd_ln : s.hmean;
+			for (int64_t k = 0; k < n; k++)
+				hs[k] = 1e30f; /* what lies between the rows' floats is not theirs */
+			for (int64_t k = 0; k < r; k++)
+				hs[lay[i].off + k * lay[i].stride] = src[k];
+			upload(t ? dr : dm, hs, (size_t)n * 4);
+		}
+		a.mean = mat(dm, WSN_F32, WSN_MEM_DEVICE, r, 1, lay[i].stride, lay[i].off);
+		a.rstd = mat(dr, WSN_F32, WSN_MEM_DEVICE, r, 1, lay[i].stride, lay[i].off);
+		poison(s.ddx, rh);
+		poison(s.ddw, hb);
+		poison(s.ddb, hb);
+		OK(wsn_plan_execute(gp, &a, NULL));
+		OK(wsn_stream_sync(gpu, NULL));
+		download(s.gdx, s.ddx, rh);
+		download(s.gdw, s.ddw, hb);
+		download(s.gdb, s.ddb, hb);
+		printf("%s layernorm-bwd bf16 hidden=2048 rows=2999 statistics from float %lld, every %lld%s\n",
+		       memcmp(s.gdx, dx, rh) || memcmp(s.gdw, dw, hb) || memcmp(s.gdb, db, hb) ? "FAIL" : "ok",
+		       (long long)lay[i].off, (long long)lay[i].stride, lay[i].stride > 1 ? "" : " (contiguous)");
+		fflush(stdout);
+		fails += memcmp(s.gdx, dx, rh) != 0 || memcmp(s.gdw, dw, hb) != 0 || memcmp(s.gdb, db, hb) != 0;
+		OK(wsn_mem_free(gpu, dm));
+		OK(wsn_mem_free(gpu, dr));
+	}
+	wsn_plan_destroy(gp);
+	setup_free(&s);
+	inputs_free(&in);
+	free(hs);
+	free(dx);
+	free(dw);
+	free(db);
+	free(kp);
+	ck_assert_msg(fails == 0, "%d layouts of the statistics changed the outputs (see FAIL lines above)", fails);
+}
+END_TEST
+
+/*
  * The heuristic's ws plan on hidden sizes that are not multiples of the vector width (16-byte rows
  * cannot be copied exactly: element path), a larger one, and strided rows starting off 16 bytes.
  */
@@ -1486,6 +1575,11 @@ static Suite *suite_gpu(void)
 	tcase_add_loop_test(tc, test_fuzz, 0, 2); /* ws, multi-wave */
 	suite_add_tcase(s, tc);
 
+	tc = tcase_create("ws-stats");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_ws_stats_layouts);
+	suite_add_tcase(s, tc);
 	tc = tcase_create("ws-cluster");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 600);
