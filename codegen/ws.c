@@ -13,7 +13,12 @@
  * b*unroll .. b*unroll + unroll - 1; the CTA takes blocks ctaid, ctaid + nctaid, ...). For each
  * block it waits until stage slot s is empty, then copies each row of dy and x (backward) or x
  * (forward) with one cp.async.bulk of the row's 16-byte aligned span, announcing the bytes on the
- * full barrier of slot s (expect_tx) before each copy and arriving once after the last.
+ * full barrier of slot s (expect_tx) before each copy and arriving once after the last. Where the
+ * plan says so (stats_ring, backward), it also copies each row's mean and rstd into the slot after
+ * the rows (cp.async of 4 bytes at the statistics' stride), then cp.async.mbarrier.arrive on the
+ * same barrier before its own arrival: that raises the phase's pending count until the copies
+ * land, so the phase completes with the statistics in place. Otherwise each row group loads its
+ * next block's statistics itself while it computes the current one.
  *
  * Threads 128.. are bdimy row groups of bdimx threads (setmaxnreg.inc). Group ty takes the CTA's
  * blocks ty, ty + bdimy, ... (ping-pong: while one group reduces, the others stream), waits on

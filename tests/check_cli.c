@@ -543,6 +543,17 @@ START_TEST(test_plan_json)
 						 jint(j, "stages") > 1 ? "s" : "", (long long)jint(j, "unroll"));
 					ck_assert_msg(!strncmp(plan_line(q.out, "pipeline", line, sizeof(line)), want, strlen(want)),
 						      "pipeline '%s' against '%s'", line, want);
+					/* the statistics travel in the stage for LayerNorm bwd bf16 2K only (measured) */
+					if (bwd) {
+						json_t *st = json_object_get(j, "statistics_in_stage");
+						int ring = !strcmp(ops[o], "layernorm-bwd") && !strcmp(dts[d], "bf16") && hid == 2048;
+
+						ck_assert_msg(json_is_boolean(st) && json_is_true(st) == ring,
+							      "%s %s %s: statistics_in_stage", ops[o], dts[d], hiddens[h]);
+						ck_assert_int_eq(strstr(line, " + the rows' statistics") != NULL, ring);
+					} else {
+						ck_assert_ptr_null(json_object_get(j, "statistics_in_stage"));
+					}
 					ck_assert(json_is_true(json_object_get(j, "heuristic_good")));
 					ck_assert(json_is_false(json_object_get(j, "forced")));
 					ck_assert_int_eq(jint(j, "ctas_per_sm"), 1);

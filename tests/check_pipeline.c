@@ -787,7 +787,9 @@ START_TEST(test_other_dtypes)
 END_TEST
 
 /* Start wsnorm with stdout and stderr into files; returns its pid. */
-static pid_t spawn(char *const argv[], const char *out, const char *err)
+/* argv in the background, stdout and stderr to files; env (NULL: none): "NAME=value" strings added
+ * to the child's environment only. */
+static pid_t spawn_env(char *const argv[], const char *out, const char *err, char *const env[])
 {
 	pid_t pid = fork();
 
@@ -798,10 +800,17 @@ static pid_t spawn(char *const argv[], const char *out, const char *err)
 		dup2(n, 0);
 		dup2(o, 1);
 		dup2(e, 2);
+		for (int i = 0; env && env[i]; i++)
+			putenv(env[i]);
 		execv(argv[0], argv);
 		_exit(127);
 	}
 	return pid;
+}
+
+static pid_t spawn(char *const argv[], const char *out, const char *err)
+{
+	return spawn_env(argv, out, err, NULL);
 }
 
 
@@ -974,7 +983,7 @@ static void output_rollback(int no_link)
 {
 	char *dir = tu_tmpdir(), *ds = path_in(dir, "ds"), *out = path_in(dir, "out"), *so = path_in(dir, "stdout");
 	char *se = path_in(dir, "stderr"), *first = NULL, *second = NULL, names[1024], *err, *old1, *now1;
-	char *log = path_in(dir, "links");
+	char *log = path_in(dir, "links"), *env[4] = { NULL };
 	const char *lib = getenv("WSNORM_NO_LINK_LIB");
 	char *argv[] = { (char *)tu_wsnorm_bin(), "run", "--input", ds, "--device", "cpu", "--output", out,
 			 "--duration", "60s", "--batch-rows", "16", "--kernel-loops", "2000", "--ring", "2",
@@ -1000,17 +1009,15 @@ static void output_rollback(int no_link)
 	old1 = tu_slurp(second, &len1);
 
 	if (no_link) {
+		/* the runs' environment only (an ASan build's runtime then is not first: allowed) */
 		const char *ao = getenv("ASAN_OPTIONS");
-		char *opts;
 
 		ck_assert_msg(lib && access(lib, R_OK) == 0, "WSNORM_NO_LINK_LIB '%s' (make check builds it)", lib ? lib : "");
-		ck_assert(asprintf(&opts, "%s%sverify_asan_link_order=0", ao ? ao : "", ao && *ao ? ":" : "") > 0);
-		setenv("LD_PRELOAD", lib, 1); /* this test's process only: what it runs from here on */
-		setenv("ASAN_OPTIONS", opts, 1);
-		setenv("WSNORM_NO_LINK_LOG", log, 1);
-		free(opts);
+		ck_assert(asprintf(&env[0], "LD_PRELOAD=%s", lib) > 0);
+		ck_assert(asprintf(&env[1], "ASAN_OPTIONS=%s%sverify_asan_link_order=0", ao ? ao : "", ao && *ao ? ":" : "") > 0);
+		ck_assert(asprintf(&env[2], "WSNORM_NO_LINK_LOG=%s", log) > 0);
 	}
-	pid = spawn(argv, so, se);
+	pid = spawn_env(argv, so, se, env);
 	/* both temporary files are there once both shards are open: take the second's away */
 	for (int i = 0; i < 1000 && !removed; i++) {
 		DIR *d = opendir(out);
@@ -1043,11 +1050,12 @@ static void output_rollback(int no_link)
 	ck_assert_msg(lenb == len1 && !memcmp(now1, old1, len1), "the second output changed");
 	ck_assert_msg(dir_count(out, names, sizeof(names)) == 2, "files in the output directory: %s", names);
 	if (no_link) {
+		char *again[] = { (char *)tu_wsnorm_bin(), "-q", "run", "--input", ds, "--device", "cpu", "--output", out, NULL };
 		struct tu_proc q;
 
 		/* both old outputs were kept aside by rename (one failed link each) and put back */
 		ck_assert_int_eq(count_lines(log), 2);
-		RUN(&q, "-q", "run", "--input", ds, "--device", "cpu", "--output", out);
+		tu_run_env(again, env, 120, &q);
 		ck_assert_msg(q.status == 0, "a run over the old outputs: exit %d: %s", q.status, q.err);
 		tu_proc_free(&q);
 		ck_assert_int_eq(count_lines(log), 4);
@@ -1055,8 +1063,9 @@ static void output_rollback(int no_link)
 		free(back);
 		back = tu_slurp(first, &len0);
 		ck_assert_msg(back && (len0 != 20 || memcmp(back, "the old first output", 20)), "the first output was not replaced");
-		unsetenv("LD_PRELOAD");
 	}
+	for (int i = 0; env[i]; i++)
+		free(env[i]);
 	free(back);
 	free(now1);
 	free(old1);

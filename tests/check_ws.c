@@ -723,7 +723,7 @@ END_TEST
 /* A ws kernel through ptxas for sm_90a and sm_100a: accepted, setmaxnreg honoured (no C7508), and
  * no spills where the heuristic promised the registers fit. */
 static int ptxas_plan(const char *ptxas, const char *dir, enum wsn_op op, enum wsn_dtype dt, int64_t h, int y, int u,
-		      int c)
+		      int c, int ring)
 {
 	static const int archs[] = { 90, 100 };
 	int bad = 0;
@@ -747,6 +747,18 @@ static int ptxas_plan(const char *ptxas, const char *dir, enum wsn_op op, enum w
 		p.opts.cluster = c;
 		if (wsn__ws_plan(&g, &p, &kp))
 			continue; /* a forced shape that does not fit */
+		if (ring && !kp.stats_ring && wsn_op_is_backward(op)) {
+			/* the statistics in the stage where the planner does not put them: its code for other
+			 * ops, unrolls and splits (the stage grows by their bytes) */
+			struct wsn__ws_layout l;
+
+			kp.stats_ring = 1;
+			kp.stage_bytes += wsn__ws_stats_bytes(&kp);
+			wsn__ws_layout(&kp, &l);
+			if (l.total > (unsigned)g.smem_per_block_optin)
+				continue;
+			kp.smem_bytes = l.total;
+		}
 		ck_assert_msg(wsn__generate_ptx(&kp, &text) == 0, "%s", wsn_last_error());
 		ck_assert_ptr_nonnull(strstr(text, "// bdimx="));
 		ck_assert_ptr_nonnull(strstr(text, "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"));
@@ -859,19 +871,29 @@ START_TEST(test_ws_ptxas)
 		for (size_t t = 0; t < WSN_ARRAY_SIZE(all_dtypes); t++)
 			for (size_t i = 0; i < WSN_ARRAY_SIZE(hs); i++)
 				if (all_dtypes[t] != WSN_F32 || hs[i] <= 8192)
-					bad += ptxas_plan(ptxas, dir, all_ops[o], all_dtypes[t], hs[i], 0, 0, 0);
+					bad += ptxas_plan(ptxas, dir, all_ops[o], all_dtypes[t], hs[i], 0, 0, 0, 0);
 	/* forced shapes: two groups of four rows per stage */
 	for (size_t o = 0; o < WSN_ARRAY_SIZE(all_ops); o++)
-		bad += ptxas_plan(ptxas, dir, all_ops[o], WSN_BF16, 1000, 2, 4, 0);
+		bad += ptxas_plan(ptxas, dir, all_ops[o], WSN_BF16, 1000, 2, 4, 0, 0);
 	/* rows split over clusters: the planner's at 32768, forced ones at 4096 and 8192 */
 	for (size_t o = 0; o < WSN_ARRAY_SIZE(all_ops); o++) {
 		if (!wsn_op_is_backward(all_ops[o]))
 			continue;
 		for (size_t t = 0; t < WSN_ARRAY_SIZE(all_dtypes); t++) {
-			bad += ptxas_plan(ptxas, dir, all_ops[o], all_dtypes[t], 32768, 0, 0, 0);
-			bad += ptxas_plan(ptxas, dir, all_ops[o], all_dtypes[t], 8192, 0, 0, 2);
-			bad += ptxas_plan(ptxas, dir, all_ops[o], all_dtypes[t], 4096, 2, 2, 8);
+			bad += ptxas_plan(ptxas, dir, all_ops[o], all_dtypes[t], 32768, 0, 0, 0, 0);
+			bad += ptxas_plan(ptxas, dir, all_ops[o], all_dtypes[t], 8192, 0, 0, 2, 0);
+			bad += ptxas_plan(ptxas, dir, all_ops[o], all_dtypes[t], 4096, 2, 2, 8, 0);
 		}
+	}
+	/* the statistics in the stage (the planner's only for LayerNorm bwd bf16 2K): RMSNorm (rstd
+	 * alone), a row a stage over 2, four and eight rows a stage, whole rows with a tail vector */
+	for (size_t o = 0; o < WSN_ARRAY_SIZE(all_ops); o++) {
+		if (!wsn_op_is_backward(all_ops[o]))
+			continue;
+		bad += ptxas_plan(ptxas, dir, all_ops[o], WSN_BF16, 2048, 0, 0, 0, 1);
+		bad += ptxas_plan(ptxas, dir, all_ops[o], WSN_F32, 1000, 2, 4, 1, 1);
+		bad += ptxas_plan(ptxas, dir, all_ops[o], WSN_BF16, 1000, 1, 8, 1, 1);
+		bad += ptxas_plan(ptxas, dir, all_ops[o], WSN_F16, 4097, 0, 0, 0, 1);
 	}
 	tu_rmtree(dir);
 	free(dir);
