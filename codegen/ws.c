@@ -48,8 +48,8 @@ struct ws {
 	const char *rows;              /* .u64 */
 	const char *cbase[2], *cld[2]; /* circular tensors: .u64 base address, row stride in bytes */
 	const char *obase, *old;       /* backward: dx's .u64 base address and row stride in bytes */
-	/* backward: the rows' statistics, copied into each stage after its rows (SO bytes in): ns tensors
-	 * (mean and rstd, or rstd), U f32 each, read from sbase[s] + row * sld */
+	/* a stage's rows take its first SO bytes; in the backward the rows' statistics may follow: ns
+	 * tensors (mean and rstd, or rstd), U f32 each, read from sbase[s] + row * sld */
 	int ns;
 	unsigned SO;
 	const char *sbase[2], *sld;
@@ -1009,7 +1009,6 @@ static int gen_backward(struct ws *w)
 	w->sbase[0] = g->ln ? ka.pr[3] : ka.pr[4];
 	w->sbase[1] = ka.pr[4];
 	w->sld = ka.sld;
-	w->SO = (unsigned)(w->U * w->nt) * w->RB;
 	prologue(w);
 	wsn__rk_setup_common(g);
 	lane_zero(w);
@@ -1168,6 +1167,7 @@ int wsn__ws_generate(const struct wsn__kernel_plan *kp, char **ptx)
 	w->nt = g->bwd ? 2 : 1;
 	w->RB = kp->row_bytes;
 	w->SB = kp->stage_bytes;
+	w->SO = (unsigned)(w->U * w->nt) * w->RB;
 	wsn__ws_layout(kp, &w->L);
 	g->sm_red = w->L.red;
 	g->red_slot = w->L.red_slot;
@@ -1176,7 +1176,7 @@ int wsn__ws_generate(const struct wsn__kernel_plan *kp, char **ptx)
 	g->all_bar = 15; /* row groups use 1..14 (or none: a warp per row) */
 	g->all_bar_count = kp->bdimx * kp->bdimy;
 	if ((long long)g->nv * g->bdimx < g->NV || w->RB < (unsigned)(g->H * g->E) + 16 ||
-	    w->SB != (unsigned)(w->U * w->nt) * w->RB + wsn__ws_stats_bytes(kp) ||
+	    w->SB != w->SO + wsn__ws_stats_bytes(kp) ||
 	    w->L.total > kp->smem_bytes) {
 		ptx_module_free(&m);
 		free(w);
