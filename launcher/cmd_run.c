@@ -170,6 +170,7 @@ static int dataset_setup(struct run_opts *o, struct pl_dataset *ds)
 		return ret;
 	ds->cfg = cfg;
 	ds->shape.eps = o->have_eps ? o->eps : WSN_DEFAULT_EPS;
+	ds->eps_given = o->have_eps;
 	sh = &ds->shards[0];
 	if (o->raw_rows) { /* --op (forward) and --dtype come with --shape: the options check it */
 		pl_shape_init(&ds->shape, o->op, o->dt, o->raw_hidden, 0, 0, ds->shape.eps);
@@ -212,7 +213,8 @@ static int dataset_setup(struct run_opts *o, struct pl_dataset *ds)
 		if (!o->have_eps) {
 			const char *e = wsn_st_metadata(sh->st, "wsnorm.eps");
 			if (e && cli_parse_eps(e, &ds->shape.eps)) {
-				cli_error("run: %s: metadata has a bad eps '%s'", sh->path, e);
+				cli_error("run: %s: metadata 'wsnorm.eps' is '%s', not a number with 0 < eps <= 1 (--eps "
+					  "overrides it)", sh->path, e);
 				return EXIT_RUNTIME;
 			}
 		}

@@ -485,7 +485,7 @@ static int stat_shape_ok(const struct wsn_st_entry *x, const struct wsn_st_entry
  * (a forward file listed with a backward one, shards made with another --eps) runs as the first
  * says, and gets a warning, for it is more likely a mixed-up dataset than meant.
  */
-static void metadata_agrees(const struct pl_dataset *ds, const struct pl_shard *sh)
+static int metadata_agrees(const struct pl_dataset *ds, const struct pl_shard *sh, char *msg, size_t len)
 {
 	const struct wsn_st_file *f0 = ds->shards[0].st;
 	const char *op0 = f0 ? wsn_st_metadata(f0, "wsnorm.op") : NULL, *op = wsn_st_metadata(sh->st, "wsnorm.op");
@@ -495,9 +495,30 @@ static void metadata_agrees(const struct pl_dataset *ds, const struct pl_shard *
 	if (op0 && op && strcmp(op0, op))
 		cli_warn("run: warning: '%s' says it is for %s, the first file for %s: it runs as %s", sh->path, op, op0,
 			 wsn_op_name(ds->shape.op));
-	if (eps0 && eps && !cli_parse_eps(eps0, &e0) && !cli_parse_eps(eps, &e) && e0 != e)
+	if (ds->eps_given || !eps)
+		return 0;
+	/* the same rule as for the first file, whose eps the run takes */
+	if (cli_parse_eps(eps, &e))
+		return bad_shard(msg, len, sh->path, "metadata 'wsnorm.eps' is '%s', not a number with 0 < eps <= 1 "
+				 "(--eps overrides it)", eps);
+	if (eps0 && !cli_parse_eps(eps0, &e0) && e0 != e)
 		cli_warn("run: warning: '%s' says eps %s, the first file %s: it runs with %g", sh->path, eps, eps0,
 			 (double)ds->shape.eps);
+	return 0;
+}
+
+/* "[d0, d1, ...] dtype" of entry e, for messages. */
+static const char *entry_text(const struct wsn_st_entry *e, char *buf, size_t len)
+{
+	size_t off = 0;
+	int n;
+
+	n = snprintf(buf, len, "[");
+	for (int i = 0; n >= 0 && i < e->ndim && (off += (size_t)n) < len; i++)
+		n = snprintf(buf + off, len - off, "%s%lld", i ? ", " : "", (long long)e->shape[i]);
+	if (n >= 0 && (off += (size_t)n) < len)
+		snprintf(buf + off, len - off, "] %s", e->st_dtype);
+	return buf;
 }
 
 /*
@@ -541,6 +562,7 @@ static int check_shard(struct pl_dataset *ds, struct pl_shard *sh, int first, ch
 	const struct wsn_st_entry *x = wsn_st_find(sh->st, "x"), *e;
 	struct pl_shape *s = &ds->shape;
 	int bwd = wsn_op_is_backward(s->op), ln = s->op == WSN_LAYERNORM_FWD || s->op == WSN_LAYERNORM_BWD;
+	char t1[160], t2[160];
 	int64_t hidden;
 	int err;
 
@@ -567,8 +589,8 @@ static int check_shard(struct pl_dataset *ds, struct pl_shard *sh, int first, ch
 		return bad_shard(msg, len, sh->path, "tensor 'x' is %lld wide %s, the first shard's is %lld wide %s",
 				 (long long)hidden, wsn_dtype_name(x->dtype), (long long)s->hidden,
 				 wsn_dtype_name(s->dt));
-	} else {
-		metadata_agrees(ds, sh);
+	} else if ((err = metadata_agrees(ds, sh, msg, len))) {
+		return err;
 	}
 	sh->off[PL_IN_X] = x->offset;
 	if (bwd) {
@@ -577,7 +599,8 @@ static int check_shard(struct pl_dataset *ds, struct pl_shard *sh, int first, ch
 		if ((err = entry_dtype_check(sh->path, e, msg, len)))
 			return err;
 		if (e->dtype != s->dt || e->ndim < 1 || e->shape[e->ndim - 1] != hidden || pl_entry_rows(e) != sh->rows)
-			return bad_shard(msg, len, sh->path, "tensor 'dy' does not match 'x' in shape or dtype");
+			return bad_shard(msg, len, sh->path, "tensor 'dy' is %s, but 'x' is %s: they must match in shape "
+					 "and dtype", entry_text(e, t1, sizeof(t1)), entry_text(x, t2, sizeof(t2)));
 		sh->off[PL_IN_DY] = e->offset;
 	}
 	for (int k = 0; k < 2; k++) {
@@ -590,8 +613,9 @@ static int check_shard(struct pl_dataset *ds, struct pl_shard *sh, int first, ch
 			return err;
 		if (e->dtype != WSN_F32 || e->ndim < 1 || !stat_shape_ok(x, e, sh->rows))
 			return bad_shard(msg, len, sh->path,
-					 "tensor '%s' must be f32 with one value per row of 'x' (%lld), shaped [%lld] or as "
-					 "'x' with a last dimension of 1", name, (long long)sh->rows, (long long)sh->rows);
+					 "tensor '%s' is %s; it must be f32 with one value per row of 'x' (%lld), shaped "
+					 "[%lld] or as 'x' with a last dimension of 1", name, entry_text(e, t1, sizeof(t1)),
+					 (long long)sh->rows, (long long)sh->rows);
 		sh->off[k ? PL_IN_RSTD : PL_IN_MEAN] = e->offset;
 	}
 	for (int k = 0; k < 2; k++) {
@@ -607,8 +631,9 @@ static int check_shard(struct pl_dataset *ds, struct pl_shard *sh, int first, ch
 		if (e && (err = entry_dtype_check(sh->path, e, msg, len)))
 			return err;
 		if (e && (e->dtype != s->dt || e->ndim != 1 || e->shape[0] != hidden))
-			return bad_shard(msg, len, sh->path, "tensor '%s' must be %lld %s values, shaped [%lld]", name,
-					 (long long)hidden, wsn_dtype_name(s->dt), (long long)hidden);
+			return bad_shard(msg, len, sh->path, "tensor '%s' is %s; it must be %lld %s values, shaped [%lld]",
+					 name, entry_text(e, t1, sizeof(t1)), (long long)hidden, wsn_dtype_name(s->dt),
+					 (long long)hidden);
 		if (e)
 			sh->off[k ? PL_IN_B : PL_IN_W] = e->offset;
 	}

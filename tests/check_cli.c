@@ -1202,6 +1202,27 @@ START_TEST(test_mixed_metadata_warns)
 	ck_assert_msg(strstr(p.err, "b.safetensors' says eps 0.00100000005"), "%s", p.err);
 	tu_proc_free(&p);
 	free(list);
+	{ /* an eps that is no number: an error in a later file as in the first, unless --eps overrides it */
+		char *junk = path_in(dir, "junk.safetensors");
+
+		write_st(junk, "{\"__metadata__\":{\"wsnorm.op\":\"layernorm-fwd\",\"wsnorm.eps\":\"abc\"},\"x\":{\"dtype\":"
+			 "\"BF16\",\"shape\":[2,64],\"data_offsets\":[0,256]},\"weight\":{\"dtype\":\"BF16\",\"shape\":[64],"
+			 "\"data_offsets\":[256,384]},\"bias\":{\"dtype\":\"BF16\",\"shape\":[64],\"data_offsets\":[384,512]}}",
+			 512);
+		for (int first = 0; first < 2; first++) {
+			ck_assert(asprintf(&list, first ? "%s,%s" : "%s,%s", first ? junk : a, first ? a : junk) > 0);
+			RUN(&p, "-q", "run", "--input", list, "--device", "cpu");
+			ck_assert_msg(p.status == 3 && strstr(p.err, "junk.safetensors: metadata 'wsnorm.eps' is 'abc'"),
+				      "junk %s: exit %d: %s", first ? "first" : "second", p.status, p.err);
+			tu_proc_free(&p);
+			RUN(&p, "-q", "run", "--input", list, "--device", "cpu", "--eps", "1e-4");
+			ck_assert_msg(p.status == 0, "--eps with junk %s: exit %d: %s", first ? "first" : "second", p.status,
+				      p.err);
+			tu_proc_free(&p);
+			free(list);
+		}
+		free(junk);
+	}
 	{ /* a tensor of a name run does not read: named, the run goes on without it */
 		char *typo = path_in(dir, "typo.safetensors");
 
@@ -1348,11 +1369,16 @@ START_TEST(test_hostile_headers)
 		  "\"data_offsets\":[0,0]}}", 0, 3, "tensor 'x'" },
 		/* a weight with the right element count but not [hidden] */
 		{ "{\"__metadata__\":{\"wsnorm.op\":\"rmsnorm-fwd\"},\"x\":{\"dtype\":\"F32\",\"shape\":[8,16],\"data_offsets\":[0,512]},"
-		  "\"weight\":{\"dtype\":\"F32\",\"shape\":[4,4],\"data_offsets\":[512,576]}}", 576, 3, "tensor 'weight' must be 16" },
+		  "\"weight\":{\"dtype\":\"F32\",\"shape\":[4,4],\"data_offsets\":[512,576]}}", 576, 3, "tensor 'weight' is [4, 4] F32; it must be 16 f32 values" },
 		/* per-row stats: [rows, 2] is not one value per row ... */
 		{ "{\"__metadata__\":{\"wsnorm.op\":\"rmsnorm-bwd\"},\"x\":{\"dtype\":\"F32\",\"shape\":[8,16],\"data_offsets\":[0,512]},"
 		  "\"dy\":{\"dtype\":\"F32\",\"shape\":[8,16],\"data_offsets\":[512,1024]},"
-		  "\"rstd\":{\"dtype\":\"F32\",\"shape\":[4,2],\"data_offsets\":[1024,1056]}}", 1056, 3, "tensor 'rstd' must be f32" },
+		  "\"rstd\":{\"dtype\":\"F32\",\"shape\":[4,2],\"data_offsets\":[1024,1056]}}", 1056, 3, "tensor 'rstd' is [4, 2] F32; it must be f32" },
+		/* dy transposed against x: both shapes named */
+		{ "{\"__metadata__\":{\"wsnorm.op\":\"rmsnorm-bwd\"},\"x\":{\"dtype\":\"F32\",\"shape\":[8,16],\"data_offsets\":[0,512]},"
+		  "\"dy\":{\"dtype\":\"F32\",\"shape\":[16,8],\"data_offsets\":[512,1024]},"
+		  "\"rstd\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[1024,1056]}}", 1056, 3,
+		  "tensor 'dy' is [16, 8] F32, but 'x' is [8, 16] F32" },
 		/* ... [rows, 1] is: it enters without its broadcast */
 		{ "{\"__metadata__\":{\"wsnorm.op\":\"rmsnorm-bwd\"},\"x\":{\"dtype\":\"F32\",\"shape\":[8,16],\"data_offsets\":[0,512]},"
 		  "\"dy\":{\"dtype\":\"F32\",\"shape\":[8,16],\"data_offsets\":[512,1024]},"
