@@ -1094,6 +1094,17 @@ START_TEST(test_demo_not_verified)
 	}
 	json_decref(j);
 	tu_proc_free(&p);
+	/* a threshold missed, nothing mismatched: the demo's result says threshold, as its runs do */
+	RUN(&p, "run", "--demo", "--device", "cpu", "--min-read-gbs", "1e6", "--json");
+	ck_assert_int_eq(p.status, 1);
+	ck_assert_msg((j = json_loads(p.out, 0, &je)) != NULL, "%s", je.text);
+	ck_assert(json_is_true(json_object_get(j, "verified")));
+	ck_assert_str_eq(json_string_value(json_object_get(j, "result")), "threshold");
+	for (size_t i = 0; i < 4; i++)
+		ck_assert_str_eq(json_string_value(json_object_get(json_array_get(json_object_get(j, "runs"), i), "result")),
+				 "threshold");
+	json_decref(j);
+	tu_proc_free(&p);
 }
 END_TEST
 
