@@ -4,7 +4,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <liburing.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -41,6 +43,21 @@ struct piece {
 	uint64_t off;
 	int inflight;
 };
+
+/*
+ * A name next to path: path with suffix appended, or where that name would be longer than a
+ * directory entry can be (a destination name near NAME_MAX), ".wsnorm" and suffix in path's
+ * directory. malloc'd; NULL when out of memory.
+ */
+static char *sibling(const char *path, const char *suffix)
+{
+	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+	char *name;
+
+	if (strlen(base) + strlen(suffix) <= NAME_MAX)
+		return asprintf(&name, "%s%s", path, suffix) < 0 ? NULL : name;
+	return asprintf(&name, "%.*s.wsnorm%s", (int)(base - path), path, suffix) < 0 ? NULL : name;
+}
 
 static const char *st_dtype(enum wsn_dtype dt)
 {
@@ -231,10 +248,8 @@ int pl_out_create(struct pl_dataset *ds, int i, char *msg, size_t len)
 			goto oom;
 	if (!(hdr = build_header(sh, shard->st ? wsn_st_find(shard->st, "x") : NULL, shard->rows, o, &hlen)))
 		goto oom;
-	if (asprintf(&o->tmp, "%s.XXXXXX", o->path) < 0) {
-		o->tmp = NULL;
+	if (!(o->tmp = sibling(o->path, ".XXXXXX")))
 		goto oom;
-	}
 	if ((o->fd = mkostemp(o->tmp, O_CLOEXEC)) < 0) {
 		e = errno;
 		free(o->tmp);
@@ -286,7 +301,7 @@ int pl_out_complete(const struct pl_dataset *ds)
 
 /* An old file at an output's destination, kept aside while the outputs are renamed into place. */
 struct aside {
-	char *name;   /* path.<pid>-old<n>; NULL when the destination was new */
+	char *name;   /* path.<pid>-old<n> (see sibling()); NULL when the destination was new */
 	int moved;    /* renamed aside (the destination is empty meanwhile), not linked */
 };
 
@@ -300,11 +315,12 @@ static int keep_aside(const char *path, struct aside *a)
 	int e = 0;
 
 	for (unsigned n = 0; n < 100; n++) {
+		char suffix[48];
+
 		free(a->name);
-		if (asprintf(&a->name, "%s.%ld-old%u", path, (long)getpid(), n) < 0) {
-			a->name = NULL;
+		snprintf(suffix, sizeof(suffix), ".%ld-old%u", (long)getpid(), n);
+		if (!(a->name = sibling(path, suffix)))
 			return -ENOMEM;
-		}
 		if (link(path, a->name) == 0)
 			return 0;
 		e = errno;

@@ -1192,6 +1192,41 @@ END_TEST
 
 static void write_st(const char *path, const char *json, size_t data_len);
 
+/* An output name of 250 bytes (its temporary and kept-aside names would pass NAME_MAX): written, then
+ * replaced by a second run, with nothing else left in the directory. */
+START_TEST(test_output_long_name)
+{
+	char *dir = tu_tmpdir(), *in = path_in(dir, "in.safetensors"), name[251], *out;
+	struct tu_proc p;
+	struct stat st;
+	DIR *d;
+	struct dirent *de;
+	int n = 0;
+
+	memset(name, 'o', 250);
+	name[250] = 0;
+	out = path_in(dir, name);
+	RUN(&p, "-q", "gen", "--op", "rmsnorm-fwd", "--rows", "8", "--hidden", "64", "--out", in);
+	ck_assert_int_eq(p.status, 0);
+	tu_proc_free(&p);
+	for (int i = 0; i < 2; i++) {
+		RUN(&p, "-q", "run", "--input", in, "--device", "cpu", "--output", out);
+		ck_assert_msg(p.status == 0, "run %d: exit %d: %s", i, p.status, p.err);
+		tu_proc_free(&p);
+		ck_assert_msg(stat(out, &st) == 0 && st.st_size > 8 * 64 * 2, "run %d: no output", i);
+	}
+	ck_assert_ptr_nonnull(d = opendir(dir));
+	while ((de = readdir(d)))
+		n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+	closedir(d);
+	ck_assert_int_eq(n, 2); /* the input and the output */
+	tu_rmtree(dir);
+	free(out);
+	free(in);
+	free(dir);
+}
+END_TEST
+
 /* Files listed together whose metadata disagree with the first (op, eps) run as the first says, with a
  * warning naming the file, shown under -q too. */
 START_TEST(test_mixed_metadata_warns)
@@ -1782,6 +1817,7 @@ Suite *suite_cli(void)
 	tcase_add_test(tc, test_json_early_error);
 	tcase_add_test(tc, test_json_real_paths);
 	tcase_add_test(tc, test_mixed_metadata_warns);
+	tcase_add_test(tc, test_output_long_name);
 	tcase_add_test(tc, test_output_dir_one_shard);
 	tcase_add_test(tc, test_stdout_closed);
 	tcase_add_test(tc, test_hostile_headers);
