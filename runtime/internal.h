@@ -21,6 +21,14 @@ int wsn__driver_error(int err, int raw, const char *raw_name, const char *fmt, .
 int wsn__error_context(int err, const char *fmt, ...) WSN_PRINTF(2, 3);
 void wsn__error_clear(void);
 
+/*
+ * Host memory this process holds for wsnorm (CPU device memory, reader buffers), counted against
+ * what the machine (or the memory cgroup) has available: 0, or WSN_ENOMEM naming what (the
+ * request, what is held, what is available). Give back what was held with wsn__host_release.
+ */
+int wsn__host_hold(uint64_t bytes, const char *what);
+void wsn__host_release(uint64_t bytes);
+
 /* ---- time ---- */
 double wsn__now(void); /* monotonic seconds */
 

@@ -656,6 +656,26 @@ START_TEST(test_cpu_memory_limit)
 	wsn_device_close(a); /* closing frees what it held, and counts it free */
 	ck_assert_int_eq(wsn_mem_alloc(b, big, &q), 0);
 	ck_assert_int_eq(wsn_mem_free(b, q), 0);
+	{ /* the io_uring readers' buffers count too: two of 36 MiB do not fit, nor one beside 40 MiB */
+		struct wsn_reader_options ro;
+		struct wsn_reader *r1 = NULL, *r2 = NULL;
+
+		wsn_reader_options_init(&ro);
+		ro.queue_depth = 9;
+		ro.block_size = 4u << 20;
+		ck_assert_int_eq(wsn_mem_alloc(b, big, &q), 0);
+		ck_assert_int_eq(wsn_reader_create(&ro, &r1), WSN_ENOMEM);
+		ck_assert_msg(strstr(wsn_last_error(), "reader: cannot take 9 buffers of 4194304 bytes") &&
+			      strstr(wsn_last_error(), "bytes of memory available"), "%s", wsn_last_error());
+		ck_assert_ptr_null(r1);
+		ck_assert_int_eq(wsn_mem_free(b, q), 0);
+		ck_assert_int_eq(wsn_reader_create(&ro, &r1), 0);
+		ck_assert_int_eq(wsn_reader_create(&ro, &r2), WSN_ENOMEM);
+		wsn_reader_destroy(r1); /* destroying gives its buffers back */
+		ck_assert_int_eq(wsn_reader_create(&ro, &r2), 0);
+		ck_assert_int_eq(wsn_mem_alloc(b, big, &q), WSN_ENOMEM);
+		wsn_reader_destroy(r2);
+	}
 	wsn_device_close(b);
 	wsn__cpu_mem_limit(0);
 	/* the machine's own limit: more than it has fails at once, touching nothing */

@@ -188,7 +188,7 @@ static int held_take(uint64_t bytes, const char *what)
 		held_limit = mem_available(held_source, sizeof(held_source));
 	if (held_limit && (bytes > held_limit || held_bytes > held_limit - bytes))
 		return wsn__error(WSN_ENOMEM,
-				  "%s: %" PRIu64 " bytes, with the %" PRIu64 " this process holds on the CPU already, are more "
+				  "%s: %" PRIu64 " bytes, with the %" PRIu64 " this process holds in host memory already, are more "
 				  "than the %" PRIu64 " bytes of memory available (%s)", what, bytes, held_bytes, held_limit,
 				  held_source);
 	held_bytes += bytes;
@@ -200,6 +200,21 @@ static void held_give(uint64_t bytes)
 	pthread_mutex_lock(&held_lock);
 	held_bytes = bytes < held_bytes ? held_bytes - bytes : 0;
 	pthread_mutex_unlock(&held_lock);
+}
+
+int wsn__host_hold(uint64_t bytes, const char *what)
+{
+	int rc;
+
+	pthread_mutex_lock(&held_lock);
+	rc = held_take(bytes, what);
+	pthread_mutex_unlock(&held_lock);
+	return rc;
+}
+
+void wsn__host_release(uint64_t bytes)
+{
+	held_give(bytes);
 }
 
 struct cpu_event {

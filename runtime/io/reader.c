@@ -231,13 +231,20 @@ static int setup_buffers(struct wsn_reader *r)
 	size_t bs = r->opt.block_size;
 	unsigned qd = r->opt.queue_depth;
 	struct iovec *iov;
+	char what[80];
 	void *p;
+	int err;
 
 	r->bufs_len = (size_t)qd * bs;
+	snprintf(what, sizeof(what), "reader: cannot take %u buffers of %zu bytes", qd, bs);
+	if ((err = wsn__host_hold(r->bufs_len, what)) < 0)
+		return err;
 	p = mmap(NULL, r->bufs_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
+	if (p == MAP_FAILED) {
+		wsn__host_release(r->bufs_len);
 		return wsn__error(WSN_ENOMEM, "reader: cannot map %zu bytes of buffers (%u x %zu): %s",
 				  r->bufs_len, qd, bs, strerror(errno));
+	}
 	r->bufs = p;
 	iov = calloc(qd, sizeof(*iov));
 	if (!iov)
@@ -299,8 +306,10 @@ WSN_API int wsn_reader_create(const struct wsn_reader_options *o, struct wsn_rea
 
 err_ring:
 	io_uring_queue_exit(&r->ring);
-	if (r->bufs)
+	if (r->bufs) {
 		munmap(r->bufs, r->bufs_len);
+		wsn__host_release(r->bufs_len);
+	}
 err_free:
 	free(r->slots);
 	free(r);
@@ -318,8 +327,10 @@ WSN_API void wsn_reader_destroy(struct wsn_reader *r)
 	 * (leaked) rather than let it write into whatever is mapped there next. Registered buffers
 	 * are pinned by the kernel, so unmapping them is safe.
 	 */
-	if (!r->broken || r->fixed)
+	if (!r->broken || r->fixed) {
 		munmap(r->bufs, r->bufs_len);
+		wsn__host_release(r->bufs_len); /* a leaked mapping stays counted: it still takes the memory */
+	}
 	while (r->jobs) { /* submitted and never waited for */
 		struct job *j = r->jobs;
 
