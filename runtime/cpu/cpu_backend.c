@@ -195,7 +195,7 @@ static int held_take(uint64_t bytes, const char *what)
 	return 0;
 }
 
-static void held_give(uint64_t bytes)
+void wsn__host_release(uint64_t bytes)
 {
 	pthread_mutex_lock(&held_lock);
 	held_bytes = bytes < held_bytes ? held_bytes - bytes : 0;
@@ -210,11 +210,6 @@ int wsn__host_hold(uint64_t bytes, const char *what)
 	rc = held_take(bytes, what);
 	pthread_mutex_unlock(&held_lock);
 	return rc;
-}
-
-void wsn__host_release(uint64_t bytes)
-{
-	held_give(bytes);
 }
 
 struct cpu_event {
@@ -317,7 +312,7 @@ static void cpu_device_close(void *ctx)
 
 		c->maps = m->next;
 		munmap(m->ptr, m->len);
-		held_give(m->len);
+		wsn__host_release(m->len);
 		free(m);
 	}
 	pthread_mutex_destroy(&c->lock);
@@ -369,7 +364,7 @@ static int cpu_mem_free(void *ctx, void *ptr)
 {
 	(void)ctx;
 	if (ptr)
-		held_give(malloc_usable_size(ptr));
+		wsn__host_release(malloc_usable_size(ptr));
 	free(ptr);
 	return 0;
 }
@@ -400,15 +395,13 @@ static int cpu_host_alloc(void *ctx, size_t bytes, void **out)
 	len = (bytes + (size_t)page - 1) / (size_t)page * (size_t)page;
 	if (!(m = malloc(sizeof(*m))))
 		return wsn__error(WSN_ENOMEM, "cpu pinned host allocation: out of memory");
-	pthread_mutex_lock(&held_lock);
-	if ((rc = held_take(len, "cpu pinned host allocation")) == 0) {
+	if ((rc = wsn__host_hold(len, "cpu pinned host allocation")) == 0) {
 		p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (p == MAP_FAILED) {
-			held_bytes -= len;
+			wsn__host_release(len);
 			rc = wsn__error(WSN_ENOMEM, "cpu pinned host allocation: mmap of %zu bytes failed", len);
 		}
 	}
-	pthread_mutex_unlock(&held_lock);
 	if (rc) {
 		free(m);
 		return rc;
@@ -445,7 +438,7 @@ static int cpu_host_free(void *ctx, void *ptr)
 		return wsn__error(WSN_EINVAL, "cpu pinned host free: %p was not allocated by wsn_host_alloc on this device",
 				  ptr);
 	munmap(m->ptr, m->len);
-	held_give(m->len);
+	wsn__host_release(m->len);
 	free(m);
 	return 0;
 }
