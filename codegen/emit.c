@@ -12,14 +12,8 @@ static int model_plan(const char *what, enum wsn_op op, enum wsn_dtype dt, int64
 {
 	struct wsn__plan_params p;
 	struct wsn__gpu_props g;
+	int err;
 
-	if (!wsn_op_name(op))
-		return wsn__error(WSN_EINVAL, "%s: invalid op %d", what, (int)op);
-	if (!wsn_dtype_name(dt) || !wsn_dtype_size(dt))
-		return wsn__error(WSN_EDTYPE, "%s: invalid dtype %d", what, (int)dt);
-	if (hidden < 1 || rows < 1)
-		return wsn__error(WSN_ESHAPE, "%s: impossible shape %lld x %lld (rows and hidden must be >= 1)", what,
-				  (long long)rows, (long long)hidden);
 	memset(&p, 0, sizeof(p));
 	p.op = op;
 	p.rows = rows;
@@ -29,8 +23,8 @@ static int model_plan(const char *what, enum wsn_op op, enum wsn_dtype dt, int64
 		p.opts = *opts;
 	else
 		wsn_plan_options_init(&p.opts, op);
-	if (!(p.opts.eps > 0) || p.opts.eps > 1) /* NaN included */
-		return wsn__error(WSN_EINVAL, "%s: eps %g is outside (0, 1]", what, (double)p.opts.eps);
+	if ((err = wsn__plan_check(what, &p)) < 0)
+		return err;
 	if (p.opts.arch == 100)
 		wsn__gpu_props_b200(&g);
 	else if (p.opts.arch == 0 || p.opts.arch == 90)

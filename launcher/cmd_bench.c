@@ -331,8 +331,9 @@ static void check_output(struct point *pt, const char *name, const void *got, co
 	if (c.nonfinite == 0 && c.rel_l2 <= tol)
 		return;
 	if (pt->pass)
-		snprintf(pt->why, sizeof(pt->why), "%s rel_l2 %.3g (tolerance %.0e), %lld non-finite of %lld", name,
-			 c.rel_l2, tol, (long long)c.nonfinite, (long long)c.count);
+		snprintf(pt->why, sizeof(pt->why),
+			 "%s rel_l2 %.3g (tolerance %.0e), %lld finite/non-finite disagreements of %lld", name, c.rel_l2,
+			 tol, (long long)c.nonfinite, (long long)c.count);
 	pt->pass = 0;
 }
 

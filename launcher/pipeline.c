@@ -1524,8 +1524,8 @@ static int add_verdict(struct pl_devres *res, const char *name, const struct wsn
 		v->pass = v->pass && pass;
 	}
 	if (!pass && !why[0])
-		snprintf(why, len, "%s rel_l2 %.3g (tolerance %.0e), %lld non-finite", name, c->rel_l2, tol,
-			 (long long)c->nonfinite);
+		snprintf(why, len, "%s rel_l2 %.3g (tolerance %.0e), %lld finite/non-finite disagreements", name,
+			 c->rel_l2, tol, (long long)c->nonfinite);
 	return pass;
 }
 

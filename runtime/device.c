@@ -35,6 +35,9 @@ static const struct wsn__backend_ops *built(const char *name)
 
 static void init_all(void)
 {
+	struct wsn__error_saved caller;
+
+	wsn__error_save(&caller); /* the probes' failures are notes, not the caller's last error */
 	for (size_t i = 0; i < WSN_ARRAY_SIZE(known); i++) {
 		const struct wsn__backend_ops *ops = built(known[i]);
 		struct wsn_backend_info *bi = &infos[i];
@@ -63,7 +66,7 @@ static void init_all(void)
 			bi->available = 1;
 		}
 	}
-	wsn__error_clear();
+	wsn__error_restore(&caller);
 }
 
 WSN_API int wsn_backend_count(void)
@@ -73,8 +76,10 @@ WSN_API int wsn_backend_count(void)
 
 WSN_API int wsn_backend_info(int i, struct wsn_backend_info *out)
 {
-	if (i < 0 || i >= wsn_backend_count() || !out)
-		return wsn__error(WSN_EINVAL, "backend index %d out of range", i);
+	if (!out)
+		return wsn__error(WSN_EINVAL, "backend info: the output pointer is NULL");
+	if (i < 0 || i >= wsn_backend_count())
+		return wsn__error(WSN_EINVAL, "backend index %d out of range (0..%d)", i, wsn_backend_count() - 1);
 	pthread_once(&init_once, init_all);
 	*out = infos[i];
 	return 0;
@@ -148,11 +153,11 @@ static struct wsn_backend_info *info_of(const char *name)
 WSN_API int wsn_device_spec_parse(const char *spec, char *backend, int *index)
 {
 	const char *colon;
-	size_t len, b, digits;
+	size_t len, b, b2, digits;
 	long n = 0;
 
 	if (!spec)
-		return wsn__error(WSN_EINVAL, "device: no spec given");
+		return wsn__error(WSN_EINVAL, "device: no spec given (spec is NULL)");
 	if (!strcmp(spec, "auto")) {
 		if (backend)
 			snprintf(backend, 16, "auto");
@@ -172,7 +177,10 @@ WSN_API int wsn_device_spec_parse(const char *spec, char *backend, int *index)
 				  spec, (int)(len < 32 ? len : 32), spec);
 	if (colon) {
 		digits = strspn(colon + 1, "0123456789");
-		if (!digits || colon[1 + digits] || digits > 7 || (n = strtol(colon + 1, NULL, 10)) > 1L << 20)
+		if (digits)
+			for (n = 0, b2 = 0; b2 < digits && n <= 1L << 20; b2++)
+				n = n * 10 + (colon[1 + b2] - '0');
+		if (!digits || colon[1 + digits] || n > 1L << 20)
 			return wsn__error(WSN_EINVAL, "device '%s': bad device index '%s' (decimal digits, at most %ld)",
 					  spec, colon + 1, 1L << 20);
 	}
@@ -193,7 +201,7 @@ WSN_API int wsn_device_open(const char *spec, struct wsn_device **out)
 	int err;
 
 	if (!spec || !out)
-		return wsn__error(WSN_EINVAL, "device: no spec given");
+		return wsn__error(WSN_EINVAL, "device: %s is NULL", !spec ? "the spec" : "the output pointer");
 	*out = NULL;
 	if ((err = wsn_device_spec_parse(spec, name, &index)) < 0)
 		return err;
@@ -273,8 +281,10 @@ static int unsupported(const struct wsn_device *dev, const char *what)
 
 WSN_API int wsn_device_set_threads(struct wsn_device *dev, int threads)
 {
-	if (!dev || threads < 0)
-		return wsn__error(WSN_EINVAL, "threads: bad arguments");
+	if (!dev)
+		return wsn__error(WSN_EINVAL, "threads: no device");
+	if (threads < 0)
+		return wsn__error(WSN_EINVAL, "threads: negative thread count %d", threads);
 	return dev->ops->set_threads ? dev->ops->set_threads(dev->ctx, threads) : 0;
 }
 
@@ -423,8 +433,11 @@ WSN_API int wsn_event_sync(struct wsn_event *e)
 
 WSN_API int wsn_event_elapsed(struct wsn_event *start, struct wsn_event *end, float *ms)
 {
-	if (!start || !end || !ms || start->dev != end->dev)
-		return wsn__error(WSN_EINVAL, "event elapsed: bad arguments");
+	if (!start || !end || !ms)
+		return wsn__error(WSN_EINVAL, "event elapsed: %s is NULL",
+				  !start ? "the start event" : !end ? "the end event" : "the output pointer");
+	if (start->dev != end->dev)
+		return wsn__error(WSN_EINVAL, "event elapsed: the two events belong to different devices");
 	NEED(start->dev, event_elapsed, "event elapsed");
 	return start->dev->ops->event_elapsed(start->dev->ctx, start->impl, end->impl, ms);
 }

@@ -33,7 +33,7 @@ WSN_API const char *wsn_dtype_name(enum wsn_dtype dt)
 WSN_API int wsn_dtype_parse(const char *s, enum wsn_dtype *out)
 {
 	if (!s || !out)
-		return wsn__error(WSN_EINVAL, "dtype: no string given");
+		return wsn__error(WSN_EINVAL, "dtype: %s is NULL", !s ? "the string" : "the output pointer");
 	for (int i = 0; i < WSN_DTYPE_COUNT; i++) {
 		if (!strcasecmp(s, dtypes[i].name)) {
 			*out = (enum wsn_dtype)i;
@@ -110,8 +110,13 @@ uint16_t wsn__f32_to_f16(float f)
 WSN_API int wsn_dtype_convert(void *dst, enum wsn_dtype dst_dt, const void *src,
 			      enum wsn_dtype src_dt, size_t n)
 {
-	if (!valid(dst_dt) || !valid(src_dt) || (n && (!dst || !src)))
-		return wsn__error(WSN_EINVAL, "dtype conversion: bad arguments");
+	if (!valid(dst_dt) || !valid(src_dt))
+		return wsn__error(WSN_EINVAL, "dtype conversion: invalid %s dtype %d", !valid(dst_dt) ? "destination" : "source",
+				  (int)(!valid(dst_dt) ? dst_dt : src_dt));
+	if (n && (!dst || !src))
+		return wsn__error(WSN_EINVAL, "dtype conversion: the %s buffer is NULL", !dst ? "destination" : "source");
+	if (n > (size_t)INT64_MAX / 4)
+		return wsn__error(WSN_EOVERFLOW, "dtype conversion: %zu elements overflow the byte count", n);
 	if (dst_dt == src_dt) {
 		if (dst != src)
 			memmove(dst, src, n * dtypes[dst_dt].size);

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#define DETAIL_MAX 1024
+#define DETAIL_MAX WSN__DETAIL_MAX
 
 static _Thread_local char detail[DETAIL_MAX];
 static _Thread_local int drv_code;
@@ -168,10 +168,20 @@ int wsn__error_context(int err, const char *fmt, ...)
 	return err;
 }
 
-void wsn__error_clear(void)
+void wsn__error_save(struct wsn__error_saved *s)
 {
-	detail[0] = '\0';
-	drv_valid = 0;
+	memcpy(s->detail, detail, sizeof(s->detail));
+	s->code = drv_code;
+	s->name = drv_name;
+	s->valid = drv_valid;
+}
+
+void wsn__error_restore(const struct wsn__error_saved *s)
+{
+	memcpy(detail, s->detail, sizeof(detail));
+	drv_code = s->code;
+	drv_name = s->name;
+	drv_valid = s->valid;
 }
 
 double wsn__now(void)

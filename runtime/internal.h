@@ -19,7 +19,16 @@ int wsn__error(int err, const char *fmt, ...) WSN_PRINTF(2, 3);
 int wsn__driver_error(int err, int raw, const char *raw_name, const char *fmt, ...) WSN_PRINTF(4, 5);
 /* Prefix the current detail with "prefix: " (context added on the way up). Returns err. */
 int wsn__error_context(int err, const char *fmt, ...) WSN_PRINTF(2, 3);
-void wsn__error_clear(void);
+/* The calling thread's failure details, kept across work whose own failures must not show. */
+#define WSN__DETAIL_MAX 1024
+struct wsn__error_saved {
+	char detail[WSN__DETAIL_MAX];
+	int code;
+	const char *name;
+	int valid;
+};
+void wsn__error_save(struct wsn__error_saved *s);
+void wsn__error_restore(const struct wsn__error_saved *s);
 
 /*
  * Host memory this process holds for wsnorm (CPU device memory, reader buffers), counted against
@@ -40,6 +49,9 @@ struct wsn__plan_params {
 	enum wsn_dtype dtype;
 	struct wsn_plan_options opts; /* defaults filled in */
 };
+
+/* The checks every planner entry shares (op, dtype, shape, eps, approach, threads, forced parameters). */
+int wsn__plan_check(const char *what, const struct wsn__plan_params *p);
 
 /* A host-side view of one execution's tensors, checked by shared code before a backend sees it. */
 struct wsn__exec {

@@ -26,6 +26,8 @@ WSN_API const char *wsn_op_name(enum wsn_op op)
 
 WSN_API int wsn_op_parse(const char *s, enum wsn_op *out)
 {
+	if (!out)
+		return wsn__error(WSN_EINVAL, "op: the output pointer is NULL");
 	for (int i = 0; s && out && i < WSN_OP_COUNT; i++) {
 		if (!strcmp(s, op_names[i])) {
 			*out = (enum wsn_op)i;
@@ -54,6 +56,8 @@ WSN_API const char *wsn_approach_name(enum wsn_approach a)
 
 WSN_API int wsn_approach_parse(const char *s, enum wsn_approach *out)
 {
+	if (!out)
+		return wsn__error(WSN_EINVAL, "approach: the output pointer is NULL");
 	for (size_t i = 0; s && out && i < WSN_ARRAY_SIZE(approach_names); i++) {
 		if (!strcmp(s, approach_names[i])) {
 			*out = (enum wsn_approach)i;
@@ -78,68 +82,89 @@ WSN_API void wsn_plan_options_init(struct wsn_plan_options *o, enum wsn_op op)
 WSN_API int64_t wsn_op_min_bytes(enum wsn_op op, int64_t rows, int64_t hidden, enum wsn_dtype dt,
 				 int has_weight, int has_bias)
 {
-	int64_t s = (int64_t)wsn_dtype_size(dt), rh = rows * hidden * s;
-	int64_t stats = (is_layernorm(op) ? 2 : 1) * rows * 4;
-	int64_t params = (has_weight ? hidden * s : 0) + (has_bias && is_layernorm(op) ? hidden * s : 0);
+	int64_t s = (int64_t)wsn_dtype_size(dt), rh, stats, param, total;
+	int np, bwd = wsn_op_is_backward(op);
 
 	if (!wsn_op_name(op) || !s || rows < 0 || hidden < 0)
 		return 0;
-	if (wsn_op_is_backward(op)) /* read dy, x, stats, weight; write dx, dweight, dbias */
-		return 3 * rh + stats + (has_weight ? hidden * s : 0) + params;
-	return 2 * rh + stats + params; /* read x, weight, bias; write y, stats */
+	/* backward: read dy, x, stats, weight; write dx, dweight, dbias. forward: read x, weight, bias;
+	 * write y, stats */
+	np = (has_weight ? 1 + bwd : 0) + (has_bias && is_layernorm(op) ? 1 : 0);
+	if (__builtin_mul_overflow(rows, hidden, &rh) || __builtin_mul_overflow(rh, s * (bwd ? 3 : 2), &total) ||
+	    __builtin_mul_overflow(rows, (int64_t)(is_layernorm(op) ? 8 : 4), &stats) ||
+	    __builtin_mul_overflow(hidden, s * np, &param) || __builtin_add_overflow(total, stats, &total) ||
+	    __builtin_add_overflow(total, param, &total))
+		return -1;
+	return total;
+}
+
+/* What every planner entry checks before a backend or the GPU planner sees p. */
+int wsn__plan_check(const char *what, const struct wsn__plan_params *p)
+{
+	const struct wsn_plan_options *o = &p->opts;
+	const struct {
+		const char *name;
+		int v;
+	} forced[] = { { "block_threads", o->block_threads }, { "groups", o->groups }, { "unroll", o->unroll },
+		       { "stages", o->stages }, { "cluster", o->cluster } };
+
+	if (!wsn_op_name(p->op))
+		return wsn__error(WSN_EINVAL, "%s: invalid op %d", what, (int)p->op);
+	if (!wsn_dtype_name(p->dtype) || !wsn_dtype_size(p->dtype))
+		return wsn__error(WSN_EDTYPE, "%s: invalid dtype %d", what, (int)p->dtype);
+	if (p->rows < 1 || p->hidden < 1)
+		return wsn__error(WSN_ESHAPE, "%s: impossible shape %lld x %lld (rows and hidden must be >= 1)", what,
+				  (long long)p->rows, (long long)p->hidden);
+	if (p->hidden > WSN_MAX_HIDDEN || p->rows > INT64_MAX / 8 / p->hidden)
+		return wsn__error(WSN_ESHAPE, "%s: shape %lld x %lld is too large (hidden <= %d)", what,
+				  (long long)p->rows, (long long)p->hidden, WSN_MAX_HIDDEN);
+	if (!(o->eps > 0.0f) || o->eps > 1.0f) /* NaN included */
+		return wsn__error(WSN_EINVAL, "%s: eps %g is outside (0, 1]", what, (double)o->eps);
+	if ((unsigned)o->approach > WSN_APPROACH_WS)
+		return wsn__error(WSN_EINVAL, "%s: invalid approach %d", what, (int)o->approach);
+	if (o->threads < 0)
+		return wsn__error(WSN_EINVAL, "%s: negative thread count %d", what, o->threads);
+	for (size_t i = 0; i < WSN_ARRAY_SIZE(forced); i++)
+		if (forced[i].v < 0)
+			return wsn__error(WSN_EINVAL, "%s: forced %s %d is negative (0 lets the planner choose)", what,
+					  forced[i].name, forced[i].v);
+	if (o->cluster > 8 || (o->cluster & (o->cluster - 1)))
+		return wsn__error(WSN_EINVAL, "%s: cluster %d (expected 0, 1, 2, 4 or 8)", what, o->cluster);
+	return 0;
 }
 
 WSN_API int wsn_plan_create(struct wsn_device *dev, enum wsn_op op, int64_t rows, int64_t hidden,
 			    enum wsn_dtype dt, const struct wsn_plan_options *opts,
 			    struct wsn_plan **out)
 {
+	struct wsn__plan_params pp = { .op = op, .rows = rows, .hidden = hidden, .dtype = dt };
 	struct wsn_plan *p;
 	int err;
 
 	if (!dev || !out)
 		return wsn__error(WSN_EINVAL, "plan: no device or output given");
 	*out = NULL;
-	if (!wsn_op_name(op))
-		return wsn__error(WSN_EINVAL, "plan: invalid op %d", (int)op);
-	if (!wsn_dtype_name(dt))
-		return wsn__error(WSN_EDTYPE, "plan: invalid dtype %d", (int)dt);
-	if (rows < 1 || hidden < 1)
-		return wsn__error(WSN_ESHAPE, "plan: impossible shape %lld x %lld (rows and hidden must be >= 1)",
-				  (long long)rows, (long long)hidden);
-	if (hidden > WSN_MAX_HIDDEN || rows > INT64_MAX / 8 / hidden)
-		return wsn__error(WSN_ESHAPE, "plan: shape %lld x %lld is too large (hidden <= %d)",
-				  (long long)rows, (long long)hidden, WSN_MAX_HIDDEN);
+	if (opts)
+		pp.opts = *opts;
+	else
+		wsn_plan_options_init(&pp.opts, op);
+	if ((err = wsn__plan_check("plan", &pp)) < 0)
+		return err;
+	if (!is_layernorm(op))
+		pp.opts.has_bias = 0;
 	if (!dev->ops->plan_create || !dev->ops->execute)
 		return wsn__error(WSN_ENOTSUP, "plan: normalization kernels are not implemented for %s devices (%s)",
 				  dev->ops->name, dev->info.name);
 	if (!(p = calloc(1, sizeof(*p))))
 		return wsn__error(WSN_ENOMEM, "plan: out of memory");
 	p->dev = dev;
-	p->p.op = op;
-	p->p.rows = rows;
-	p->p.hidden = hidden;
-	p->p.dtype = dt;
-	if (opts)
-		p->p.opts = *opts;
-	else
-		wsn_plan_options_init(&p->p.opts, op);
-	if (!(p->p.opts.eps > 0.0f) || p->p.opts.eps > 1.0f) {
-		err = wsn__error(WSN_EINVAL, "plan: eps %g out of range (0, 1]", (double)p->p.opts.eps);
-		goto err;
+	p->p = pp;
+	if ((err = dev->ops->plan_create(dev->ctx, &p->p, &p->impl)) < 0) {
+		free(p);
+		return err;
 	}
-	if (!is_layernorm(op))
-		p->p.opts.has_bias = 0;
-	if ((unsigned)p->p.opts.approach > WSN_APPROACH_WS || p->p.opts.threads < 0) {
-		err = wsn__error(WSN_EINVAL, "plan: bad approach or thread count");
-		goto err;
-	}
-	if ((err = dev->ops->plan_create(dev->ctx, &p->p, &p->impl)) < 0)
-		goto err;
 	*out = p;
 	return 0;
-err:
-	free(p);
-	return err;
 }
 
 WSN_API void wsn_plan_destroy(struct wsn_plan *p)
@@ -230,6 +255,8 @@ static int check_present(const struct wsn_tensor *t, const struct want *w)
 		return wsn__error(WSN_EDTYPE, "tensor '%s' is %s, expected %s", w->name,
 				  wsn_dtype_name(t->dtype) ? wsn_dtype_name(t->dtype) : "invalid",
 				  wsn_dtype_name(w->dtype));
+	if (t->mem != WSN_MEM_HOST && t->mem != WSN_MEM_DEVICE)
+		return wsn__error(WSN_EINVAL, "tensor '%s': invalid memory kind %d", w->name, (int)t->mem);
 	if (t->mem != w->mem)
 		return wsn__error(WSN_EINVAL, "tensor '%s' is in %s memory, this device needs %s memory", w->name,
 				  t->mem == WSN_MEM_HOST ? "host" : "device", w->mem == WSN_MEM_HOST ? "host" : "device");
@@ -258,11 +285,21 @@ static int check_matrix(const struct wsn_tensor *t, const struct want *w, int64_
 		if (__builtin_mul_overflow(r, t->shape[d], &r))
 			return wsn__error(WSN_EOVERFLOW, "tensor '%s': the leading dimensions' product overflows 64 bits",
 					  w->name);
-	for (int d = 0; d < nd - 2; d++)
-		if (t->shape[d + 1] > 1 && t->stride[d] != t->stride[d + 1] * t->shape[d + 1])
-			return wsn__error(WSN_ESHAPE, "tensor '%s': leading dimensions cannot be flattened into rows",
-					  w->name);
-	*ld = nd >= 2 ? t->stride[nd - 2] : w->hidden;
+	/* dimensions of size 1 have no step: the row stride is the innermost other leading dimension's,
+	 * and each outer one must step over exactly the dimensions inside it */
+	*ld = w->hidden;
+	for (int d = nd - 2, in = -1; d >= 0; d--) {
+		int64_t span;
+		if (t->shape[d] <= 1)
+			continue;
+		if (in < 0)
+			*ld = t->stride[d];
+		else if (__builtin_mul_overflow(t->stride[in], t->shape[in], &span) || t->stride[d] != span)
+			return wsn__error(WSN_ESHAPE, "tensor '%s': leading dimensions cannot be flattened into rows "
+					  "(dimension %d's stride %lld, expected %lld x %lld)", w->name, d,
+					  (long long)t->stride[d], (long long)t->stride[in], (long long)t->shape[in]);
+		in = d;
+	}
 	if (r > 1 && *ld < w->hidden)
 		return wsn__error(WSN_ESHAPE, "tensor '%s': row stride %lld is below the hidden size %lld", w->name,
 				  (long long)*ld, (long long)w->hidden);

@@ -8,25 +8,38 @@
 WSN_API int wsn_tensor_init(struct wsn_tensor *t, void *data, enum wsn_dtype dt, enum wsn_mem mem,
 			    int ndim, const int64_t *shape)
 {
-	int64_t stride = 1;
+	int64_t stride = 1, n = 1, bytes;
+	int zero = 0;
 
-	if (!t || ndim < 1 || ndim > WSN_MAX_DIMS || !shape)
+	if (!t)
+		return wsn__error(WSN_EINVAL, "tensor: no tensor to initialise (t is NULL)");
+	if (!shape)
+		return wsn__error(WSN_EINVAL, "tensor: no shape given (shape is NULL)");
+	if (ndim < 1 || ndim > WSN_MAX_DIMS)
 		return wsn__error(WSN_EINVAL, "tensor: %d dimensions (expected 1..%d)", ndim, WSN_MAX_DIMS);
 	if (!wsn_dtype_size(dt))
 		return wsn__error(WSN_EDTYPE, "tensor: invalid dtype %d", (int)dt);
+	for (int i = 0; i < ndim; i++) {
+		if (shape[i] < 0)
+			return wsn__error(WSN_ESHAPE, "tensor: dimension %d is negative (%lld)", i, (long long)shape[i]);
+		zero |= !shape[i];
+	}
+	for (int i = 0; i < ndim && !zero; i++)
+		if (__builtin_mul_overflow(n, shape[i], &n))
+			return wsn__error(WSN_EOVERFLOW, "tensor: the shape's product overflows 64 bits");
+	if (__builtin_mul_overflow(n, (int64_t)wsn_dtype_size(dt), &bytes))
+		return wsn__error(WSN_EOVERFLOW, "tensor: %lld elements of %s overflow 64 bits of bytes", (long long)n,
+				  wsn_dtype_name(dt));
 	memset(t, 0, sizeof(*t));
 	t->data = data;
 	t->dtype = dt;
 	t->mem = mem;
 	t->ndim = ndim;
 	for (int i = ndim - 1; i >= 0; i--) {
-		if (shape[i] < 0)
-			return wsn__error(WSN_ESHAPE, "tensor: negative dimension %lld", (long long)shape[i]);
 		t->shape[i] = shape[i];
 		t->stride[i] = stride;
-		if (shape[i] && stride > INT64_MAX / shape[i])
-			return wsn__error(WSN_EOVERFLOW, "tensor: shape product overflows");
-		stride *= shape[i] ? shape[i] : 1;
+		if (i && __builtin_mul_overflow(stride, shape[i] ? shape[i] : 1, &stride))
+			return wsn__error(WSN_EOVERFLOW, "tensor: the stride of dimension %d overflows 64 bits", i - 1);
 	}
 	return 0;
 }
@@ -48,16 +61,24 @@ WSN_API int64_t wsn_tensor_numel(const struct wsn_tensor *t)
 {
 	int64_t n = 1;
 
-	if (!t || !t->data || t->ndim < 1)
+	if (!t || !t->data || t->ndim < 1 || t->ndim > WSN_MAX_DIMS)
 		return 0;
 	for (int i = 0; i < t->ndim; i++)
-		n *= t->shape[i];
+		if (t->shape[i] <= 0)
+			return 0;
+	for (int i = 0; i < t->ndim; i++)
+		if (__builtin_mul_overflow(n, t->shape[i], &n))
+			return -1;
 	return n;
 }
 
 WSN_API size_t wsn_tensor_nbytes(const struct wsn_tensor *t)
 {
-	return t ? (size_t)wsn_tensor_numel(t) * wsn_dtype_size(t->dtype) : 0;
+	int64_t n = wsn_tensor_numel(t), bytes;
+
+	if (!t || n <= 0 || __builtin_mul_overflow(n, (int64_t)wsn_dtype_size(t->dtype), &bytes))
+		return 0;
+	return (size_t)bytes;
 }
 
 /* Offset in elements of flat (row-major logical) index i. */
@@ -75,10 +96,21 @@ static int64_t elem_offset(const struct wsn_tensor *t, int64_t i)
 
 static int host_tensor_ok(const struct wsn_tensor *t, const char *what)
 {
+	int64_t n = 1;
+	int zero = 0;
+
 	if (!t || !t->data || t->ndim < 1 || t->ndim > WSN_MAX_DIMS || !wsn_dtype_size(t->dtype))
 		return wsn__error(WSN_EINVAL, "%s: absent or invalid tensor", what);
 	if (t->mem != WSN_MEM_HOST)
 		return wsn__error(WSN_EINVAL, "%s: tensor is not in host memory", what);
+	for (int d = 0; d < t->ndim; d++)
+		if (t->shape[d] < 0)
+			return wsn__error(WSN_ESHAPE, "%s: dimension %d is negative (%lld)", what, d, (long long)t->shape[d]);
+	for (int d = 0; d < t->ndim; d++)
+		zero |= !t->shape[d];
+	for (int d = 0; d < t->ndim && !zero; d++)
+		if (__builtin_mul_overflow(n, t->shape[d], &n))
+			return wsn__error(WSN_EOVERFLOW, "%s: the shape's product overflows 64 bits", what);
 	return 0;
 }
 
@@ -141,9 +173,9 @@ void wsn__compare_add(struct wsn_compare *c, double sums[2], int64_t i, double g
 {
 	double d;
 
-	if (!isfinite(ref))
-		return;
-	if (!isfinite(got)) {
+	if (!isfinite(ref) && !isfinite(got))
+		return; /* both NaN or infinite: nothing to measure, nothing wrong */
+	if (!isfinite(ref) || !isfinite(got)) {
 		c->nonfinite++;
 		if (c->worst < 0 || c->max_abs != INFINITY) {
 			c->max_abs = INFINITY;

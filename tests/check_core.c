@@ -213,14 +213,15 @@ START_TEST(test_device_spec_parse)
 		const char *spec, *backend;
 		int index;
 	} good[] = { { "auto", "auto", -1 }, { "cpu", "cpu", 0 }, { "cpu:0", "cpu", 0 }, { "cuda", "cuda", 0 },
-		     { "cuda:7", "cuda", 7 }, { "amd:0012", "amd", 12 }, { "cuda:1048576", "cuda", 1 << 20 } };
+		     { "cuda:7", "cuda", 7 }, { "amd:0012", "amd", 12 }, { "cuda:1048576", "cuda", 1 << 20 },
+		     { "cuda:00000001", "cuda", 1 } };
 	static const struct {
 		const char *spec, *says;
 	} bad[] = { { "", "unknown backend" }, { "gpu", "unknown backend 'gpu'" }, { "cudax:1", "unknown backend 'cudax'" },
 		    { "CUDA:0", "unknown backend" }, { "cuda:", "bad device index ''" }, { "cuda:x", "bad device index 'x'" },
 		    { "cuda:-1", "bad device index '-1'" }, { "cuda:+1", "bad device index '+1'" },
 		    { "cuda: 1", "bad device index ' 1'" }, { "cuda:1:2", "bad device index '1:2'" },
-		    { "cuda:1048577", "at most 1048576" }, { "cuda:00000001", "bad device index" },
+		    { "cuda:1048577", "at most 1048576" }, { "cuda:000000001048577", "at most 1048576" },
 		    { "auto:0", "auto takes no index" }, { ":3", "unknown backend ''" } };
 	char be[16];
 	int idx;
@@ -263,6 +264,145 @@ START_TEST(test_op_names)
 END_TEST
 
 /* The shared argument checks name the tensor and the problem. */
+
+/* Size-1 leading dimensions: their strides do not matter; rows are the product, stepped by the
+ * innermost other dimension's stride; leading dimensions that do not nest are refused. */
+START_TEST(test_plan_flatten_unit_dims)
+{
+	enum { H = 8, R = 6, LD = 10 };
+	struct wsn_device *dev;
+	struct wsn_plan *plan;
+	struct wsn_args a, c;
+	float x[2 * 3 * LD + 16], xc[R * H], y[2 * 3 * LD + 16], yc[R * H], w[H], b[H];
+	uint64_t seed = tu_case_seed("flatten");
+	struct wsn_tensor t;
+
+	ck_assert_int_eq(wsn_device_open("cpu", &dev), 0);
+	ck_assert_int_eq(wsn_plan_create(dev, WSN_LAYERNORM_FWD, R, H, WSN_F32, NULL, &plan), 0);
+	wsn_tensor_1d(&t, x, WSN_F32, WSN_MEM_HOST, (int64_t)(sizeof(x) / sizeof(x[0])));
+	ck_assert_int_eq(wsn_tensor_fill_random(&t, seed, 0.5f, 2.0f), 0);
+	wsn_tensor_1d(&t, w, WSN_F32, WSN_MEM_HOST, H);
+	ck_assert_int_eq(wsn_tensor_fill_random(&t, seed + 1, 1.0f, 0.5f), 0);
+	wsn_tensor_1d(&t, b, WSN_F32, WSN_MEM_HOST, H);
+	ck_assert_int_eq(wsn_tensor_fill_random(&t, seed + 2, 0.0f, 0.5f), 0);
+	/* the reference: the six rows (at LD apart) copied into a contiguous [6, 8] */
+	for (int r = 0; r < R; r++)
+		memcpy(xc + r * H, x + r * LD, H * sizeof(float));
+	memset(&c, 0, sizeof(c));
+	wsn_tensor_2d(&c.x, xc, WSN_F32, WSN_MEM_HOST, R, H);
+	wsn_tensor_2d(&c.y, yc, WSN_F32, WSN_MEM_HOST, R, H);
+	wsn_tensor_1d(&c.weight, w, WSN_F32, WSN_MEM_HOST, H);
+	wsn_tensor_1d(&c.bias, b, WSN_F32, WSN_MEM_HOST, H);
+	ck_assert_int_eq(wsn_plan_execute(plan, &c, NULL), 0);
+
+	/* x and y [2, 1, 3, 8] with strides {30, 999, 10, 1}: 6 rows 10 apart */
+	const int64_t shape[4] = { 2, 1, 3, H };
+	for (int k = 0; k < 3; k++) {
+		a = c;
+		ck_assert_int_eq(wsn_tensor_init(&a.x, x, WSN_F32, WSN_MEM_HOST, 4, shape), 0);
+		ck_assert_int_eq(wsn_tensor_init(&a.y, y, WSN_F32, WSN_MEM_HOST, 4, shape), 0);
+		const int64_t s1 = k == 0 ? 999 : k == 1 ? 0 : 3 * LD;
+		for (struct wsn_tensor *q = &a.x; q; q = q == &a.x ? &a.y : NULL) {
+			q->stride[0] = 3 * LD;
+			q->stride[1] = s1;
+			q->stride[2] = LD;
+		}
+		wsn_tensor_1d(&t, y, WSN_F32, WSN_MEM_HOST, (int64_t)(sizeof(y) / sizeof(y[0])));
+		wsn_tensor_fill_nan(&t);
+		ck_assert_msg(wsn_plan_execute(plan, &a, NULL) == 0, "stride[1] %lld: %s", (long long)s1,
+			      wsn_last_error());
+		for (int r = 0; r < R; r++)
+			for (int e = 0; e < H; e++)
+				ck_assert_msg(memcmp(&y[r * LD + e], &yc[r * H + e], sizeof(float)) == 0,
+					      "seed %llu stride[1] %lld: row %d element %d differs",
+					      (unsigned long long)seed, (long long)s1, r, e);
+		/* the padding between rows is not written */
+		ck_assert(isnan(y[H]) && isnan(y[LD - 1]));
+	}
+	/* [2, 1, 3, 8] whose outer stride does not step over the three rows inside it */
+	a = c;
+	ck_assert_int_eq(wsn_tensor_init(&a.x, x, WSN_F32, WSN_MEM_HOST, 4, shape), 0);
+	ck_assert_int_eq(wsn_tensor_init(&a.y, y, WSN_F32, WSN_MEM_HOST, 4, shape), 0);
+	a.x.stride[0] = 5 * H;
+	ck_assert_int_eq(wsn_plan_execute(plan, &a, NULL), WSN_ESHAPE);
+	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "cannot be flattened"));
+	/* [3, 1, 8]: the size-1 dimension's stride is ignored, the row stride is stride[0] */
+	const int64_t s3[3] = { 3, 1, H };
+	a = c;
+	wsn_plan_destroy(plan);
+	ck_assert_int_eq(wsn_plan_create(dev, WSN_LAYERNORM_FWD, 3, H, WSN_F32, NULL, &plan), 0);
+	ck_assert_int_eq(wsn_tensor_init(&a.x, xc, WSN_F32, WSN_MEM_HOST, 3, s3), 0);
+	ck_assert_int_eq(wsn_tensor_init(&a.y, y, WSN_F32, WSN_MEM_HOST, 3, s3), 0);
+	a.x.stride[1] = 16;
+	a.y.stride[1] = 0;
+	ck_assert_int_eq(wsn_plan_execute(plan, &a, NULL), 0);
+	ck_assert(memcmp(y, yc, 3 * H * sizeof(float)) == 0);
+	wsn_plan_destroy(plan);
+	wsn_device_close(dev);
+}
+END_TEST
+
+/* Argument checks at the edges of the public API's integer ranges. */
+START_TEST(test_api_integer_edges)
+{
+	struct wsn_tensor t;
+	float buf[16];
+	char *text = NULL;
+	struct wsn_plan_options o;
+	enum wsn_dtype dt;
+	char be[16];
+	int idx = -1;
+
+	/* bytes that overflow, a zero-sized shape whose other sizes are huge */
+	ck_assert_int_eq(wsn_tensor_2d(&t, buf, WSN_F32, WSN_MEM_HOST, 1LL << 61, 2), WSN_EOVERFLOW);
+	const int64_t z[3] = { 1LL << 40, 1LL << 40, 0 };
+	ck_assert_int_eq(wsn_tensor_init(&t, buf, WSN_F32, WSN_MEM_HOST, 3, z), 0);
+	ck_assert_int_eq(wsn_tensor_numel(&t), 0);
+	ck_assert_int_eq(wsn_tensor_init(NULL, buf, WSN_F32, WSN_MEM_HOST, 2, z), WSN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "t is NULL"));
+	ck_assert_int_eq(wsn_tensor_init(&t, buf, WSN_F32, WSN_MEM_HOST, 2, NULL), WSN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "shape is NULL"));
+	/* hand-built tensors with negative sizes are refused before anything is written */
+	memset(buf, 0x5a, sizeof(buf));
+	wsn_tensor_2d(&t, buf + 8, WSN_F32, WSN_MEM_HOST, 2, 3);
+	t.shape[0] = -2;
+	ck_assert_int_eq(wsn_tensor_fill_nan(&t), WSN_ESHAPE);
+	ck_assert_int_eq(wsn_tensor_fill_random(&t, 1, 0, 1), WSN_ESHAPE);
+	for (int i = 0; i < 16; i++)
+		ck_assert(!isnan(buf[i]));
+	struct wsn_compare cmp;
+	struct wsn_tensor u;
+	wsn_tensor_2d(&u, buf, WSN_F32, WSN_MEM_HOST, 2, 3);
+	ck_assert_int_eq(wsn_tensor_compare(&t, &u, &cmp), WSN_ESHAPE);
+	/* byte counts that do not fit */
+	ck_assert_int_eq(wsn_op_min_bytes(WSN_LAYERNORM_FWD, INT64_MAX / 2, 4, WSN_F32, 1, 1), -1);
+	ck_assert_int_eq(wsn_op_min_bytes(WSN_RMSNORM_BWD, 1LL << 62, 1, WSN_BF16, 0, 0), -1);
+	ck_assert_int_eq(wsn_dtype_convert(buf, WSN_F32, buf + 1, WSN_F32, SIZE_MAX / 2 + 2), WSN_EOVERFLOW);
+	/* the modelled planner: the hidden limit, and forced parameters below 0 */
+	ck_assert_int_eq(wsn_emit_plan(WSN_RMSNORM_FWD, WSN_BF16, 1LL << 35, 16384, NULL, &text, NULL), WSN_ESHAPE);
+	ck_assert_ptr_null(text);
+	wsn_plan_options_init(&o, WSN_LAYERNORM_BWD);
+	o.cluster = -2;
+	ck_assert_int_eq(wsn_emit_plan(WSN_LAYERNORM_BWD, WSN_BF16, 2048, 16384, &o, &text, NULL), WSN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "cluster"));
+	o.cluster = 3;
+	ck_assert_int_eq(wsn_emit_plan(WSN_LAYERNORM_BWD, WSN_BF16, 2048, 16384, &o, &text, NULL), WSN_EINVAL);
+	o.cluster = 0;
+	o.stages = -1;
+	ck_assert_int_eq(wsn_emit_plan(WSN_LAYERNORM_BWD, WSN_BF16, 2048, 16384, &o, &text, NULL), WSN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "stages -1"));
+	/* a successful call keeps the caller's last error, the first device probe included */
+	ck_assert_int_eq(wsn_dtype_parse("f64", &dt), WSN_EDTYPE);
+	ck_assert_int_ge(wsn_device_count(), 1);
+	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "f64"));
+	/* device indices: decimal digits, leading zeros allowed, the value bounded */
+	ck_assert_int_eq(wsn_device_spec_parse("cpu:00000000", be, &idx), 0);
+	ck_assert_int_eq(idx, 0);
+	ck_assert_int_eq(wsn_device_spec_parse("cpu:0000000000001048577", be, &idx), WSN_EINVAL);
+	ck_assert_int_eq(wsn_device_spec_parse("cpu:99999999999999999999999", be, &idx), WSN_EINVAL);
+}
+END_TEST
+
 START_TEST(test_plan_argument_errors)
 {
 	struct wsn_device *dev;
@@ -703,6 +843,8 @@ Suite *suite_core(void)
 	tcase_add_test(tc, test_device_spec_parse);
 	tcase_add_test(tc, test_op_names);
 	tcase_add_test(tc, test_plan_argument_errors);
+	tcase_add_test(tc, test_plan_flatten_unit_dims);
+	tcase_add_test(tc, test_api_integer_edges);
 	tcase_add_test(tc, test_plan_options_autotune);
 	tcase_add_test(tc, test_tune_cache_roundtrip);
 	tcase_add_test(tc, test_tune_cache_concurrent);

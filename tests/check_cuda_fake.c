@@ -533,7 +533,7 @@ START_TEST(test_fake_bench_check)
 			int h = (int)json_integer_value(json_object_get(r, "hidden"));
 
 			ck_assert_str_eq(json_string_value(json_object_get(r, "check")), "mismatch");
-			ck_assert_msg(err && strstr(err, " non-finite of "), "point %zu: %s", i, err ? err : "(none)");
+			ck_assert_msg(err && strstr(err, " finite/non-finite disagreements of "), "point %zu: %s", i, err ? err : "(none)");
 			/* 64 x 64 bf16 sets: 4096 of them are far less than twice a 50 MB L2 */
 			ck_assert_int_eq(json_is_true(json_object_get(r, "l2_resident")), h == 64);
 			fails++;

@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1062,6 +1063,67 @@ START_TEST(test_reader_errors)
 }
 END_TEST
 
+struct other_thread_read {
+	struct wsn_reader *r;
+	const char *path;
+	unsigned char *buf;
+	int ret;
+	char msg[256];
+};
+
+static void *read_from_other_thread(void *arg)
+{
+	struct other_thread_read *o = arg;
+
+	o->ret = wsn_reader_read(o->r, o->path, 0, 64, o->buf);
+	snprintf(o->msg, sizeof(o->msg), "%s", wsn_last_error());
+	return NULL;
+}
+
+/* A SINGLE_ISSUER reader used from another thread says so and stays usable for its owner; a
+ * registered buffer with a read still running cannot be unregistered. */
+START_TEST(test_reader_thread_and_unregister)
+{
+	enum { N = 256 << 10 };
+	char *path = pjoin(tdir, "data.bin");
+	struct wsn_reader *r = small_reader(4, 64 << 10, -1);
+	unsigned char *data = malloc(N), *buf = aligned_alloc(4096, N), small[64];
+	uint64_t seed = tu_case_seed("reader-thread"), id;
+	struct other_thread_read o = { r, path, small, 1, "" };
+	pthread_t th;
+
+	for (size_t i = 0; i < N; i++) {
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		data[i] = (unsigned char)(seed >> 56);
+	}
+	tu_write_file(path, data, N);
+	ck_assert_int_eq(pthread_create(&th, NULL, read_from_other_thread, &o), 0);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	if (strstr(wsn_reader_ring_mode(r), "SINGLE_ISSUER")) {
+		ck_assert_int_eq(o.ret, WSN_EINVAL);
+		ck_assert_msg(strstr(o.msg, "other than the one that created it"), "%s", o.msg);
+	} else {
+		ck_assert_int_eq(o.ret, 0);
+	}
+	memset(small, 0, sizeof(small));
+	ck_assert_msg(wsn_reader_read(r, path, 64, 64, small) == 0, "%s", wsn_last_error());
+	ck_assert_mem_eq(small, data + 64, 64);
+
+	memset(buf, 0, N);
+	ck_assert_int_eq(wsn_reader_register(r, buf, N), 0);
+	ck_assert_msg(wsn_reader_submit(r, path, 0, N, buf, &id) == 0, "%s", wsn_last_error());
+	ck_assert_int_eq(wsn_reader_unregister(r, buf), WSN_EBUSY);
+	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "still queued"));
+	ck_assert_msg(wsn_reader_wait(r, id) == 0, "%s", wsn_last_error());
+	ck_assert(memcmp(buf, data, N) == 0);
+	ck_assert_int_eq(wsn_reader_unregister(r, buf), 0);
+	wsn_reader_destroy(r);
+	free(buf);
+	free(data);
+	free(path);
+}
+END_TEST
+
 /* A file system that refuses O_DIRECT (procfs): auto falls back and counts it; required fails. */
 START_TEST(test_reader_direct_refused)
 {
@@ -1353,6 +1415,7 @@ Suite *suite_io(void)
 	tcase_add_test(rd, test_reader_queue_depths);
 	tcase_add_test(rd, test_reader_short_reads);
 	tcase_add_test(rd, test_reader_errors);
+	tcase_add_test(rd, test_reader_thread_and_unregister);
 	tcase_add_test(rd, test_reader_direct_refused);
 	tcase_add_test(rd, test_reader_options);
 	tcase_add_test(rd, test_reader_sqpoll);

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <liburing.h>
+#include <pthread.h>
 #include <linux/fs.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +80,8 @@ struct wsn_reader {
 	unsigned njobs;
 	unsigned inflight;   /* reads in flight, all jobs */
 	uint64_t next_id;
+	bool single_issuer;  /* the ring takes submissions from its creating thread only */
+	pthread_t owner;
 };
 
 /* What a read needs to know about the open file. */
@@ -107,6 +110,8 @@ struct job {
 	char msg[512];       /* its message, for the wait that reports it */
 	struct job *link;    /* the next queued read */
 };
+
+static bool job_done(const struct job *j);
 
 int wsn__errno_code(int e)
 {
@@ -263,6 +268,15 @@ static int setup_buffers(struct wsn_reader *r)
  * SINGLE_ISSUER only by the thread that created it. Returns 0 and *out, or WSN_EINVAL (options
  * out of range), WSN_ENOMEM, or the io_uring_setup error (WSN_EPERM, WSN_ENOSYS, ...).
  */
+/* A SINGLE_ISSUER ring refuses other threads; say so before touching any state. */
+static int other_thread(const struct wsn_reader *r, const char *what)
+{
+	if (r->single_issuer && !pthread_equal(r->owner, pthread_self()))
+		return wsn__error(WSN_EINVAL, "reader: %s: used from a thread other than the one that created it "
+				  "(ring mode %s)", what, r->mode);
+	return 0;
+}
+
 WSN_API int wsn_reader_create(const struct wsn_reader_options *o, struct wsn_reader **out)
 {
 	struct wsn_reader_options def;
@@ -298,6 +312,8 @@ WSN_API int wsn_reader_create(const struct wsn_reader_options *o, struct wsn_rea
 	err = setup_ring(r);
 	if (err)
 		goto err_free;
+	r->single_issuer = (r->ring.flags & IORING_SETUP_SINGLE_ISSUER) != 0;
+	r->owner = pthread_self();
 	err = setup_buffers(r);
 	if (err)
 		goto err_ring;
@@ -444,6 +460,8 @@ WSN_API int wsn_reader_register(struct wsn_reader *r, void *buf, size_t len)
 
 	if (!r || !buf || !len)
 		return wsn__error(WSN_EINVAL, "reader: register: no reader, no buffer or no length");
+	if ((ret = other_thread(r, "register")) < 0)
+		return ret;
 	if (r->broken)
 		return wsn__error(WSN_EIO, "reader: register: the reader is unusable: an earlier read "
 				  "stalled with requests in flight");
@@ -491,13 +509,21 @@ WSN_API int wsn_reader_register(struct wsn_reader *r, void *buf, size_t len)
  */
 WSN_API int wsn_reader_unregister(struct wsn_reader *r, void *buf)
 {
+	int err;
+
 	if (!r || !buf)
 		return wsn__error(WSN_EINVAL, "reader: unregister: no reader or no buffer");
+	if ((err = other_thread(r, "unregister")) < 0)
+		return err;
 	for (unsigned i = 0; i < r->nregions; i++) {
 		struct region *g = &r->regions[i];
 
 		if (g->base != buf)
 			continue;
+		for (struct job *j = r->jobs; j; j = j->link)
+			if (j->reg.base == g->base && !job_done(j))
+				return wsn__error(WSN_EBUSY, "reader: unregister: read %llu into %p is still queued; "
+						  "wait for it first", (unsigned long long)j->id, buf);
 		if (g->first >= 0)
 			release_entries(r, g->first, g->npieces);
 		*g = r->regions[--r->nregions];
@@ -967,6 +993,8 @@ WSN_API int wsn_reader_submit(struct wsn_reader *r, const char *path, uint64_t o
 
 	if (!r || !path || !id)
 		return wsn__error(WSN_EINVAL, "read: no reader, no path or no id");
+	if ((err = other_thread(r, path)) < 0)
+		return err;
 	if (len && !dst)
 		return wsn__error(WSN_EINVAL, "%s: read of %llu bytes into no buffer", path,
 				  (unsigned long long)len);
@@ -1053,6 +1081,8 @@ WSN_API int wsn_reader_wait(struct wsn_reader *r, uint64_t id)
 
 	if (!r)
 		return wsn__error(WSN_EINVAL, "read: no reader");
+	if ((err = other_thread(r, "wait")) < 0)
+		return err;
 	for (pp = &r->jobs; *pp && (*pp)->id != id; pp = &(*pp)->link)
 		;
 	if (!(j = *pp))
