@@ -45,9 +45,9 @@ struct gen {
 	const char *out;
 };
 
-/* Write one shard of `rows` rows to path. Returns 0 or EXIT_RUNTIME. */
+/* Write one shard of `rows` rows to path, named `shown` in the note. Returns 0 or EXIT_RUNTIME. */
 static int write_shard(const struct gen *g, struct wsn_device *cpu, int shard, int64_t rows,
-		       const char *path)
+		       const char *path, const char *shown)
 {
 	struct cli_op_io io;
 	size_t es = wsn_dtype_size(g->dt), n = (size_t)rows * (size_t)g->hidden;
@@ -128,7 +128,7 @@ static int write_shard(const struct gen *g, struct wsn_device *cpu, int shard, i
 		cli_fail(err, "gen: cannot write '%s'", path);
 		goto out;
 	}
-	cli_note("wrote %s: %d tensors, %lld x %lld %s\n", path, nt, (long long)rows, (long long)g->hidden,
+	cli_note("wrote %s: %d tensors, %lld x %lld %s\n", shown, nt, (long long)rows, (long long)g->hidden,
 		 wsn_dtype_name(g->dt));
 	ret = EXIT_PASS;
 	goto out;
@@ -151,20 +151,29 @@ static int shard_path(const struct gen *g, int s, char *path, size_t len)
 	return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
+/* Where shard s is written first: a hidden name of this process in the same directory, renamed over
+ * the shard's name once every shard is written. 0, or -1 when it does not fit. */
+static int staged_path(const struct gen *g, int s, char *path, size_t len)
+{
+	int n = snprintf(path, len, "%s/.shard-%05d-of-%05d.safetensors.gen-%ld", g->out, s, g->shards,
+			 (long)getpid());
+
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
 /*
- * SIGINT, SIGTERM and SIGHUP during gen --shards: a thread takes them, removes the shards this run
- * finished and the directory it made, and ends the process by the same signal. The shard being
- * written has no name yet (see wsn_st_write(3)) and goes with the process.
+ * SIGINT, SIGTERM and SIGHUP during gen --shards: a thread takes them, removes the staged shards this
+ * run finished and the directory it made, and ends the process by the same signal. The shard being
+ * written has no name yet (see wsn_st_write(3)) and goes with the process. Once the staged shards
+ * are being renamed into place the set is this run's: a signal then waits for the renames and
+ * removes nothing.
  */
 struct gen_stop {
 	const struct gen *g;
 	pthread_mutex_t lock;
 	/* under lock: */
 	int made;        /* this run created g->out */
-	int done;        /* shards 0 .. done-1 are this run's */
-	int had;         /* shard `done` (being written) replaces a file: ... */
-	dev_t dev;       /* ... this one, which is not this run's */
-	ino_t ino;
+	int done;        /* staged shards 0 .. done-1 are written */
 	int over;        /* stop_end: the thread is to return */
 	sigset_t set;    /* SIGINT, SIGTERM, SIGHUP; and SIGUSR1, which wakes the thread to end it */
 	pthread_t thread;
@@ -175,7 +184,6 @@ static void *stop_main(void *arg)
 {
 	struct gen_stop *st = arg;
 	char path[4096];
-	struct stat now;
 	sigset_t one;
 	int sig, removed = 0;
 
@@ -191,13 +199,10 @@ static void *stop_main(void *arg)
 		}
 		pthread_mutex_unlock(&st->lock); /* a SIGUSR1 from elsewhere: gen has no use for it */
 	}
-	for (int k = 0; k < st->done; k++)
-		if (!shard_path(st->g, k, path, sizeof(path)) && unlink(path) == 0)
+	/* the shard being written may have been given its staged name already */
+	for (int k = 0; k <= st->done && k < st->g->shards; k++)
+		if (!staged_path(st->g, k, path, sizeof(path)) && unlink(path) == 0)
 			removed++;
-	/* the shard being written may have been given its name already */
-	if (st->done < st->g->shards && !shard_path(st->g, st->done, path, sizeof(path)) && !lstat(path, &now) &&
-	    (!st->had || now.st_dev != st->dev || now.st_ino != st->ino) && unlink(path) == 0)
-		removed++;
 	if (st->made)
 		rmdir(st->g->out);
 	fprintf(stderr, "%s: gen: stopped by %s; removed the %d shard%s it had written\n", cli_prog,
@@ -212,10 +217,7 @@ static void *stop_main(void *arg)
 
 static void stop_count(struct gen_stop *st, int made, int done);
 
-/*
- * Block the signals in this thread and every thread it starts, and start the thread that takes them.
- * Nothing is written yet: a shard 0 already there (an earlier set's) is recorded as not this run's.
- */
+/* Block the signals in this thread and every thread it starts, and start the thread that takes them. */
 static void stop_start(struct gen_stop *st, const struct gen *g)
 {
 	st->g = g;
@@ -231,22 +233,12 @@ static void stop_start(struct gen_stop *st, const struct gen *g)
 	st->running = !pthread_create(&st->thread, NULL, stop_main, st);
 }
 
-/* What a signal would remove now: the directory if made, shards 0 .. done-1, and shard done once it
- * is no longer the file it replaces. */
+/* What a signal would remove now: the directory if made, and staged shards 0 .. done. */
 static void stop_count(struct gen_stop *st, int made, int done)
 {
-	char path[4096];
-	struct stat old;
-	int had = done < st->g->shards && !shard_path(st->g, done, path, sizeof(path)) && !lstat(path, &old);
-
 	pthread_mutex_lock(&st->lock);
 	st->made = made;
 	st->done = done;
-	st->had = had;
-	if (had) {
-		st->dev = old.st_dev;
-		st->ino = old.st_ino;
-	}
 	pthread_mutex_unlock(&st->lock);
 }
 
@@ -264,14 +256,26 @@ static void stop_end(struct gen_stop *st)
 	pthread_sigmask(SIG_UNBLOCK, &st->set, NULL);
 }
 
+/* Remove staged shards 0 .. n-1 (and staged shard n, which a failed write leaves no name of). */
+static void unstage(const struct gen *g, int n)
+{
+	char path[4096];
+
+	for (int k = 0; k <= n && k < g->shards; k++)
+		if (!staged_path(g, k, path, sizeof(path)) && unlink(path) < 0 && errno != ENOENT)
+			fprintf(stderr, "%s: gen: cannot remove '%s': %s\n", cli_prog, path, strerror(errno));
+}
+
 /*
- * --shards > 1: the shards in directory g->out, created if it does not exist. On failure the
- * shards this call wrote are removed again (and the directory, if it made it and it is empty),
- * so a failed gen leaves no part of a dataset behind. Returns 0 or EXIT_RUNTIME.
+ * --shards > 1: the shards in directory g->out, created if it does not exist. Every shard is
+ * written under a hidden staged name first and renamed into place only when all are written, so
+ * a set already there stays whole until the new one replaces it. On failure the staged shards are
+ * removed again (and the directory, if this call made it and it is empty): a failed gen leaves no
+ * part of a dataset behind. Returns 0 or EXIT_RUNTIME.
  */
 static int write_dir(const struct gen *g, struct wsn_device *cpu, struct gen_stop *stop)
 {
-	char path[4096];
+	char path[4096], final[4096];
 	int made = 0, s, ret = EXIT_PASS;
 
 	if (mkdir(g->out, 0777) == 0) {
@@ -284,25 +288,41 @@ static int write_dir(const struct gen *g, struct wsn_device *cpu, struct gen_sto
 		return cli_error("gen: directory '%s' already holds '%s', a shard of another set: remove that set "
 				 "or give another --out", g->out, path);
 	}
+	/* a name taken by something that is not a file would stop the renames half way: refuse it now */
+	for (s = 0; s < g->shards; s++) {
+		struct stat st;
+
+		if (shard_path(g, s, final, sizeof(final)) || staged_path(g, s, path, sizeof(path))) {
+			fprintf(stderr, "%s: gen: path too long: %s\n", cli_prog, g->out);
+			return EXIT_RUNTIME;
+		}
+		if (!lstat(final, &st) && !S_ISREG(st.st_mode))
+			return cli_error("gen: '%s' is in the way: it is not a regular file", final);
+	}
 	stop_count(stop, made, 0);
 	for (s = 0; s < g->shards; s++) {
 		int64_t r0 = g->rows * s / g->shards, r1 = g->rows * (s + 1) / g->shards;
 
-		if (shard_path(g, s, path, sizeof(path))) {
-			fprintf(stderr, "%s: gen: path too long: %s\n", cli_prog, g->out);
-			ret = EXIT_RUNTIME;
-			break;
-		}
-		if ((ret = write_shard(g, cpu, s, r1 - r0, path)))
+		staged_path(g, s, path, sizeof(path));
+		shard_path(g, s, final, sizeof(final));
+		if ((ret = write_shard(g, cpu, s, r1 - r0, path, final)))
 			break;
 		stop_count(stop, made, s + 1);
 	}
-	if (!ret)
-		return EXIT_PASS;
-	/* shards 0 .. s-1 were written; shard s failed, and wsn_st_write left nothing of it */
-	for (int k = 0; k < s; k++)
-		if (!shard_path(g, k, path, sizeof(path)) && unlink(path) < 0 && errno != ENOENT)
-			fprintf(stderr, "%s: gen: cannot remove '%s': %s\n", cli_prog, path, strerror(errno));
+	if (!ret) {
+		/* every shard is written: the renames, with the signal thread held off (it then removes nothing) */
+		pthread_mutex_lock(&stop->lock);
+		for (s = 0; s < g->shards && !ret; s++)
+			if (!staged_path(g, s, path, sizeof(path)) && !shard_path(g, s, final, sizeof(final)) &&
+			    rename(path, final) < 0)
+				ret = cli_error("gen: cannot rename '%s' to '%s': %s (shards 0 to %d of the new set are in "
+						"place, the rest are staged under hidden names)", path, final,
+						strerror(errno), s - 1);
+		stop->done = -1; /* nothing of this run's is staged any more */
+		pthread_mutex_unlock(&stop->lock);
+		return ret;
+	}
+	unstage(g, s);
 	if (made && rmdir(g->out) < 0 && errno != ENOTEMPTY && errno != EEXIST)
 		fprintf(stderr, "%s: gen: cannot remove directory '%s': %s\n", cli_prog, g->out, strerror(errno));
 	if (s > 0)
@@ -390,7 +410,7 @@ int cmd_gen(int argc, char **argv)
 	}
 	if (g.shards == 1) {
 		if (!(ret = cli_open_device("gen", "cpu", 0, &cpu)))
-			ret = write_shard(&g, cpu, 0, g.rows, g.out);
+			ret = write_shard(&g, cpu, 0, g.rows, g.out, g.out);
 	} else {
 		struct gen_stop stop;
 
@@ -417,7 +437,7 @@ int cli_gen_file(enum wsn_op op, enum wsn_dtype dt, int64_t rows, int64_t hidden
 	int ret = cli_open_device("gen", "cpu", 0, &cpu);
 
 	if (!ret)
-		ret = write_shard(&g, cpu, 0, rows, path);
+		ret = write_shard(&g, cpu, 0, rows, path, path);
 	wsn_device_close(cpu);
 	return ret;
 }

@@ -1324,7 +1324,8 @@ int cmd_run(int argc, char **argv)
 			break;
 		case OPT_BATCH_ROWS:
 			if (cli_parse_i64(optarg, 1, CLI_MAX_ROWS, &o.cfg.batch_rows))
-				return cli_usage_error("run", "bad --batch-rows '%s' (expected a positive count)", optarg);
+				return cli_usage_error("run", "bad --batch-rows '%s' (expected 1..%lld)", optarg,
+						       (long long)CLI_MAX_ROWS);
 			o.have_batch_rows = 1;
 			break;
 		case OPT_ITERATIONS:
@@ -1350,13 +1351,15 @@ int cmd_run(int argc, char **argv)
 			if ((ret = parse_threshold("--min-h2d-gbs", optarg, &o.min_h2d_gbs)))
 				return ret;
 			break;
-		case OPT_MIN_KFRAC:
-			if ((ret = parse_threshold("--min-kernel-frac", optarg, &o.min_kernel_frac)))
-				return ret;
-			if (o.min_kernel_frac > 1) /* 90 meant as a percentage could never pass */
+		case OPT_MIN_KFRAC: {
+			float f;
+			/* above 1 (90 meant as a percentage) could never pass */
+			if (cli_parse_f32(optarg, FLT_MAX, &f) || !(f > 0) || f > 1)
 				return cli_usage_error("run", "bad --min-kernel-frac '%s' (expected a fraction of the copy "
 						       "bandwidth, 0 < f <= 1: 0.9 for 90 %%)", optarg);
+			o.min_kernel_frac = f;
 			break;
+		}
 		case OPT_COPY_SIZE:
 			if (cli_parse_size(optarg, &o.cfg.copy_bytes) || o.cfg.copy_bytes < 4096)
 				return cli_usage_error("run", "bad --copy-size '%s' (expected at least 4K)", optarg);

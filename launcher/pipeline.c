@@ -326,12 +326,20 @@ int pl_shard_stale(const char *dir, const char *prefix, long k, char *found, siz
 
 	if (!d)
 		return 0;
-	while (!stale && (e = readdir(d)))
-		if (ends_with(e->d_name, ".safetensors") && !shard_name(e->d_name, &sn) &&
-		    same_name(prefix, &want, e->d_name, &sn) && sn.k != k) {
+	while (!stale && (e = readdir(d))) {
+		char mine[NAME_MAX + 1];
+
+		if (e->d_name[0] == '.' || !ends_with(e->d_name, ".safetensors") || shard_name(e->d_name, &sn) ||
+		    !same_name(prefix, &want, e->d_name, &sn))
+			continue;
+		/* another count, or this count under a name this set's shards do not have (other zero padding,
+		 * numbered from 1): run would read it with the set */
+		snprintf(mine, sizeof(mine), "%s-%05ld-of-%05ld.safetensors", prefix, sn.i, k);
+		if (sn.k != k || sn.i < 0 || sn.i >= k || strcmp(mine, e->d_name)) {
 			snprintf(found, len, "%s", e->d_name);
 			stale = 1;
 		}
+	}
 	closedir(d);
 	return stale;
 }
@@ -349,8 +357,8 @@ static int list_dir(const char *path, char ***names, int *count)
 	}
 	while ((e = readdir(d))) {
 		char *p;
-		if (!ends_with(e->d_name, ".safetensors"))
-			continue;
+		if (e->d_name[0] == '.' || !ends_with(e->d_name, ".safetensors"))
+			continue; /* hidden files: another tool's (._name from macOS copies), or a gen in progress */
 		if (*count - first == CLI_MAX_SHARDS) {
 			cli_error("run: directory '%s' has more than %d shards", path,
 				CLI_MAX_SHARDS);

@@ -1599,6 +1599,125 @@ START_TEST(test_raw_shape_overflow)
 }
 END_TEST
 
+/* The wsnorm.seed metadata of a safetensors file (a malloc'd string), or NULL. */
+static char *seed_of(const char *path)
+{
+	struct wsn_st_file *f;
+	const char *v;
+	char *out = NULL;
+
+	if (wsn_st_open(path, NULL, &f))
+		return NULL;
+	if ((v = wsn_st_metadata(f, "wsnorm.seed")))
+		out = strdup(v);
+	wsn_st_close(f);
+	return out;
+}
+
+/*
+ * gen --shards over a set of the same count writes the new shards under hidden names first: killed
+ * half way (here by its file-size limit) it leaves the old set whole, and run reads the old set and
+ * none of the hidden files. A set of the same count under other names, or a name taken by a
+ * directory, is refused before anything is written.
+ */
+START_TEST(test_gen_shards_replace)
+{
+	char *dir = tu_tmpdir(), *ds = path_in(dir, "ds"), *s0 = path_in(ds, "shard-00000-of-00002.safetensors");
+	char *s1 = path_in(ds, "shard-00001-of-00002.safetensors"), *probe = path_in(dir, "probe");
+	char *pad = path_in(dir, "pad"), *cmd, *seed;
+	struct tu_proc p;
+	struct stat a, b;
+	long unit, lim;
+
+	RUN(&p, "gen", "--op", "rmsnorm-fwd", "--dtype", "f32", "--rows", "3", "--hidden", "4096", "--shards", "2",
+	    "--out", ds);
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	tu_proc_free(&p);
+	ck_assert_int_eq(stat(s0, &a), 0);
+	ck_assert_int_eq(stat(s1, &b), 0);
+	ck_assert_int_lt(a.st_size, b.st_size); /* 1 row and 2 rows */
+	/* the shell's ulimit -f unit: 512 bytes (POSIX) or 1024 */
+	ck_assert(asprintf(&cmd, "ulimit -f 1; head -c 700 /dev/zero > '%s'", probe) > 0);
+	{
+		char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+		tu_run(argv, 30, &p);
+	}
+	unit = p.status == 0 ? 1024 : 512;
+	tu_proc_free(&p);
+	free(cmd);
+	lim = (a.st_size + b.st_size) / 2 / unit;
+	ck_assert(asprintf(&cmd, "ulimit -f %ld; exec '%s' gen --op rmsnorm-fwd --dtype f32 --rows 3 --hidden 4096 "
+				 "--shards 2 --seed 7 --out '%s'", lim, tu_wsnorm_bin(), ds) > 0);
+	{
+		char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+		tu_run(argv, 60, &p);
+	}
+	ck_assert_msg(p.status != 0, "gen was not stopped: %s", p.err);
+	tu_proc_free(&p);
+	free(cmd);
+	/* both shards are the first set's */
+	ck_assert_ptr_nonnull(seed = seed_of(s0));
+	ck_assert_str_eq(seed, "1");
+	free(seed);
+	ck_assert_ptr_nonnull(seed = seed_of(s1));
+	ck_assert_str_eq(seed, "1");
+	free(seed);
+	RUN(&p, "run", "--input", ds, "--device", "cpu");
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	ck_assert_ptr_nonnull(strstr(p.out, "3 rows"));
+	tu_proc_free(&p);
+	/* without the limit the new set replaces the old one */
+	RUN(&p, "gen", "--op", "rmsnorm-fwd", "--dtype", "f32", "--rows", "3", "--hidden", "4096", "--shards", "2",
+	    "--seed", "7", "--out", ds);
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	tu_proc_free(&p);
+	ck_assert_ptr_nonnull(seed = seed_of(s1));
+	ck_assert_str_eq(seed, "7");
+	free(seed);
+
+	/* two shards of 2 with other zero padding: gen refuses, naming one */
+	ck_assert_int_eq(mkdir(pad, 0777), 0);
+	RUN(&p, "gen", "--op", "rmsnorm-fwd", "--rows", "4", "--hidden", "8", "--out", (cmd = path_in(pad, "shard-0-of-2.safetensors")));
+	free(cmd);
+	ck_assert_int_eq(p.status, 0);
+	tu_proc_free(&p);
+	RUN(&p, "gen", "--op", "rmsnorm-fwd", "--rows", "4", "--hidden", "8", "--shards", "2", "--out", pad);
+	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
+	ck_assert_ptr_nonnull(strstr(p.err, "shard-0-of-2.safetensors"));
+	tu_proc_free(&p);
+	ck_assert_int_ne(stat((cmd = path_in(pad, "shard-00000-of-00002.safetensors")), &a), 0);
+	free(cmd);
+	tu_rmtree(dir);
+	free(ds);
+	free(s0);
+	free(s1);
+	free(probe);
+	free(pad);
+	free(dir);
+}
+END_TEST
+
+/* Hidden files in an input directory (macOS ._ copies, a gen in progress) are not shards. */
+START_TEST(test_run_skips_hidden_files)
+{
+	char *dir = tu_tmpdir(), *ds = path_in(dir, "ds"), *junk = path_in(ds, "._shard-00000-of-00002.safetensors");
+	struct tu_proc p;
+
+	RUN(&p, "gen", "--op", "layernorm-fwd", "--rows", "6", "--hidden", "16", "--shards", "2", "--out", ds);
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	tu_proc_free(&p);
+	tu_write_file(junk, "\0\5\26\7junk", 8);
+	RUN(&p, "run", "--input", ds, "--device", "cpu");
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	ck_assert_ptr_nonnull(strstr(p.out, "PASS"));
+	tu_proc_free(&p);
+	tu_rmtree(dir);
+	free(junk);
+	free(ds);
+	free(dir);
+}
+END_TEST
+
 /* A gen --shards that fails leaves none of the shards it wrote, nor a directory it made. */
 START_TEST(test_gen_shards_cleanup)
 {
@@ -1677,6 +1796,8 @@ START_TEST(test_strict_values)
 		{ { "run", "--input", "x", "--min-read-gbs", "1e39", NULL }, 2, "bad --min-read-gbs '1e39'" },
 		{ { "run", "--input", "x", "--min-read-gbs", "0x10", NULL }, 2, "bad --min-read-gbs '0x10'" },
 		{ { "run", "--input", "x", "--min-kernel-frac", "90", NULL }, 2, "0.9 for 90 %" },
+		{ { "run", "--input", "x", "--min-kernel-frac", "0", NULL }, 2, "0 < f <= 1" },
+		{ { "run", "--input", "x", "--batch-rows", "2T", NULL }, 2, "expected 1..1099511627776" },
 		/* lists: no empty entry */
 		{ { "bench", "--hidden", "64,,128", NULL }, 2, "bad --hidden '64,,128'" },
 		{ { "bench", "--hidden", ",64", NULL }, 2, "bad --hidden ',64'" },
@@ -1849,6 +1970,8 @@ Suite *suite_cli(void)
 	tcase_add_test(tc, test_bench_json_error);
 	tcase_add_test(tc, test_bench_check);
 	tcase_add_test(tc, test_gen_shards_cleanup);
+	tcase_add_test(tc, test_gen_shards_replace);
+	tcase_add_test(tc, test_run_skips_hidden_files);
 	tcase_add_test(tc, test_demo_not_verified);
 	tcase_add_test(tc, test_json_early_error);
 	tcase_add_test(tc, test_json_real_paths);

@@ -1185,7 +1185,7 @@ START_TEST(test_gen_signal)
 	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
 	static const char *names[] = { "SIGINT", "SIGTERM", "SIGHUP" };
 	char *dir = tu_tmpdir(), *ds = path_in(dir, "ds"), *so = path_in(dir, "stdout"), *se = path_in(dir, "stderr");
-	char *first = path_in(ds, "shard-00000-of-00004.safetensors"), left[512];
+	char *first = path_in(ds, "shard-00000-of-00004.safetensors"), left[512], staged[4096];
 	/* 64 MB shards: each takes a good part of a second to make, so the signal lands mid-set */
 	char *argv[] = { (char *)tu_wsnorm_bin(), "gen", "--op", "rmsnorm-fwd", "--dtype", "f32", "--rows", "128K",
 			 "--hidden", "512", "--shards", "4", "--out", ds, NULL };
@@ -1198,9 +1198,12 @@ START_TEST(test_gen_signal)
 		if (!made)
 			ck_assert_int_eq(mkdir(ds, 0755), 0);
 		pid = spawn(argv, so, se);
-		while (access(first, F_OK) < 0 && waited++ < 30000)
+		/* shards are written under hidden names first, renamed into place when all are written */
+		snprintf(staged, sizeof(staged), "%s/.shard-00000-of-00004.safetensors.gen-%ld", ds, (long)pid);
+		while (access(staged, F_OK) < 0 && waited++ < 30000)
 			sleep_ms(1);
-		ck_assert_msg(access(first, F_OK) == 0, "gen wrote no shard in 30 s");
+		ck_assert_msg(access(staged, F_OK) == 0, "gen wrote no shard in 30 s");
+		ck_assert_msg(access(first, F_OK) < 0, "shard 0 has its name before the set is written");
 		kill(pid, sigs[i]);
 		status = reap(pid);
 		err = tu_slurp(se, NULL);
