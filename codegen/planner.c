@@ -321,8 +321,9 @@ static int plan_multiwave(const struct wsn__gpu_props *g, const struct wsn__plan
 	nvtot = (unsigned)((p->hidden + kp->vec - 1) / kp->vec);
 	nvmax = (nvtot + 1023) / 1024;
 	if (p->hidden > (int64_t)MAX_NVEC * 1024 * kp->vec)
-		return wsn__error(WSN_ESHAPE, "plan: hidden %lld is beyond the multi-wave %s %s kernels (at most %lld)",
-				  (long long)p->hidden, opname, dtname, (long long)MAX_NVEC * 1024 * kp->vec);
+		return wsn__error(WSN_ESHAPE, "plan: hidden %lld is beyond the multi-wave %s %s kernels (a row in one "
+				  "CTA of at most 1024 threads, %d vectors each; less fits once the registers are counted)",
+				  (long long)p->hidden, opname, dtname, MAX_NVEC);
 
 	if (fbx && (fbx % 32 || fbx > 1024))
 		return wsn__error(WSN_EINVAL, "plan: block_threads %u must be a multiple of 32 up to 1024 "

@@ -771,7 +771,7 @@ int cmd_bench(int argc, char **argv)
 	struct wsn_device_info di;
 	struct wsn_device *cpu = NULL;
 	struct timer t = { 0 };
-	int ops[WSN_OP_COUNT], dts[WSN_DTYPE_COUNT], c, ret = EXIT_PASS, err, k;
+	int ops[MAX_LIST], dts[MAX_LIST], c, ret = EXIT_PASS, err, k; /* room for repeats, reported as such */
 	int have_copy = 0, noplan = 0, mismatch = 0, any_bias = 0;
 	const char *kernel_opt = NULL; /* the last option that only the kernels' table uses */
 	double copy_bps = 0;
@@ -802,7 +802,7 @@ int cmd_bench(int argc, char **argv)
 			o.device = optarg;
 			break;
 		case 'o':
-			if ((o.nops = parse_list(optarg, one_op, ops, WSN_OP_COUNT)) < 0)
+			if ((o.nops = parse_list(optarg, one_op, ops, MAX_LIST)) < 0)
 				return cli_usage_error("bench", "bad --op '%s' (expected %s, comma-separated)", optarg,
 						       "layernorm-fwd, layernorm-bwd, rmsnorm-fwd or rmsnorm-bwd");
 			if ((k = repeated_int(ops, o.nops)) >= 0)
@@ -811,7 +811,7 @@ int cmd_bench(int argc, char **argv)
 			kernel_opt = "--op";
 			break;
 		case 'd':
-			if ((o.ndts = parse_list(optarg, one_dt, dts, WSN_DTYPE_COUNT)) < 0)
+			if ((o.ndts = parse_list(optarg, one_dt, dts, MAX_LIST)) < 0)
 				return cli_usage_error("bench", "bad --dtype '%s' (expected f32, f16 or bf16, comma-separated)",
 						       optarg);
 			if ((k = repeated_int(dts, o.ndts)) >= 0)
@@ -858,7 +858,8 @@ int cmd_bench(int argc, char **argv)
 			break;
 		case 'c':
 			if (cli_parse_size(optarg, &o.copy_bytes) || o.copy_bytes < 4096)
-				return cli_usage_error("bench", "bad --copy-size '%s' (expected 4096 bytes or more)", optarg);
+				return cli_usage_error("bench", "bad --copy-size '%s' (expected 4096 bytes or more, below 2^63)",
+						       optarg);
 			have_copy = 1;
 			break;
 		CLI_KPARAM_CASES:
@@ -963,9 +964,9 @@ int cmd_bench(int argc, char **argv)
 					mismatch++;
 				}
 				if (pt.l2_resident)
-					fprintf(stderr, "%s: bench: note: %s %s hidden %lld: all %d input sets fit twice in the "
-						"L2 cache, so the time includes L2 hits\n", cli_prog, name, dtn, (long long)pt.hidden,
-						pt.sets);
+					cli_note("%s: bench: note: %s %s hidden %lld: all %d input sets fit twice in the L2 "
+						 "cache, so the time includes L2 hits\n", cli_prog, name, dtn, (long long)pt.hidden,
+						 pt.sets);
 				if (o.json)
 					json_array_append_new(jres, point_json(&pt));
 				else

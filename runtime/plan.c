@@ -115,9 +115,12 @@ int wsn__plan_check(const char *what, const struct wsn__plan_params *p)
 	if (p->rows < 1 || p->hidden < 1)
 		return wsn__error(WSN_ESHAPE, "%s: impossible shape %lld x %lld (rows and hidden must be >= 1)", what,
 				  (long long)p->rows, (long long)p->hidden);
-	if (p->hidden > WSN_MAX_HIDDEN || p->rows > INT64_MAX / 8 / p->hidden)
-		return wsn__error(WSN_ESHAPE, "%s: shape %lld x %lld is too large (hidden <= %d)", what,
-				  (long long)p->rows, (long long)p->hidden, WSN_MAX_HIDDEN);
+	if (p->hidden > WSN_MAX_HIDDEN)
+		return wsn__error(WSN_ESHAPE, "%s: hidden %lld is too large (at most %d)", what, (long long)p->hidden,
+				  WSN_MAX_HIDDEN);
+	if (p->rows > INT64_MAX / 8 / p->hidden)
+		return wsn__error(WSN_ESHAPE, "%s: shape %lld x %lld is too large (rows x hidden must stay below 2^60)",
+				  what, (long long)p->rows, (long long)p->hidden);
 	if (!(o->eps > 0.0f) || o->eps > 1.0f) /* NaN included */
 		return wsn__error(WSN_EINVAL, "%s: eps %g is outside (0, 1]", what, (double)o->eps);
 	if ((unsigned)o->approach > WSN_APPROACH_WS)

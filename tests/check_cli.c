@@ -1797,6 +1797,11 @@ START_TEST(test_strict_values)
 		{ { "run", "--input", "x", "--min-read-gbs", "0x10", NULL }, 2, "bad --min-read-gbs '0x10'" },
 		{ { "run", "--input", "x", "--min-kernel-frac", "90", NULL }, 2, "0.9 for 90 %" },
 		{ { "run", "--input", "x", "--min-kernel-frac", "0", NULL }, 2, "0 < f <= 1" },
+		{ { "bench", "--device", "cpu", "--op", "layernorm-fwd,layernorm-bwd,rmsnorm-fwd,rmsnorm-bwd,layernorm-fwd",
+		    NULL }, 2, "names layernorm-fwd twice" },
+		{ { "bench", "--device", "cpu", "--dtype", "f32,f16,bf16,f32", NULL }, 2, "names f32 twice" },
+		{ { "plan", "--op", "rmsnorm-fwd", "--hidden", "1048576", "--rows", "1024G", NULL }, 3,
+		  "rows x hidden must stay below 2^60" },
 		{ { "run", "--input", "x", "--batch-rows", "2T", NULL }, 2, "expected 1..1099511627776" },
 		/* lists: no empty entry */
 		{ { "bench", "--hidden", "64,,128", NULL }, 2, "bad --hidden '64,,128'" },

@@ -545,6 +545,15 @@ START_TEST(test_fake_bench_check)
 		      "%s", clip(p.err));
 	ck_assert_msg(strstr(p.err, "layernorm-bwd bf16 hidden 64: the outputs differ from the CPU reference: dx "),
 		      "%s", clip(p.err));
+	ck_assert_msg(strstr(p.err, "hidden 64: all 4096 input sets fit twice in the L2 cache"), "%s", clip(p.err));
+	tu_proc_free(&p);
+
+	/* -q: no informational lines (the L2 note among them); the mismatch is still reported */
+	fake_exec(&f, NULL, NULL, ARGS("-q", "bench", "--device", "cuda:0", "--op", "rmsnorm-fwd", "--hidden", "64",
+				       "--rows", "64", "--iters", "1", "--copy-size", "1M"), &p);
+	ck_assert_msg(p.status == 1, "bench -q: exit %d: %s", p.status, clip(p.err));
+	ck_assert_msg(!strstr(p.err, "L2 cache"), "%s", clip(p.err));
+	ck_assert_msg(strstr(p.err, "the outputs differ from the CPU reference"), "%s", clip(p.err));
 	tu_proc_free(&p);
 
 	fake_exec(&f, NULL, NULL, ARGS("bench", "--device", "cuda:0", "--op", "layernorm-bwd", "--hidden", "4096",
