@@ -47,6 +47,7 @@ static void usage(FILE *f)
 		"  --op LIST        ops, comma-separated (default %s)\n"
 		"  --dtype LIST     dtypes, comma-separated (default bf16)\n"
 		"  --hidden LIST    hidden sizes, comma-separated, K suffix allowed (default %s)\n"
+		"                   (each of these three given again adds to its list)\n"
 		"  --rows N         rows (default %d; %d on the CPU)\n"
 		"  --iters N        timed batches, the median is reported (default %d; %d on the CPU)\n"
 		"  --batch N        launches per timed batch (default: a multiple of the sets that runs\n"
@@ -682,23 +683,36 @@ static int one_dt(const char *s, int *v)
 	return 0;
 }
 
-/* Does a list repeat a value? Its index, or -1. */
-static int repeated(const int64_t *v, int n)
+/* Does a list repeat a value? The index of its second naming, or -1; *first: the first's. */
+static int repeated(const int64_t *v, int n, int *first)
 {
 	for (int i = 1; i < n; i++)
 		for (int k = 0; k < i; k++)
-			if (v[k] == v[i])
+			if (v[k] == v[i]) {
+				*first = k;
 				return i;
+			}
 	return -1;
 }
 
-static int repeated_int(const int *v, int n)
+static int repeated_int(const int *v, int n, int *first)
 {
 	int64_t w[MAX_LIST];
 
 	for (int i = 0; i < n && i < MAX_LIST; i++)
 		w[i] = v[i];
-	return repeated(w, n < MAX_LIST ? n : MAX_LIST);
+	return repeated(w, n < MAX_LIST ? n : MAX_LIST, first);
+}
+
+/*
+ * A value named twice in a list option's values so far: first is the index of its first naming, base
+ * the index where this option's own values start.
+ */
+static int list_repeat(const char *opt, const char *arg, const char *value, int first, int base)
+{
+	if (first < base)
+		return cli_usage_error("bench", "%s '%s' names %s, which an earlier %s named", opt, arg, value, opt);
+	return cli_usage_error("bench", "%s '%s' names %s twice", opt, arg, value);
 }
 
 /* A point as a JSON object. */
@@ -772,6 +786,7 @@ int cmd_bench(int argc, char **argv)
 	struct wsn_device *cpu = NULL;
 	struct timer t = { 0 };
 	int ops[MAX_LIST], dts[MAX_LIST], c, ret = EXIT_PASS, err, k; /* room for repeats, reported as such */
+	int given = 0, base, n, first; /* given: --op 1, --dtype 2, --hidden 4 (a later one adds to the list) */
 	int have_copy = 0, noplan = 0, mismatch = 0, any_bias = 0;
 	const char *kernel_opt = NULL; /* the last option that only the kernels' table uses */
 	double copy_bps = 0;
@@ -802,30 +817,39 @@ int cmd_bench(int argc, char **argv)
 			o.device = optarg;
 			break;
 		case 'o':
-			if ((o.nops = parse_list(optarg, one_op, ops, MAX_LIST)) < 0)
+			/* a list option given again adds to the list, as a longer list would */
+			base = given & 1 ? o.nops : 0;
+			if ((n = parse_list(optarg, one_op, ops + base, MAX_LIST - base)) < 0)
 				return cli_usage_error("bench", "bad --op '%s' (expected %s, comma-separated)", optarg,
 						       "layernorm-fwd, layernorm-bwd, rmsnorm-fwd or rmsnorm-bwd");
-			if ((k = repeated_int(ops, o.nops)) >= 0)
-				return cli_usage_error("bench", "--op '%s' names %s twice", optarg,
-						       wsn_op_name((enum wsn_op)ops[k]));
+			o.nops = base + n;
+			if ((k = repeated_int(ops, o.nops, &first)) >= 0)
+				return list_repeat("--op", optarg, wsn_op_name((enum wsn_op)ops[k]), first, base);
+			given |= 1;
 			kernel_opt = "--op";
 			break;
 		case 'd':
-			if ((o.ndts = parse_list(optarg, one_dt, dts, MAX_LIST)) < 0)
+			base = given & 2 ? o.ndts : 0;
+			if ((n = parse_list(optarg, one_dt, dts + base, MAX_LIST - base)) < 0)
 				return cli_usage_error("bench", "bad --dtype '%s' (expected f32, f16 or bf16, comma-separated)",
 						       optarg);
-			if ((k = repeated_int(dts, o.ndts)) >= 0)
-				return cli_usage_error("bench", "--dtype '%s' names %s twice", optarg,
-						       wsn_dtype_name((enum wsn_dtype)dts[k]));
+			o.ndts = base + n;
+			if ((k = repeated_int(dts, o.ndts, &first)) >= 0)
+				return list_repeat("--dtype", optarg, wsn_dtype_name((enum wsn_dtype)dts[k]), first, base);
+			given |= 2;
 			kernel_opt = "--dtype";
 			break;
 		case 'H':
-			if ((o.nhidden = cli_parse_i64_list(optarg, 1, CLI_MAX_HIDDEN, o.hidden, MAX_LIST)) < 0)
-				return cli_usage_error("bench", "bad --hidden '%s' (expected up to %d sizes 1..%d, comma-separated)",
-						       optarg, MAX_LIST, CLI_MAX_HIDDEN);
-			if ((k = repeated(o.hidden, o.nhidden)) >= 0)
-				return cli_usage_error("bench", "--hidden '%s' names %lld twice", optarg,
-						       (long long)o.hidden[k]);
+			base = given & 4 ? o.nhidden : 0;
+			if ((n = cli_parse_i64_list(optarg, 1, CLI_MAX_HIDDEN, o.hidden + base, MAX_LIST - base)) < 0)
+				return cli_usage_error("bench", "bad --hidden '%s' (expected up to %d sizes 1..%d in all, "
+						       "comma-separated)", optarg, MAX_LIST, CLI_MAX_HIDDEN);
+			o.nhidden = base + n;
+			if ((k = repeated(o.hidden, o.nhidden, &first)) >= 0) {
+				snprintf(sz, sizeof(sz), "%lld", (long long)o.hidden[k]);
+				return list_repeat("--hidden", optarg, sz, first, base);
+			}
+			given |= 4;
 			kernel_opt = "--hidden";
 			break;
 		case 'r':

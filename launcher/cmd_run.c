@@ -170,6 +170,7 @@ static int dataset_setup(struct run_opts *o, struct pl_dataset *ds)
 		return ret;
 	ds->cfg = cfg;
 	ds->shape.eps = o->have_eps ? o->eps : WSN_DEFAULT_EPS;
+	ds->op_given = o->have_op;
 	ds->eps_given = o->have_eps;
 	sh = &ds->shards[0];
 	if (o->raw_rows) { /* --op (forward) and --dtype come with --shape: the options check it */
@@ -1216,6 +1217,9 @@ int cmd_run(int argc, char **argv)
 		case OPT_INPUT:
 			if (!*optarg)
 				return cli_usage_error("run", "--input needs a path (got an empty one)");
+			if (o.input) /* the last would win, and the files before it would silently not run */
+				return cli_usage_error("run", "--input given twice ('%s', '%s'): name several files as "
+						       "one comma-separated list", o.input, optarg);
 			o.input = optarg;
 			break;
 		case OPT_OP:
@@ -1235,7 +1239,12 @@ int cmd_run(int argc, char **argv)
 			o.device = optarg;
 			have_device = 1;
 			break;
-		case OPT_DEVICES: o.devices = optarg; break;
+		case OPT_DEVICES:
+			if (o.devices)
+				return cli_usage_error("run", "--devices given twice ('%s', '%s'): name them as one "
+						       "comma-separated list", o.devices, optarg);
+			o.devices = optarg;
+			break;
 		case OPT_OUTPUT:
 			if (!*optarg)
 				return cli_usage_error("run", "--output needs a path (got an empty one)");

@@ -498,9 +498,9 @@ static int metadata_agrees(const struct pl_dataset *ds, const struct pl_shard *s
 	const struct wsn_st_file *f0 = ds->shards[0].st;
 	const char *op0 = f0 ? wsn_st_metadata(f0, "wsnorm.op") : NULL, *op = wsn_st_metadata(sh->st, "wsnorm.op");
 	const char *eps0 = f0 ? wsn_st_metadata(f0, "wsnorm.eps") : NULL, *eps = wsn_st_metadata(sh->st, "wsnorm.eps");
-	float e0, e;
+	float e;
 
-	if (op0 && op && strcmp(op0, op))
+	if (!ds->op_given && op0 && op && strcmp(op0, op))
 		cli_warn("run: warning: '%s' says it is for %s, the first file for %s: it runs as %s", sh->path, op, op0,
 			 wsn_op_name(ds->shape.op));
 	if (ds->eps_given || !eps)
@@ -509,9 +509,10 @@ static int metadata_agrees(const struct pl_dataset *ds, const struct pl_shard *s
 	if (cli_parse_eps(eps, &e))
 		return bad_shard(msg, len, sh->path, "metadata 'wsnorm.eps' is '%s', not a number with 0 < eps <= 1 "
 				 "(--eps overrides it)", eps);
-	if (eps0 && !cli_parse_eps(eps0, &e0) && e0 != e)
-		cli_warn("run: warning: '%s' says eps %s, the first file %s: it runs with %g", sh->path, eps, eps0,
-			 (double)ds->shape.eps);
+	/* against the eps the run takes: the first file's, or the default where it names none */
+	if (e != ds->shape.eps)
+		cli_warn("run: warning: '%s' says eps %s, the first file %s%s: it runs with %g", sh->path, eps,
+			 eps0 ? "" : "names none", eps0 ? eps0 : "", (double)ds->shape.eps);
 	return 0;
 }
 
@@ -712,9 +713,16 @@ int pl_shard_open(struct pl_dataset *ds, int i, struct wsn_reader *r, int first,
 	}
 	sh->nbatches = (sh->rows + ds->cfg->batch_rows - 1) / ds->cfg->batch_rows;
 	sh->opened = 1;
-	if (ds->cfg->output && (err = pl_out_create(ds, i, msg, len)))
-		return err;
-	return 0;
+	err = ds->cfg->output ? pl_out_create(ds, i, msg, len) : 0;
+	/*
+	 * Its header is no longer needed (the reads take sh->off): only the first shard's stays, for the
+	 * later ones' checks, so a set of shards holds at most two headers at a time, however many there are.
+	 */
+	if (i) {
+		wsn_st_close(sh->st);
+		sh->st = NULL;
+	}
+	return err;
 }
 
 void pl_dataset_free(struct pl_dataset *ds)

@@ -111,7 +111,7 @@ struct pl_dataset {
 	int n;
 	int raw;                  /* raw files (x only) with a fixed shape */
 	int from_dir;             /* the input named a directory (its outputs go to a directory too) */
-	int eps_given;            /* --eps: the files' wsnorm.eps metadata is not read */
+	int op_given, eps_given;  /* --op, --eps: the files' wsnorm.op, wsnorm.eps metadata is not read */
 	struct pl_shape shape;
 	const struct pl_config *cfg;
 	/* the cursor */

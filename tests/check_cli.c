@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <errno.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -1043,6 +1045,14 @@ START_TEST(test_bench_check)
 			  "--op 'rmsnorm-fwd,layernorm-bwd,rmsnorm-fwd' names rmsnorm-fwd twice" },
 			{ { "bench", "--dtype", "f16,bf16,f16", NULL }, "--dtype 'f16,bf16,f16' names f16 twice" },
 			{ { "bench", "--hidden", "1k,2048,1024", NULL }, "--hidden '1k,2048,1024' names 1024 twice" },
+			{ { "bench", "--op", "rmsnorm-fwd", "--op", "layernorm-bwd,rmsnorm-fwd", NULL },
+			  "--op 'layernorm-bwd,rmsnorm-fwd' names rmsnorm-fwd, which an earlier --op named" },
+			{ { "bench", "--dtype", "f16", "--dtype", "f16", NULL }, "--dtype 'f16' names f16, which an earlier" },
+			{ { "bench", "--hidden", "2k", "--hidden", "64,2048", NULL },
+			  "--hidden '64,2048' names 2048, which an earlier --hidden named" },
+			{ { "run", "--input", "a.safetensors", "--input", "b.safetensors", NULL },
+			  "--input given twice ('a.safetensors', 'b.safetensors'): name several files as one" },
+			{ { "run", "--devices", "0", "--devices", "1", NULL }, "--devices given twice ('0', '1')" },
 			{ { "bench", "--no-verify", "--inject-mismatch", NULL },
 			  "--inject-mismatch tests the check that --no-verify turns off" },
 			{ { "bench", "--h2d", "--no-verify", NULL }, "--h2d times copies, not kernels: drop --no-verify" },
@@ -1058,6 +1068,31 @@ START_TEST(test_bench_check)
 			tu_proc_free(&p);
 		}
 	}
+}
+END_TEST
+
+/* bench's list options given again add to their lists: two --op and two --hidden time four points. */
+START_TEST(test_bench_lists_add)
+{
+	static const char *const want_op[] = { "layernorm-fwd", "layernorm-fwd", "rmsnorm-fwd", "rmsnorm-fwd" };
+	static const int want_hidden[] = { 64, 128, 64, 128 };
+	struct tu_proc p;
+	json_t *j, *res;
+
+	RUN(&p, "bench", "--device", "cpu", "--op", "layernorm-fwd", "--hidden", "64", "--dtype", "f32", "--op",
+	    "rmsnorm-fwd", "--hidden", "128", "--rows", "8", "--iters", "1", "--warmup", "0", "--copy-size", "64K",
+	    "--json");
+	j = out_json(&p, 0);
+	res = json_object_get(j, "results");
+	ck_assert_int_eq(json_array_size(res), 4);
+	for (int i = 0; i < 4; i++) {
+		json_t *pt = json_array_get(res, (size_t)i);
+		ck_assert_str_eq(json_string_value(json_object_get(pt, "op")), want_op[i]);
+		ck_assert_int_eq(json_integer_value(json_object_get(pt, "hidden")), want_hidden[i]);
+		ck_assert_str_eq(json_string_value(json_object_get(pt, "dtype")), "f32");
+	}
+	json_decref(j);
+	tu_proc_free(&p);
 }
 END_TEST
 
@@ -1304,6 +1339,26 @@ START_TEST(test_mixed_metadata_warns)
 		}
 		free(junk);
 	}
+	{ /* a first file that names no eps runs with the default: a later one naming another is warned of */
+		char *noeps = path_in(dir, "noeps.safetensors");
+
+		write_st(noeps, "{\"__metadata__\":{\"wsnorm.op\":\"layernorm-fwd\"},\"x\":{\"dtype\":\"BF16\",\"shape\":"
+			 "[2,64],\"data_offsets\":[0,256]},\"weight\":{\"dtype\":\"BF16\",\"shape\":[64],\"data_offsets\":"
+			 "[256,384]},\"bias\":{\"dtype\":\"BF16\",\"shape\":[64],\"data_offsets\":[384,512]}}", 512);
+		ck_assert(asprintf(&list, "%s,%s", noeps, b) > 0);
+		RUN(&p, "-q", "run", "--input", list, "--device", "cpu");
+		ck_assert_msg(p.status == 0, "%s", p.err);
+		ck_assert_msg(strstr(p.err, "b.safetensors' says eps 0.00100000005, the first file names none: it runs "
+				      "with 1e-05"), "%s", p.err);
+		tu_proc_free(&p);
+		/* --op given: no file's op is read, so none is warned of; the eps still is */
+		RUN(&p, "-q", "run", "--input", list, "--device", "cpu", "--op", "layernorm-fwd");
+		ck_assert_msg(p.status == 0, "%s", p.err);
+		ck_assert_msg(!strstr(p.err, "says it is for") && strstr(p.err, "says eps 0.00100000005"), "%s", p.err);
+		tu_proc_free(&p);
+		free(list);
+		free(noeps);
+	}
 	{ /* a tensor of a name run does not read: named, the run goes on without it */
 		char *typo = path_in(dir, "typo.safetensors");
 
@@ -1435,6 +1490,72 @@ static void write_st(const char *path, const char *json, size_t data_len)
 	tu_write_file(path, buf, n);
 	free(buf);
 }
+
+/* The peak resident set of the children reaped so far (a fork starts this process's count at zero). */
+static long children_maxrss_kb(void)
+{
+	struct rusage ru;
+
+	ck_assert(getrusage(RUSAGE_CHILDREN, &ru) == 0);
+	return ru.ru_maxrss;
+}
+
+/*
+ * A set of shards holds one later header at a time beside the first, however many there are: 24
+ * shards whose headers each carry 100000 metadata keys (about 15 MB a header once parsed) peak at
+ * about the resident set of one of them, where holding them all took 23 headers more.
+ */
+START_TEST(test_shard_headers_released)
+{
+	enum { NSHARD = 24, NKEY = 100000 };
+	char *dir = tu_tmpdir(), *sub = path_in(dir, "set"), *one = path_in(dir, "one.safetensors");
+	char *small = path_in(dir, "small.safetensors"), *json, *link_name;
+	size_t cap = (size_t)NKEY * 16 + 512, n;
+	long rss0, rss1, rssn;
+	struct tu_proc p;
+	const char *x = "\"x\":{\"dtype\":\"F32\",\"shape\":[4,64],\"data_offsets\":[0,1024]}}";
+
+	json = tu_xmalloc(cap);
+	n = (size_t)snprintf(json, cap, "{\"__metadata__\":{\"wsnorm.op\":\"rmsnorm-fwd\"},%s", x);
+	write_st(small, json, 1024);
+	n = (size_t)snprintf(json, cap, "{\"__metadata__\":{\"wsnorm.op\":\"rmsnorm-fwd\"");
+	for (int k = 0; k < NKEY; k++)
+		n += (size_t)snprintf(json + n, cap - n, ",\"k%x\":\"a\"", k);
+	snprintf(json + n, cap - n, "},%s", x);
+	write_st(one, json, 1024);
+	ck_assert(mkdir(sub, 0755) == 0);
+	for (int i = 0; i < NSHARD; i++) {
+		ck_assert(asprintf(&link_name, "%s/s%02d.safetensors", sub, i) > 0);
+		ck_assert_msg(link(one, link_name) == 0, "link %s: %s", link_name, strerror(errno));
+		free(link_name);
+	}
+	RUN(&p, "-q", "run", "--input", small, "--device", "cpu");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	tu_proc_free(&p);
+	rss0 = children_maxrss_kb();
+	RUN(&p, "-q", "run", "--input", one, "--device", "cpu");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	tu_proc_free(&p);
+	rss1 = children_maxrss_kb();
+	RUN(&p, "-q", "run", "--input", sub, "--device", "cpu");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	tu_proc_free(&p);
+	rssn = children_maxrss_kb();
+	fprintf(stderr, "shard headers: peak %ld KB small, %ld KB one header, %ld KB %d shards\n", rss0, rss1, rssn,
+		NSHARD);
+	/* one header costs rss1 - rss0; all held would cost NSHARD - 1 more of them */
+	ck_assert_msg(rss1 - rss0 > 2000, "a header of %d keys cost only %ld KB: the test measures nothing", NKEY,
+		      rss1 - rss0);
+	ck_assert_msg(rssn - rss1 < 3 * (rss1 - rss0), "%d shards peaked %ld KB above one (a header is %ld KB)", NSHARD,
+		      rssn - rss1, rss1 - rss0);
+	tu_rmtree(dir);
+	free(json);
+	free(small);
+	free(one);
+	free(sub);
+	free(dir);
+}
+END_TEST
 
 /* Shapes that are valid JSON but wrong for the op, and names that carry terminal escapes: exit 3, named. */
 START_TEST(test_hostile_headers)
@@ -1973,6 +2094,7 @@ Suite *suite_cli(void)
 	tcase_add_test(tc, test_seed_syntax);
 	tcase_add_test(tc, test_size_suffixes);
 	tcase_add_test(tc, test_bench_json_error);
+	tcase_add_test(tc, test_bench_lists_add);
 	tcase_add_test(tc, test_bench_check);
 	tcase_add_test(tc, test_gen_shards_cleanup);
 	tcase_add_test(tc, test_gen_shards_replace);
@@ -1981,6 +2103,7 @@ Suite *suite_cli(void)
 	tcase_add_test(tc, test_json_early_error);
 	tcase_add_test(tc, test_json_real_paths);
 	tcase_add_test(tc, test_mixed_metadata_warns);
+	tcase_add_test(tc, test_shard_headers_released);
 	tcase_add_test(tc, test_output_long_name);
 	tcase_add_test(tc, test_output_dir_one_shard);
 	tcase_add_test(tc, test_stdout_closed);
