@@ -85,10 +85,17 @@ struct kp_score {
 };
 
 /* A candidate being scored. */
+/* A planner message without its leading "plan: ", to quote inside another. */
+static const char *strip_plan(const char *msg)
+{
+	return strncmp(msg, "plan: ", 6) ? msg : msg + 6;
+}
+
 struct cand {
 	struct arrangement a;
 	unsigned bdimx, bdimy, nvec, regs, ctas, smem;
 	long mlp;
+	char why[160]; /* set by fits() when it fails: the limit the candidate passes */
 };
 
 static unsigned round_up(unsigned v, unsigned m)
@@ -180,13 +187,26 @@ static int fits(const struct wsn__gpu_props *g, const struct wsn__kernel_plan *k
 
 	c->regs = estimate_regs(kp, &c->a, c->nvec, c->bdimx);
 	c->smem = smem_bytes(kp, &c->a, c->bdimx, c->bdimy, c->nvec);
-	if (c->regs > 255 || bt > 1024)
+	if (bt > 1024) {
+		snprintf(c->why, sizeof(c->why), "%u threads a CTA, more than 1024", bt);
 		return 0;
+	}
+	if (c->regs > 255) {
+		snprintf(c->why, sizeof(c->why), "~%u registers a thread (%u vectors each), more than 255", c->regs,
+			 c->nvec);
+		return 0;
+	}
 	/* accumulators outside registers are per CTA, not per row group */
-	if (bwd && c->bdimy > 1 && (c->a.dw != WSN_STORE_REG || c->a.db != WSN_STORE_REG))
+	if (bwd && c->bdimy > 1 && (c->a.dw != WSN_STORE_REG || c->a.db != WSN_STORE_REG)) {
+		snprintf(c->why, sizeof(c->why), "dweight/dbias sums that do not fit in registers allow one row "
+			 "group a CTA");
 		return 0;
-	if (c->smem > (unsigned)g->smem_per_block_optin)
+	}
+	if (c->smem > (unsigned)g->smem_per_block_optin) {
+		snprintf(c->why, sizeof(c->why), "%u bytes of shared memory a CTA, more than %d", c->smem,
+			 g->smem_per_block_optin);
 		return 0;
+	}
 	r8 = round_up(c->regs, 8);
 	by_threads = (unsigned)g->max_threads_per_sm / bt;
 	by_regs = ctas_by_regs(g, r8, bt);
@@ -204,8 +224,11 @@ static int fits(const struct wsn__gpu_props *g, const struct wsn__kernel_plan *k
 	}
 	if (c->ctas > 32)
 		c->ctas = 32;
-	if (!c->ctas)
+	if (!c->ctas) {
+		snprintf(c->why, sizeof(c->why), "%u threads x ~%u registers, more than the SM's %d", bt, r8,
+			 g->regs_per_sm);
 		return 0;
+	}
 	c->mlp = (long)c->ctas * bt * inflight_per_thread(kp, &c->a, c->nvec);
 	return 1;
 }
@@ -308,6 +331,9 @@ static int plan_multiwave(const struct wsn__gpu_props *g, const struct wsn__plan
 	unsigned fby = (unsigned)(p->opts.groups > 0 ? p->opts.groups : 0);
 	struct cand best = { 0 };
 	struct kp_score sc, bestsc = { 0 };
+	/* why the first shape tried (the fewest vectors a thread) did not fit: its first and last arrangement */
+	char why[160] = "", why0[160] = "";
+	int shapes = 0;
 	int besti = -1, err;
 	unsigned nvtot, nvmax;
 	size_t n = 0;
@@ -350,12 +376,21 @@ static int plan_multiwave(const struct wsn__gpu_props *g, const struct wsn__plan
 			unsigned bdimy = fby ? fby : bwd ? by : fwd_bdimy(bdimx);
 			if ((fby || !bwd) && by > 1)
 				break;
-			if (bdimx * bdimy > 1024 || (bdimx > 32 && bdimy > 15))
-				continue; /* one named barrier per row group, ids 1..15 */
+			if (bdimx * bdimy > 1024 || (bdimx > 32 && bdimy > 15)) {
+				/* one named barrier per row group, ids 1..15 */
+				if (!shapes++)
+					snprintf(why, sizeof(why), bdimx * bdimy > 1024 ? "%u threads a CTA, more than 1024" :
+					 "%u row groups of several warps each, more than 15 (one named barrier each)",
+						 bdimx * bdimy > 1024 ? bdimx * bdimy : bdimy);
+				continue;
+			}
 			for (int ai = 0; ai < narr; ai++) {
 				struct cand c = { .a = arr[ai], .bdimx = bdimx, .bdimy = bdimy, .nvec = nv };
-				if (!fits(g, kp, &c))
+				if (!fits(g, kp, &c)) {
+					if (!shapes)
+						memcpy(ai ? why : why0, c.why, sizeof(why));
 					continue;
+				}
 				score(kp, &c, ai, &sc);
 				if (besti < 0 || better(&sc, &bestsc, bwd)) {
 					best = c;
@@ -364,15 +399,25 @@ static int plan_multiwave(const struct wsn__gpu_props *g, const struct wsn__plan
 				}
 				break; /* first arrangement that fits this shape */
 			}
+			shapes++;
 		}
 	}
 	if (besti < 0) {
-		if (fbx || fby)
-			return wsn__error(WSN_EINVAL,
-					  "plan: %s %s hidden %lld: forced block_threads=%u groups=%u does not fit "
-					  "(registers <= 255 per thread and 65536 per SM, shared memory <= %d bytes, "
-					  "at most 15 groups when a row spans several warps)",
-					  opname, dtname, (long long)p->hidden, fbx, fby, g->smem_per_block_optin);
+		if (fbx || fby) {
+			char forced[64];
+
+			if (fbx && fby)
+				snprintf(forced, sizeof(forced), "block_threads %u and groups %u", fbx, fby);
+			else
+				snprintf(forced, sizeof(forced), fbx ? "block_threads %u" : "groups %u", fbx ? fbx : fby);
+			if (why0[0] && why[0] && strcmp(why0, why))
+				return wsn__error(WSN_EINVAL, "plan: multi-wave %s %s hidden %lld: forced %s does not fit: "
+						  "%s (all in registers); %s (the least in registers)", opname, dtname,
+						  (long long)p->hidden, forced, why0, why);
+			return wsn__error(WSN_EINVAL, "plan: multi-wave %s %s hidden %lld: forced %s does not fit: %s",
+					  opname, dtname, (long long)p->hidden, forced,
+					  why[0] ? why : why0[0] ? why0 : "no arrangement fits");
+		}
 		return wsn__error(WSN_ESHAPE, "plan: no multi-wave %s %s kernel fits hidden %lld", opname, dtname,
 				  (long long)p->hidden);
 	}
@@ -475,10 +520,21 @@ int wsn__plan_kernel(const struct wsn__gpu_props *g, const struct wsn__plan_para
 	} else if (!err && wsn__ws_auto_pick(g, &ws, rule, sizeof(rule))) {
 		/* rule says why */
 	} else {
-		if (err)
-			snprintf(rule, sizeof(rule), "auto: multi-wave, no ws kernel fits (%.240s)", wsn_last_error());
-		if ((err = plan_multiwave(g, p, kp)))
-			return err;
+		char wswhy[sizeof(rule)] = "";
+
+		if (err) {
+			snprintf(wswhy, sizeof(wswhy), "%s", wsn_last_error());
+			snprintf(rule, sizeof(rule), "auto: multi-wave, no ws kernel fits (%.240s)", wswhy);
+		}
+		if ((err = plan_multiwave(g, p, kp))) {
+			char mwwhy[sizeof(rule)];
+
+			if (!wswhy[0])
+				return err;
+			/* neither fits: both reasons, each without its own "plan: " */
+			snprintf(mwwhy, sizeof(mwwhy), "%s", wsn_last_error());
+			return wsn__error(err, "plan: no kernel fits: %s; %s", strip_plan(mwwhy), strip_plan(wswhy));
+		}
 		why_prepend(kp, rule);
 		return 0;
 	}

@@ -23,8 +23,11 @@ static const struct {
 /* The short usage misuse gets on stderr. */
 static int misuse(const char *fmt, const char *arg)
 {
+	char clean[1024];
+
+	wsn_text_escape(clean, sizeof(clean), arg); /* an argument may hold anything */
 	fprintf(stderr, "%s: ", cli_prog);
-	fprintf(stderr, fmt, arg);
+	fprintf(stderr, fmt, clean);
 	fprintf(stderr, "\nUsage: %s [-q|-v] COMMAND [OPTIONS]; commands:", cli_prog);
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		fprintf(stderr, " %s", cmds[i].name);
@@ -71,7 +74,10 @@ int main(int argc, char **argv)
 
 	for (; i < argc && argv[i][0] == '-'; i++) {
 		const char *a = argv[i];
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+		if (!strcmp(a, "--")) { /* the options end: the command follows */
+			i++;
+			break;
+		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			usage(stdout);
 			return finish(EXIT_PASS);
 		} else if (!strcmp(a, "-V") || !strcmp(a, "--version")) {

@@ -111,9 +111,17 @@ static int vfail(int err, const char *fmt, va_list ap)
 	if (!detail || !detail[0])
 		detail = wsn_strerror(err);
 	va_copy(copy, ap);
-	if (vasprintf(&what, fmt, ap) < 0)
+	if (vasprintf(&what, fmt, ap) < 0) {
 		what = NULL;
-	else if (asprintf(&msg, "%s: %s: %s", what, wsn_err_name(err), detail) < 0)
+	} else {
+		/* "plan: ...: EINVAL: plan: ..." says "plan:" once: the library's message loses the same prefix */
+		const char *colon = strchr(what, ':');
+		size_t n = colon ? (size_t)(colon - what) + 2 : 0;
+
+		if (n > 2 && colon[1] == ' ' && !strncmp(detail, what, n) && detail[n])
+			detail += n;
+	}
+	if (what && asprintf(&msg, "%s: %s: %s", what, wsn_err_name(err), detail) < 0)
 		msg = NULL;
 	if (msg) {
 		keep_last(msg);

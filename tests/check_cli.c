@@ -1071,6 +1071,27 @@ START_TEST(test_bench_check)
 }
 END_TEST
 
+/* The top level: "--" ends its options; a bad command is quoted escaped; a command's failure says its
+ * name once even where the library's message starts with it. */
+START_TEST(test_top_level_edges)
+{
+	struct tu_proc p;
+
+	RUN(&p, "-q", "--", "devices", "--json");
+	json_decref(out_json(&p, 0));
+	tu_proc_free(&p);
+	RUN(&p, "bo\x1b[31mgus");
+	ck_assert_int_eq(p.status, 2);
+	ck_assert_msg(strstr(p.err, "unknown command 'bo\\x1b[31mgus'") && !strchr(p.err, '\x1b'), "%s", p.err);
+	tu_proc_free(&p);
+	RUN(&p, "plan", "--op", "layernorm-fwd", "--hidden", "16M");
+	ck_assert_int_eq(p.status, 3);
+	ck_assert_msg(strstr(p.err, "wsnorm: plan: layernorm-fwd bf16 hidden 16777216: ESHAPE: no kernel fits: ") &&
+		      !strstr(p.err, "ESHAPE: plan:"), "%s", p.err);
+	tu_proc_free(&p);
+}
+END_TEST
+
 /* bench's list options given again add to their lists: two --op and two --hidden time four points. */
 START_TEST(test_bench_lists_add)
 {
@@ -2095,6 +2116,7 @@ Suite *suite_cli(void)
 	tcase_add_test(tc, test_size_suffixes);
 	tcase_add_test(tc, test_bench_json_error);
 	tcase_add_test(tc, test_bench_lists_add);
+	tcase_add_test(tc, test_top_level_edges);
 	tcase_add_test(tc, test_bench_check);
 	tcase_add_test(tc, test_gen_shards_cleanup);
 	tcase_add_test(tc, test_gen_shards_replace);

@@ -339,6 +339,22 @@ START_TEST(test_planner_forced_options)
 	p.opts.groups = 32;
 	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), WSN_EINVAL);
 	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "does not fit"));
+	/* the limit is named, for the forced values only; under auto, ws's reason comes with it */
+	params_init(&p, WSN_LAYERNORM_BWD, WSN_BF16, 4096);
+	p.opts.block_threads = 128;
+	p.opts.groups = 8;
+	p.opts.approach = WSN_APPROACH_MULTIWAVE;
+	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), WSN_EINVAL);
+	ck_assert_msg(strstr(wsn_last_error(), "forced block_threads 128 and groups 8 does not fit: 1024 threads x ~") &&
+		      strstr(wsn_last_error(), "registers, more than the SM's 65536 (all in registers)"), "%s",
+		      wsn_last_error());
+	p.opts.block_threads = 0;
+	p.opts.groups = 16;
+	p.opts.approach = WSN_APPROACH_AUTO;
+	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), WSN_EINVAL);
+	ck_assert_msg(strstr(wsn_last_error(), "plan: no kernel fits: multi-wave layernorm-bwd bf16 hidden 4096: forced "
+			     "groups 16 does not fit: ") && strstr(wsn_last_error(), "; ws "), "%s", wsn_last_error());
+	ck_assert_ptr_null(strstr(wsn_last_error(), "block_threads 0"));
 	params_init(&p, WSN_RMSNORM_FWD, WSN_F32, 1024);
 	p.opts.block_threads = 512;
 	p.opts.groups = 4; /* 2048 threads */
