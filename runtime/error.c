@@ -153,6 +153,10 @@ int wsn__error_context(int err, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	n = strlen(msg);
+	/* "plan ... on cuda:0: plan: ..." names the step once: the detail loses the context's first word */
+	m = strcspn(msg, " :");
+	if (m && !strncmp(rest, msg, m) && !strncmp(rest + m, ": ", 2) && rest[m + 2])
+		rest += m + 2;
 	if (n + 2 < sizeof(msg)) {
 		memcpy(msg + n, ": ", 2);
 		n += 2;

@@ -50,6 +50,13 @@ START_TEST(test_text_escape)
 	/* the library's own messages go through it */
 	ck_assert_int_eq(wsn__error(WSN_EINVAL, "name '%s'", "a\x1b\xff"), WSN_EINVAL);
 	ck_assert_str_eq(wsn_last_error(), "name 'a\\x1b\\xff'");
+	/* a context names its step once: a detail that starts with the context's first word loses it */
+	wsn__error(WSN_EINVAL, "plan: no kernel fits");
+	ck_assert_int_eq(wsn__error_context(WSN_EINVAL, "plan %s on cuda:%d", "x", 0), WSN_EINVAL);
+	ck_assert_str_eq(wsn_last_error(), "plan x on cuda:0: no kernel fits");
+	wsn__error(WSN_EINVAL, "planner: no kernel fits");
+	wsn__error_context(WSN_EINVAL, "plan %s", "x");
+	ck_assert_str_eq(wsn_last_error(), "plan x: planner: no kernel fits");
 }
 END_TEST
 
