@@ -537,23 +537,36 @@ static const char *entry_text(const struct wsn_st_entry *e, char *buf, size_t le
 static void unknown_tensors(const struct pl_shard *sh)
 {
 	static const char *const known[] = { "x", "dy", "weight", "bias", "mean", "rstd" };
-	const int nknown = (int)(sizeof(known) / sizeof(known[0]));
+	const int nknown = (int)(sizeof(known) / sizeof(known[0])), nshow = 8;
 	int n = wsn_st_count(sh->st), unknown = 0;
-	const char *first = NULL;
+	char names[1024];
+	size_t off = 0;
 
+	names[0] = '\0';
 	for (int i = 0; i < n; i++) {
 		const struct wsn_st_entry *e = wsn_st_entry_at(sh->st, i);
-		int k = 0;
+		int k = 0, w;
 
 		while (k < nknown && strcmp(e->name, known[k]))
 			k++;
-		if (k == nknown && !unknown++)
-			first = e->name;
+		if (k < nknown || unknown++ >= nshow)
+			continue;
+		/* every name, up to nshow of them (a file of thousands would bury the run's report) */
+		w = snprintf(names + off, sizeof(names) - off, "%s'%s'", off ? ", " : "", e->name);
+		if (w > 0 && (size_t)w < sizeof(names) - off)
+			off += (size_t)w;
 	}
-	if (unknown)
-		cli_warn("run: warning: '%s': tensor '%s'%s %s not one that run reads (x, dy, weight, bias, mean, rstd) "
-			 "and %s ignored", sh->path, first, unknown > 1 ? " and others" : "", unknown > 1 ? "are" : "is",
-			 unknown > 1 ? "are" : "is");
+	if (!unknown)
+		return;
+	if (unknown == 1)
+		cli_warn("run: warning: '%s': tensor %s is not one that run reads (x, dy, weight, bias, mean, rstd) "
+			 "and is ignored", sh->path, names);
+	else if (unknown <= nshow)
+		cli_warn("run: warning: '%s': tensors %s are not ones that run reads (x, dy, weight, bias, mean, rstd) "
+			 "and are ignored", sh->path, names);
+	else
+		cli_warn("run: warning: '%s': tensors %s and %d more are not ones that run reads (x, dy, weight, bias, "
+			 "mean, rstd) and are ignored", sh->path, names, unknown - nshow);
 }
 
 /* Whether entry e of the file at path, a tensor run reads, is of a dtype wsnorm computes with (the others

@@ -1389,6 +1389,15 @@ START_TEST(test_mixed_metadata_warns)
 		ck_assert_msg(p.status == 0, "%s", p.err);
 		ck_assert_msg(strstr(p.err, "tensor 'weights' is not one that run reads"), "%s", p.err);
 		tu_proc_free(&p);
+		/* each unknown tensor is named */
+		write_st(typo, "{\"__metadata__\":{\"wsnorm.op\":\"rmsnorm-fwd\"},\"x\":{\"dtype\":\"F32\",\"shape\":[2,4],"
+			 "\"data_offsets\":[0,32]},\"weights\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[32,48]},"
+			 "\"step\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[48,56]}}", 56);
+		RUN(&p, "-q", "run", "--input", typo, "--device", "cpu");
+		ck_assert_msg(p.status == 0, "%s", p.err);
+		ck_assert_msg(strstr(p.err, "tensors 'step', 'weights' are not ones that run reads") ||
+			      strstr(p.err, "tensors 'weights', 'step' are not ones that run reads"), "%s", p.err);
+		tu_proc_free(&p);
 		free(typo);
 	}
 	ck_assert(asprintf(&list, "%s,%s", a, a) > 0); /* agreeing files: nothing said */
