@@ -752,7 +752,7 @@ START_TEST(test_other_dtypes)
 	put_tensor(step, extra, "mask", "BOOL", "[48]", 48);
 	RUN(&p, "run", "--input", extra, "--device", "cpu", "--json", "--copy-size", "64K");
 	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
-	ck_assert_msg(strstr(p.err, "tensor 'step' and others are not one that run reads"), "%s", p.err);
+	ck_assert_msg(strstr(p.err, "tensors 'step', 'mask' are not ones that run reads"), "%s", p.err);
 	j = parse(&p);
 	ck_assert_str_eq(jstr(j, "result"), "pass");
 	ck_assert_int_eq(jint(j, "rows"), 48);
