@@ -84,13 +84,13 @@ struct kp_score {
 	int nvdist;
 };
 
-/* A candidate being scored. */
 /* A planner message without its leading "plan: ", to quote inside another. */
 static const char *strip_plan(const char *msg)
 {
 	return strncmp(msg, "plan: ", 6) ? msg : msg + 6;
 }
 
+/* A candidate being scored. */
 struct cand {
 	struct arrangement a;
 	unsigned bdimx, bdimy, nvec, regs, ctas, smem;
