@@ -21,6 +21,82 @@ static void row_loop_end(struct rk_gen *g, struct ptx_loop *lp, const char *row,
 
 /* ---------------------------------------------------------------- forward */
 
+/* What the forward's passes share: the tensors, the chains of the current sum, the row's statistics. */
+struct fwd_ctx {
+	struct rk_tens x, y, w, b;
+	const char *acc[4], *mean, *rstd;
+};
+
+/* pass 1: sum (LayerNorm) or sum of squares (RMSNorm) of slice j into 4 independent chains */
+static void fwd_sum(struct rk_gen *g, int j, void *arg)
+{
+	struct fwd_ctx *c = arg;
+	const char *pv[4], *f[8];
+
+	wsn__rk_get_vec(g, &c->x, j, pv);
+	wsn__rk_unpack(g, pv, f);
+	for (int e = 0; e < g->vec; e++) {
+		if (g->ln)
+			ptx_add_f32(g->k, c->acc[e % 4], c->acc[e % 4], f[e]);
+		else
+			ptx_fma_f32(g->k, c->acc[e % 4], f[e], f[e], c->acc[e % 4]);
+	}
+}
+
+/* LayerNorm pass 2: squares of slice j's distances from this thread's mean (elements it owns) */
+static void fwd_m2(struct rk_gen *g, int j, void *arg)
+{
+	struct fwd_ctx *c = arg;
+	const char *pv[4], *f[8];
+
+	wsn__rk_get_vec(g, &c->x, j, pv);
+	wsn__rk_unpack(g, pv, f);
+	for (int e = 0; e < g->vec; e++) {
+		const char *d = ptx_tmp(g->k, PTX_F32), *pe = wsn__rk_elem_pred(g, j, e);
+		ptx_sub_f32(g->k, d, f[e], c->mean);
+		if (pe)
+			ptx_guard(g->k, pe, 0);
+		ptx_fma_f32(g->k, c->acc[e % 4], d, d, c->acc[e % 4]);
+	}
+}
+
+/* last pass: y = (x - mean) * rstd * w + b for slice j */
+static void fwd_out(struct rk_gen *g, int j, void *arg)
+{
+	struct fwd_ctx *c = arg;
+	const struct wsn__kernel_plan *kp = g->kp;
+	const char *pv[4], *f[8], *o[8], *po[4], *wv[4], *wf[8] = { 0 }, *bv[4], *bf[8] = { 0 };
+
+	wsn__rk_get_vec(g, &c->x, j, pv);
+	wsn__rk_unpack(g, pv, f);
+	if (kp->has_weight) {
+		wsn__rk_get_vec(g, &c->w, j, wv);
+		wsn__rk_unpack(g, wv, wf);
+	}
+	if (kp->has_bias) {
+		wsn__rk_get_vec(g, &c->b, j, bv);
+		wsn__rk_unpack(g, bv, bf);
+	}
+	for (int e = 0; e < g->vec; e++)
+		o[e] = wsn__rk_norm_affine(g, f[e], c->mean, c->rstd, wf[e], bf[e]);
+	wsn__rk_pack(g, o, po);
+	wsn__rk_store_vec(g, &c->y, j, po);
+}
+
+/* The 4 chains of a pass's sum to zero before it, added into dst after it. */
+static void chains_zero(struct rk_gen *g, const char *const acc[4])
+{
+	for (int i = 0; i < 4; i++)
+		ptx_mov_f32(g->k, acc[i], 0.0f);
+}
+
+static void chains_add(struct rk_gen *g, const char *dst, const char *const acc[4])
+{
+	ptx_add_f32(g->k, acc[0], acc[0], acc[1]);
+	ptx_add_f32(g->k, acc[2], acc[2], acc[3]);
+	ptx_add_f32(g->k, dst, acc[0], acc[2]);
+}
+
 static void fwd_path(struct rk_gen *g, const char *rows, const char *row0, const char *rstride, const char *xp,
 		     const char *yp, const char *xld, const char *yld, const char *wp, const char *bp,
 		     const char *meanp, const char *rstdp, const char *eps, const char *txoff,
@@ -28,41 +104,48 @@ static void fwd_path(struct rk_gen *g, const char *rows, const char *row0, const
 {
 	struct ptx_kernel *k = g->k;
 	const struct wsn__kernel_plan *kp = g->kp;
-	struct rk_tens x = { .tag = "x", .store = kp->row_store, .cache = PTX_CACHE_STREAM };
-	struct rk_tens y = { .tag = "y", .store = WSN_STORE_GLOBAL, .cache = PTX_CACHE_DEFAULT };
-	struct rk_tens w = { .tag = "w", .store = kp->param_store, .cache = PTX_CACHE_READONLY };
-	struct rk_tens b = { .tag = "b", .store = kp->param_store, .cache = PTX_CACHE_READONLY };
+	struct fwd_ctx c = {
+		.x = { .tag = "x", .store = kp->row_store, .cache = PTX_CACHE_STREAM },
+		.y = { .tag = "y", .store = WSN_STORE_GLOBAL, .cache = PTX_CACHE_DEFAULT },
+		.w = { .tag = "w", .store = kp->param_store, .cache = PTX_CACHE_READONLY },
+		.b = { .tag = "b", .store = kp->param_store, .cache = PTX_CACHE_READONLY },
+	};
+	struct rk_pass sum = { .t = { &c.x }, .nt = 1, .vecs = 1 }, out = { .t = { &c.x, &c.y }, .nt = 2, .vecs = 2 };
 	const char *row = ptx_reg(k, PTX_U64, "row"), *p = ptx_reg(k, PTX_PRED, "p_row");
 	const char *done = ptx_label_new(k, g->vecpath ? "vec_done" : "elem_done");
 	struct ptx_loop lp;
 
-	if (x.store == WSN_STORE_GLOBAL)
-		x.cache = PTX_CACHE_DEFAULT;
-	x.g = ptx_reg(k, PTX_U64, "xa");
-	y.g = ptx_reg(k, PTX_U64, "ya");
+	if (c.x.store == WSN_STORE_GLOBAL)
+		c.x.cache = PTX_CACHE_DEFAULT;
+	c.x.g = ptx_reg(k, PTX_U64, "xa");
+	c.y.g = ptx_reg(k, PTX_U64, "ya");
 	if (kp->has_weight) {
-		w.g = ptx_reg(k, PTX_U64, "wa");
-		ptx_ins(k, "add.u64 %s, %s, %s", w.g, wp, txoff);
+		c.w.g = ptx_reg(k, PTX_U64, "wa");
+		ptx_ins(k, "add.u64 %s, %s, %s", c.w.g, wp, txoff);
+		out.t[out.nt++] = &c.w;
+		out.vecs++;
 	}
 	if (kp->has_bias) {
-		b.g = ptx_reg(k, PTX_U64, "ba");
-		ptx_ins(k, "add.u64 %s, %s, %s", b.g, bp, txoff);
+		c.b.g = ptx_reg(k, PTX_U64, "ba");
+		ptx_ins(k, "add.u64 %s, %s, %s", c.b.g, bp, txoff);
+		out.t[out.nt++] = &c.b;
+		out.vecs++;
 	}
-	if (x.store == WSN_STORE_REG)
-		wsn__rk_reg_names(g, &x);
+	if (c.x.store == WSN_STORE_REG)
+		wsn__rk_reg_names(g, &c.x);
 	if (g->ln)
 		wsn__rk_own_count(g);
 	if (kp->param_store == WSN_STORE_REG) {
 		ptx_comment(k, "weight%s loaded once per CTA, kept in registers", kp->has_bias ? " and bias" : "");
 		if (kp->has_weight)
-			wsn__rk_reg_names(g, &w);
+			wsn__rk_reg_names(g, &c.w);
 		if (kp->has_bias)
-			wsn__rk_reg_names(g, &b);
+			wsn__rk_reg_names(g, &c.b);
 		for (int j = 0; j < g->nv; j++) {
 			if (kp->has_weight)
-				wsn__rk_load_vec(g, &w, j, w.r[j]);
+				wsn__rk_load_vec(g, &c.w, j, c.w.r[j]);
 			if (kp->has_bias)
-				wsn__rk_load_vec(g, &b, j, b.r[j]);
+				wsn__rk_load_vec(g, &c.b, j, c.b.r[j]);
 		}
 	}
 	const char *inv[2] = { wsn__rk_param_zero(g, rows), wsn__rk_param_zero(g, xld) };
@@ -71,70 +154,44 @@ static void fwd_path(struct rk_gen *g, const char *rows, const char *row0, const
 	ptx_guard(k, p, 0);
 	ptx_bra(k, done);
 	ptx_loop_begin(k, &lp, g->vecpath ? "vec_row" : "elem_row");
-	wsn__rk_row_addr(g, x.g, xp, row, xld, txoff);
-	wsn__rk_row_addr(g, y.g, yp, row, yld, txoff);
+	wsn__rk_row_addr(g, c.x.g, xp, row, xld, txoff);
+	wsn__rk_row_addr(g, c.y.g, yp, row, yld, txoff);
 	wsn__rk_opaque_zeros(g, row, inv);
-	if (x.store == WSN_STORE_REG) {
+	if (c.x.store == WSN_STORE_REG) {
 		ptx_comment(k, "all %d loads of the row issued before the first use", g->nv);
 		for (int j = 0; j < g->nv; j++)
-			wsn__rk_load_vec(g, &x, j, x.r[j]);
+			wsn__rk_load_vec(g, &c.x, j, c.x.r[j]);
 	}
 
 	/* pass 1: sum (LayerNorm) or sum of squares (RMSNorm); 4 independent chains */
-	const char *acc[4], *s1 = ptx_reg(k, PTX_F32, "s1");
-	for (int i = 0; i < 4; i++) {
-		acc[i] = ptx_tmp(k, PTX_F32);
-		ptx_mov_f32(k, acc[i], 0.0f);
-	}
-	for (int j = 0; j < g->nv; j++) {
-		const char *pv[4], *f[8];
-		wsn__rk_get_vec(g, &x, j, pv);
-		wsn__rk_unpack(g, pv, f);
-		for (int e = 0; e < g->vec; e++) {
-			if (g->ln)
-				ptx_add_f32(k, acc[e % 4], acc[e % 4], f[e]);
-			else
-				ptx_fma_f32(k, acc[e % 4], f[e], f[e], acc[e % 4]);
-		}
-	}
-	ptx_add_f32(k, acc[0], acc[0], acc[1]);
-	ptx_add_f32(k, acc[2], acc[2], acc[3]);
-	ptx_add_f32(k, s1, acc[0], acc[2]);
+	const char *s1 = ptx_reg(k, PTX_F32, "s1");
+	for (int i = 0; i < 4; i++)
+		c.acc[i] = ptx_tmp(k, PTX_F32);
+	chains_zero(g, c.acc);
+	wsn__rk_pass(g, &sum, fwd_sum, &c);
+	chains_add(g, s1, c.acc);
 	if (!g->ln)
 		wsn__rk_reduce_row(g, &s1, 1);
 
-	const char *mean = ptx_reg(k, PTX_F32, "mean"), *rstd = ptx_reg(k, PTX_F32, "rstd");
+	c.mean = ptx_reg(k, PTX_F32, "mean");
+	c.rstd = ptx_reg(k, PTX_F32, "rstd");
 	const char *var = ptx_reg(k, PTX_F32, "var");
 	if (g->ln) {
 		/* this thread's mean, then pass 2: M2 about it from the cached row (exact two-pass);
 		 * the row's mean and M2 are merged from the threads' in one reduction */
 		const char *n = ptx_reg(k, PTX_F32, "count");
 		ptx_mov(k, PTX_F32, n, g->cnt);
-		ptx_mul_f32(k, mean, s1, g->rcnt);
+		ptx_mul_f32(k, c.mean, s1, g->rcnt);
 		g->zp = g->zrow[0];
-		for (int i = 0; i < 4; i++)
-			ptx_mov_f32(k, acc[i], 0.0f);
-		for (int j = 0; j < g->nv; j++) {
-			const char *pv[4], *f[8];
-			wsn__rk_get_vec(g, &x, j, pv);
-			wsn__rk_unpack(g, pv, f);
-			for (int e = 0; e < g->vec; e++) {
-				const char *d = ptx_tmp(k, PTX_F32), *pe = wsn__rk_elem_pred(g, j, e);
-				ptx_sub_f32(k, d, f[e], mean);
-				if (pe)
-					ptx_guard(k, pe, 0);
-				ptx_fma_f32(k, acc[e % 4], d, d, acc[e % 4]);
-			}
-		}
-		ptx_add_f32(k, acc[0], acc[0], acc[1]);
-		ptx_add_f32(k, acc[2], acc[2], acc[3]);
-		ptx_add_f32(k, var, acc[0], acc[2]);
-		wsn__rk_reduce_welford(g, 1, &n, &mean, &var);
+		chains_zero(g, c.acc);
+		wsn__rk_pass(g, &sum, fwd_m2, &c);
+		chains_add(g, var, c.acc);
+		wsn__rk_reduce_welford(g, 1, &n, &c.mean, &var);
 	} else {
 		ptx_mov(k, PTX_F32, var, s1);
 	}
 	ptx_fma_f32(k, var, var, g->invH, eps);
-	ptx_rsqrt_f32(k, rstd, var);
+	ptx_rsqrt_f32(k, c.rstd, var);
 	/* statistics: one thread per row, when asked for */
 	{
 		const char *sa = ptx_tmp(k, PTX_U64);
@@ -143,34 +200,18 @@ static void fwd_path(struct rk_gen *g, const char *rows, const char *row0, const
 			const char *ma = ptx_tmp(k, PTX_U64);
 			ptx_ins(k, "add.u64 %s, %s, %s", ma, meanp, sa);
 			ptx_guard(k, p_mean, 0);
-			ptx_st_global(k, PTX_CACHE_DEFAULT, PTX_F32, ma, 0, mean);
+			ptx_st_global(k, PTX_CACHE_DEFAULT, PTX_F32, ma, 0, c.mean);
 		}
 		const char *ra = ptx_tmp(k, PTX_U64);
 		ptx_ins(k, "add.u64 %s, %s, %s", ra, rstdp, sa);
 		ptx_guard(k, p_rstd, 0);
-		ptx_st_global(k, PTX_CACHE_DEFAULT, PTX_F32, ra, 0, rstd);
+		ptx_st_global(k, PTX_CACHE_DEFAULT, PTX_F32, ra, 0, c.rstd);
 	}
 
 	/* pass 3: y = (x - mean) * rstd * w + b */
 	ptx_comment(k, "normalise, scale, shift, store");
 	g->zp = g->zrow[1];
-	for (int j = 0; j < g->nv; j++) {
-		const char *pv[4], *f[8], *o[8], *po[4], *wv[4], *wf[8] = { 0 }, *bv[4], *bf[8] = { 0 };
-		wsn__rk_get_vec(g, &x, j, pv);
-		wsn__rk_unpack(g, pv, f);
-		if (kp->has_weight) {
-			wsn__rk_get_vec(g, &w, j, wv);
-			wsn__rk_unpack(g, wv, wf);
-		}
-		if (kp->has_bias) {
-			wsn__rk_get_vec(g, &b, j, bv);
-			wsn__rk_unpack(g, bv, bf);
-		}
-		for (int e = 0; e < g->vec; e++)
-			o[e] = wsn__rk_norm_affine(g, f[e], mean, rstd, wf[e], bf[e]);
-		wsn__rk_pack(g, o, po);
-		wsn__rk_store_vec(g, &y, j, po);
-	}
+	wsn__rk_pass(g, &out, fwd_out, &c);
 	row_loop_end(g, &lp, row, rstride, rows, p, done);
 }
 
@@ -236,57 +277,134 @@ static int gen_forward(struct rk_gen *g)
 
 /* ---------------------------------------------------------------- backward */
 
+/* What the backward's passes share. */
+struct bwd_ctx {
+	struct rk_tens dy, x, dx, w;
+	struct rk_acc *dw, *db;
+	const char *sg[2], *sgx[2], *mean, *rstd, *mg, *nmgx;
+};
+
+/* pass 1, slice j: g = dy * w, xhat; row sums of g and g * xhat; column sums of dy * xhat and dy */
+static void bwd_sums(struct rk_gen *g, int j, void *arg)
+{
+	struct bwd_ctx *c = arg;
+	struct ptx_kernel *k = g->k;
+	const char *dv[4], *xv[4], *wv[4], *df[8], *xf[8], *wf[8] = { 0 }, *fw[8], *fb[8];
+
+	wsn__rk_get_vec(g, &c->dy, j, dv);
+	wsn__rk_get_vec(g, &c->x, j, xv);
+	wsn__rk_unpack(g, dv, df);
+	wsn__rk_unpack(g, xv, xf);
+	if (g->kp->has_weight) {
+		g->zp = g->zrow[0];
+		wsn__rk_get_vec(g, &c->w, j, wv);
+		g->zp = NULL;
+		wsn__rk_unpack(g, wv, wf);
+	}
+	if (c->dw)
+		wsn__rk_acc_get(g, c->dw, j, fw);
+	if (c->db)
+		wsn__rk_acc_get(g, c->db, j, fb);
+	for (int e = 0; e < g->vec; e++) {
+		const char *xh = wsn__rk_xhat(g, xf[e], c->mean, c->rstd), *gg = wsn__rk_dy_w(g, df[e], wf[e]);
+		if (g->ln)
+			ptx_add_f32(k, c->sg[e % 2], c->sg[e % 2], gg);
+		ptx_fma_f32(k, c->sgx[e % 2], gg, xh, c->sgx[e % 2]);
+		if (c->dw)
+			ptx_fma_f32(k, fw[e], df[e], xh, fw[e]);
+		if (c->db)
+			ptx_add_f32(k, fb[e], fb[e], df[e]);
+	}
+	if (c->dw)
+		wsn__rk_acc_put(g, c->dw, j, fw);
+	if (c->db)
+		wsn__rk_acc_put(g, c->db, j, fb);
+}
+
+/* pass 2, slice j: dx = rstd * (g - sum_g / H - xhat * sum_gxhat / H) */
+static void bwd_dx(struct rk_gen *g, int j, void *arg)
+{
+	struct bwd_ctx *c = arg;
+	const char *dv[4], *xv[4], *wv[4], *df[8], *xf[8], *wf[8] = { 0 }, *o[8], *po[4];
+
+	wsn__rk_get_vec(g, &c->dy, j, dv);
+	wsn__rk_get_vec(g, &c->x, j, xv);
+	wsn__rk_unpack(g, dv, df);
+	wsn__rk_unpack(g, xv, xf);
+	if (g->kp->has_weight) {
+		wsn__rk_get_vec(g, &c->w, j, wv);
+		wsn__rk_unpack(g, wv, wf);
+	}
+	for (int e = 0; e < g->vec; e++)
+		o[e] = wsn__rk_dx_elem(g, xf[e], df[e], wf[e], c->mean, c->rstd, c->mg, c->nmgx);
+	wsn__rk_pack(g, o, po);
+	wsn__rk_store_vec(g, &c->dx, j, po);
+}
+
 static void bwd_path(struct rk_gen *g, const char *rows, const char *row0, const char *rstride, const char *const pr[7],
 		     const char *dyld, const char *xld, const char *dxld, const char *sld, const char *txoff,
 		     struct rk_acc *dw, struct rk_acc *db)
 {
 	struct ptx_kernel *k = g->k;
 	const struct wsn__kernel_plan *kp = g->kp;
-	struct rk_tens dy = { .tag = "dy", .store = kp->row_store, .cache = PTX_CACHE_STREAM };
-	struct rk_tens x = { .tag = "x", .store = kp->row_store, .cache = PTX_CACHE_STREAM };
-	struct rk_tens dx = { .tag = "dx", .store = WSN_STORE_GLOBAL, .cache = PTX_CACHE_DEFAULT };
-	struct rk_tens w = { .tag = "w", .store = kp->param_store, .cache = PTX_CACHE_READONLY };
+	struct bwd_ctx c = {
+		.dy = { .tag = "dy", .store = kp->row_store, .cache = PTX_CACHE_STREAM },
+		.x = { .tag = "x", .store = kp->row_store, .cache = PTX_CACHE_STREAM },
+		.dx = { .tag = "dx", .store = WSN_STORE_GLOBAL, .cache = PTX_CACHE_DEFAULT },
+		.w = { .tag = "w", .store = kp->param_store, .cache = PTX_CACHE_READONLY },
+		.dw = kp->has_weight ? dw : NULL,
+		.db = kp->has_bias ? db : NULL,
+	};
+	struct rk_pass sums = { .t = { &c.dy, &c.x }, .nt = 2, .vecs = 2 };
+	struct rk_pass dxp = { .t = { &c.dy, &c.x, &c.dx }, .nt = 3, .vecs = 3 };
 	const char *row = ptx_reg(k, PTX_U64, "row"), *p = ptx_reg(k, PTX_PRED, "p_row");
 	const char *done = ptx_label_new(k, g->vecpath ? "vec_done" : "elem_done");
-	int has_dw = kp->has_weight, has_db = kp->has_bias;
 	struct ptx_loop lp;
 
 	if (kp->row_store == WSN_STORE_GLOBAL)
-		dy.cache = x.cache = PTX_CACHE_DEFAULT;
-	dy.g = ptx_reg(k, PTX_U64, "dya");
-	x.g = ptx_reg(k, PTX_U64, "xa");
-	dx.g = ptx_reg(k, PTX_U64, "dxa");
-	if (dy.store == WSN_STORE_REG) {
-		wsn__rk_reg_names(g, &dy);
-		wsn__rk_reg_names(g, &x);
+		c.dy.cache = c.x.cache = PTX_CACHE_DEFAULT;
+	c.dy.g = ptx_reg(k, PTX_U64, "dya");
+	c.x.g = ptx_reg(k, PTX_U64, "xa");
+	c.dx.g = ptx_reg(k, PTX_U64, "dxa");
+	if (c.dy.store == WSN_STORE_REG) {
+		wsn__rk_reg_names(g, &c.dy);
+		wsn__rk_reg_names(g, &c.x);
 	}
 	if (kp->has_weight) {
-		w.g = ptx_reg(k, PTX_U64, "wa");
-		ptx_ins(k, "add.u64 %s, %s, %s", w.g, pr[2], txoff);
-		if (w.store == WSN_STORE_REG) {
+		c.w.g = ptx_reg(k, PTX_U64, "wa");
+		ptx_ins(k, "add.u64 %s, %s, %s", c.w.g, pr[2], txoff);
+		if (c.w.store == WSN_STORE_REG) {
 			ptx_comment(k, "weight loaded once per CTA, kept in registers");
-			wsn__rk_reg_names(g, &w);
+			wsn__rk_reg_names(g, &c.w);
 			for (int j = 0; j < g->nv; j++)
-				wsn__rk_load_vec(g, &w, j, w.r[j]);
-		} else if (w.store == WSN_STORE_SMEM) {
+				wsn__rk_load_vec(g, &c.w, j, c.w.r[j]);
+		} else if (c.w.store == WSN_STORE_SMEM) {
 			ptx_comment(k, "weight loaded once per CTA into shared memory (each thread its own vectors)");
-			w.s = ptx_reg(k, PTX_U32, "ws_w");
-			ptx_ins(k, "mad.lo.u32 %s, %s, 16, %s", w.s, g->tx, g->smem);
-			ptx_ins(k, "add.u32 %s, %s, %u", w.s, w.s, g->sm_w);
+			c.w.s = ptx_reg(k, PTX_U32, "ws_w");
+			ptx_ins(k, "mad.lo.u32 %s, %s, 16, %s", c.w.s, g->tx, g->smem);
+			ptx_ins(k, "add.u32 %s, %s, %u", c.w.s, c.w.s, g->sm_w);
 			for (int j = 0; j < g->nv; j++) {
 				const char *t[4];
 				for (int q = 0; q < 4; q++)
 					t[q] = ptx_tmp(k, PTX_B32);
-				wsn__rk_load_vec(g, &w, j, t);
-				ptx_st_shared_v4(k, w.s, (long long)j * g->bdimx * 16, t);
+				wsn__rk_load_vec(g, &c.w, j, t);
+				ptx_st_shared_v4(k, c.w.s, (long long)j * g->bdimx * 16, t);
 			}
 		}
+		sums.t[sums.nt++] = &c.w;
+		sums.vecs++;
+		dxp.t[dxp.nt++] = &c.w;
+		dxp.vecs++;
 	}
 	/* accumulators start at zero */
-	if (has_dw)
-		wsn__rk_acc_zero(g, dw);
-	if (has_db)
-		wsn__rk_acc_zero(g, db);
+	for (int a = 0; a < 2; a++) {
+		struct rk_acc *ac = a ? c.db : c.dw;
+		if (!ac)
+			continue;
+		wsn__rk_acc_zero(g, ac);
+		sums.a[sums.na++] = ac;
+		sums.vecs += 2 * g->vec / 4; /* read and written back as f32 */
+	}
 
 	const char *inv[2] = { wsn__rk_param_zero(g, rows), wsn__rk_param_zero(g, xld) };
 	ptx_mov(k, PTX_U64, row, row0);
@@ -295,97 +413,55 @@ static void bwd_path(struct rk_gen *g, const char *rows, const char *row0, const
 	ptx_bra(k, done);
 	ptx_loop_begin(k, &lp, g->vecpath ? "vec_row" : "elem_row");
 	wsn__rk_opaque_zeros(g, row, inv);
-	wsn__rk_row_addr(g, dy.g, pr[0], row, dyld, txoff);
-	wsn__rk_row_addr(g, x.g, pr[1], row, xld, txoff);
-	wsn__rk_row_addr(g, dx.g, pr[5], row, dxld, txoff);
+	wsn__rk_row_addr(g, c.dy.g, pr[0], row, dyld, txoff);
+	wsn__rk_row_addr(g, c.x.g, pr[1], row, xld, txoff);
+	wsn__rk_row_addr(g, c.dx.g, pr[5], row, dxld, txoff);
 	/* per-row statistics, broadcast to the row's threads */
-	const char *mean = ptx_reg(k, PTX_F32, "mean"), *rstd = ptx_reg(k, PTX_F32, "rstd");
+	c.mean = ptx_reg(k, PTX_F32, "mean");
+	c.rstd = ptx_reg(k, PTX_F32, "rstd");
 	{
 		const char *so = ptx_tmp(k, PTX_U64), *a = ptx_tmp(k, PTX_U64);
 		ptx_ins(k, "mul.lo.u64 %s, %s, %s", so, row, sld);
 		if (g->ln) {
 			ptx_ins(k, "add.u64 %s, %s, %s", a, pr[3], so);
-			ptx_ld_global(k, PTX_CACHE_DEFAULT, PTX_F32, mean, a, 0);
+			ptx_ld_global(k, PTX_CACHE_DEFAULT, PTX_F32, c.mean, a, 0);
 		}
 		const char *b = ptx_tmp(k, PTX_U64);
 		ptx_ins(k, "add.u64 %s, %s, %s", b, pr[4], so);
-		ptx_ld_global(k, PTX_CACHE_DEFAULT, PTX_F32, rstd, b, 0);
+		ptx_ld_global(k, PTX_CACHE_DEFAULT, PTX_F32, c.rstd, b, 0);
 	}
-	if (dy.store == WSN_STORE_REG) {
+	if (c.dy.store == WSN_STORE_REG) {
 		ptx_comment(k, "all %d loads of dy and x issued before the first use", 2 * g->nv);
 		for (int j = 0; j < g->nv; j++) {
-			wsn__rk_load_vec(g, &dy, j, dy.r[j]);
-			wsn__rk_load_vec(g, &x, j, x.r[j]);
+			wsn__rk_load_vec(g, &c.dy, j, c.dy.r[j]);
+			wsn__rk_load_vec(g, &c.x, j, c.x.r[j]);
 		}
 	}
 
 	/* pass 1: g = dy * w, xhat; row sums of g and g * xhat; column sums of dy * xhat and dy */
-	const char *sg[2], *sgx[2], *tot[2];
+	const char *tot[2];
 	tot[0] = ptx_reg(k, PTX_F32, "sum_g");
 	tot[1] = ptx_reg(k, PTX_F32, "sum_gxhat");
 	for (int i = 0; i < 2; i++) {
-		sg[i] = ptx_tmp(k, PTX_F32);
-		sgx[i] = ptx_tmp(k, PTX_F32);
-		ptx_mov_f32(k, sg[i], 0.0f);
-		ptx_mov_f32(k, sgx[i], 0.0f);
+		c.sg[i] = ptx_tmp(k, PTX_F32);
+		c.sgx[i] = ptx_tmp(k, PTX_F32);
+		ptx_mov_f32(k, c.sg[i], 0.0f);
+		ptx_mov_f32(k, c.sgx[i], 0.0f);
 	}
-	for (int j = 0; j < g->nv; j++) {
-		const char *dv[4], *xv[4], *wv[4], *df[8], *xf[8], *wf[8] = { 0 }, *fw[8], *fb[8];
-		wsn__rk_get_vec(g, &dy, j, dv);
-		wsn__rk_get_vec(g, &x, j, xv);
-		wsn__rk_unpack(g, dv, df);
-		wsn__rk_unpack(g, xv, xf);
-		if (kp->has_weight) {
-			g->zp = g->zrow[0];
-			wsn__rk_get_vec(g, &w, j, wv);
-			g->zp = NULL;
-			wsn__rk_unpack(g, wv, wf);
-		}
-		if (has_dw)
-			wsn__rk_acc_get(g, dw, j, fw);
-		if (has_db)
-			wsn__rk_acc_get(g, db, j, fb);
-		for (int e = 0; e < g->vec; e++) {
-			const char *xh = wsn__rk_xhat(g, xf[e], mean, rstd), *gg = wsn__rk_dy_w(g, df[e], wf[e]);
-			if (g->ln)
-				ptx_add_f32(k, sg[e % 2], sg[e % 2], gg);
-			ptx_fma_f32(k, sgx[e % 2], gg, xh, sgx[e % 2]);
-			if (has_dw)
-				ptx_fma_f32(k, fw[e], df[e], xh, fw[e]);
-			if (has_db)
-				ptx_add_f32(k, fb[e], fb[e], df[e]);
-		}
-		if (has_dw)
-			wsn__rk_acc_put(g, dw, j, fw);
-		if (has_db)
-			wsn__rk_acc_put(g, db, j, fb);
-	}
-	ptx_add_f32(k, tot[0], sg[0], sg[1]);
-	ptx_add_f32(k, tot[1], sgx[0], sgx[1]);
+	wsn__rk_pass(g, &sums, bwd_sums, &c);
+	ptx_add_f32(k, tot[0], c.sg[0], c.sg[1]);
+	ptx_add_f32(k, tot[1], c.sgx[0], c.sgx[1]);
 	wsn__rk_reduce_row(g, tot, 2);
 
 	/* pass 2: dx = rstd * (g - sum_g / H - xhat * sum_gxhat / H) */
-	const char *mg = ptx_reg(k, PTX_F32, "mean_g"), *nmgx = ptx_reg(k, PTX_F32, "neg_mean_gxhat");
-	ptx_mul_f32(k, mg, tot[0], g->invH);
-	ptx_mul_f32(k, nmgx, tot[1], g->invH);
-	ptx_ins(k, "neg.f32 %s, %s", nmgx, nmgx);
+	c.mg = ptx_reg(k, PTX_F32, "mean_g");
+	c.nmgx = ptx_reg(k, PTX_F32, "neg_mean_gxhat");
+	ptx_mul_f32(k, c.mg, tot[0], g->invH);
+	ptx_mul_f32(k, c.nmgx, tot[1], g->invH);
+	ptx_ins(k, "neg.f32 %s, %s", c.nmgx, c.nmgx);
 	ptx_comment(k, "dx");
 	g->zp = g->zrow[1];
-	for (int j = 0; j < g->nv; j++) {
-		const char *dv[4], *xv[4], *wv[4], *df[8], *xf[8], *wf[8] = { 0 }, *o[8], *po[4];
-		wsn__rk_get_vec(g, &dy, j, dv);
-		wsn__rk_get_vec(g, &x, j, xv);
-		wsn__rk_unpack(g, dv, df);
-		wsn__rk_unpack(g, xv, xf);
-		if (kp->has_weight) {
-			wsn__rk_get_vec(g, &w, j, wv);
-			wsn__rk_unpack(g, wv, wf);
-		}
-		for (int e = 0; e < g->vec; e++)
-			o[e] = wsn__rk_dx_elem(g, xf[e], df[e], wf[e], mean, rstd, mg, nmgx);
-		wsn__rk_pack(g, o, po);
-		wsn__rk_store_vec(g, &dx, j, po);
-	}
+	wsn__rk_pass(g, &dxp, bwd_dx, &c);
 	row_loop_end(g, &lp, row, rstride, rows, p, done);
 }
 

@@ -149,6 +149,82 @@ void wsn__rk_get_vec(struct rk_gen *g, struct rk_tens *t, int j, const char *out
 		wsn__rk_load_vec(g, t, j, out);
 }
 
+/* 16-byte vectors one iteration of a pass's chunk loop may move between memory and registers. */
+#define RK_PASS_VECS 8
+
+void wsn__rk_pass(struct rk_gen *g, const struct rk_pass *ps, void (*body)(struct rk_gen *g, int j, void *ctx),
+		  void *ctx)
+{
+	struct ptx_kernel *k = g->k;
+	const char *saved_t[6], *saved_a[2], *cnt, *p;
+	int whole = 0, c, n, j0 = 0;
+	struct ptx_loop lp;
+
+	for (int i = 0; i < ps->nt; i++)
+		if (ps->t[i]->store == WSN_STORE_REG)
+			goto unrolled;
+	for (int i = 0; i < ps->na; i++)
+		if (ps->a[i]->store == WSN_STORE_REG)
+			goto unrolled;
+	while (whole < g->nv && g->jk[whole] == RK_J_ALL)
+		whole++;
+	c = ps->vecs > 0 && ps->vecs < RK_PASS_VECS ? RK_PASS_VECS / ps->vecs : 1;
+	n = whole / c;
+	if (n < 2)
+		goto unrolled;
+	ptx_comment(k, "slices 0..%d as %d rounds of %d (a loop, so that each round's loads wait for the one "
+		    "before)", n * c - 1, n, c);
+	/* each tensor and accumulator reached through a cursor that steps c slices a round */
+	for (int i = 0; i < ps->nt; i++) {
+		struct rk_tens *t = ps->t[i];
+		int sm = t->store == WSN_STORE_SMEM;
+		const char *cur = ptx_tmp(k, sm ? PTX_U32 : PTX_U64);
+		saved_t[i] = sm ? t->s : t->g;
+		ptx_mov(k, sm ? PTX_U32 : PTX_U64, cur, saved_t[i]);
+		*(sm ? &t->s : &t->g) = cur;
+	}
+	for (int i = 0; i < ps->na; i++) {
+		struct rk_acc *a = ps->a[i];
+		int sm = a->store == WSN_STORE_SMEM;
+		const char *cur = ptx_tmp(k, sm ? PTX_U32 : PTX_U64);
+		saved_a[i] = sm ? a->s : a->g;
+		ptx_mov(k, sm ? PTX_U32 : PTX_U64, cur, saved_a[i]);
+		*(sm ? &a->s : &a->g) = cur;
+	}
+	cnt = ptx_tmp(k, PTX_U32);
+	p = ptx_tmp(k, PTX_PRED);
+	ptx_mov_imm(k, PTX_U32, cnt, 0);
+	ptx_loop_begin(k, &lp, "pass_round");
+	ptx_ins(k, ".pragma \"nounroll\""); /* unrolled by ptxas, the rounds' loads would be hoisted again */
+	for (int j = 0; j < c; j++)
+		body(g, j, ctx);
+	for (int i = 0; i < ps->nt; i++) {
+		struct rk_tens *t = ps->t[i];
+		if (t->store == WSN_STORE_SMEM)
+			ptx_ins(k, "add.u32 %s, %s, %d", t->s, t->s, c * g->bdimx * 16);
+		else
+			ptx_ins(k, "add.u64 %s, %s, %d", t->g, t->g, c * g->bdimx * 16);
+	}
+	for (int i = 0; i < ps->na; i++) {
+		struct rk_acc *a = ps->a[i];
+		if (a->store == WSN_STORE_SMEM)
+			ptx_ins(k, "add.u32 %s, %s, %d", a->s, a->s, c * g->bdimx * g->vec * 4);
+		else
+			ptx_ins(k, "add.u64 %s, %s, %d", a->g, a->g, c * g->bdimx * g->vec * 4);
+	}
+	ptx_ins(k, "add.u32 %s, %s, 1", cnt, cnt);
+	ptx_ins(k, "setp.lt.u32 %s, %s, %d", p, cnt, n);
+	ptx_loop_end(k, &lp, p, 0);
+	for (int i = 0; i < ps->nt; i++)
+		*(ps->t[i]->store == WSN_STORE_SMEM ? &ps->t[i]->s : &ps->t[i]->g) = saved_t[i];
+	for (int i = 0; i < ps->na; i++)
+		*(ps->a[i]->store == WSN_STORE_SMEM ? &ps->a[i]->s : &ps->a[i]->g) = saved_a[i];
+	j0 = n * c;
+unrolled:
+	for (int j = j0; j < g->nv; j++)
+		body(g, j, ctx);
+}
+
 /* Packed registers -> vec f32 values (f32 data is used as is). */
 void wsn__rk_unpack(struct rk_gen *g, const char *const p[4], const char *f[8])
 {

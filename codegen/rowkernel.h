@@ -118,6 +118,24 @@ void wsn__rk_get_vec(struct rk_gen *g, struct rk_tens *t, int j, const char *out
 void wsn__rk_unpack(struct rk_gen *g, const char *const p[4], const char *f[8]);
 void wsn__rk_pack(struct rk_gen *g, const char *const f[8], const char *p[4]);
 
+/*
+ * One pass over a row: body(g, j, ctx) for every slice j = 0 .. nv - 1. When none of the tensors and
+ * accumulators the pass touches is held in registers, the slices every thread holds whole run as a
+ * loop over chunks of a few slices (the pass's addresses advanced each time round) and only the
+ * rest is unrolled: unrolled, ptxas issues every load of the pass before the first use and spills
+ * what the registers cannot hold (rows re-read from memory are the rows too wide for them). vecs:
+ * the 16-byte vectors one slice moves between memory and registers, which sizes the chunk.
+ */
+struct rk_pass {
+	struct rk_tens *t[6];
+	int nt;
+	struct rk_acc *a[2];
+	int na;
+	int vecs;
+};
+void wsn__rk_pass(struct rk_gen *g, const struct rk_pass *ps, void (*body)(struct rk_gen *g, int j, void *ctx),
+		  void *ctx);
+
 /* xhat of one element: (x - mean) * rstd (LayerNorm) or x * rstd (RMSNorm; mean unused). */
 const char *wsn__rk_xhat(struct rk_gen *g, const char *x, const char *mean, const char *rstd);
 /* The backward's g of one element: dy * w with a weight, else dy itself. */

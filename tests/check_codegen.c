@@ -583,6 +583,88 @@ START_TEST(test_kernels_ptxas_f32)
 }
 END_TEST
 
+/*
+ * Rows too wide for the registers are re-read from global memory, pass after pass. Each pass over the
+ * slices every thread holds whole must be a loop of a few slices a round: unrolled, ptxas issued all
+ * of a pass's loads before the first use and spilled 0.5-7 KB a thread. Every op and dtype, at the
+ * first widths whose rows go to global memory and at one with a partial last vector: the loop is
+ * there, the kernel is the one planned, and ptxas (when present) finds no spill on sm_90a or sm_100a.
+ */
+START_TEST(test_wide_rows_loop)
+{
+	static const int64_t wide[][2] = { { 65536, 131072 }, { 131073, 262144 } }; /* [dtype is 16-bit][i] */
+	const char *ptxas = tu_ptxas("the wide-row kernels");
+	struct ptx_buf mod[2] = { 0 };
+	char entries[WSN_ARRAY_SIZE(all_ops) * WSN_ARRAY_SIZE(all_dtypes) * 3][sizeof(((struct wsn__kernel_plan *)0)->entry)];
+	int n = 0, archs[2] = { 90, 100 };
+
+	for (int a = 0; a < 2; a++) {
+		struct wsn__gpu_props g;
+
+		if (archs[a] == 100)
+			wsn__gpu_props_b200(&g);
+		else
+			wsn__gpu_props_h100(&g);
+		for (size_t o = 0; o < WSN_ARRAY_SIZE(all_ops); o++)
+			for (size_t d = 0; d < WSN_ARRAY_SIZE(all_dtypes); d++)
+				for (int i = 0; i < 3; i++) {
+					int int16 = all_dtypes[d] != WSN_F32;
+					int64_t h = i < 2 ? wide[i][int16] : int16 ? 131080 + 3 : 65537;
+					struct wsn__plan_params p;
+					struct wsn__kernel_plan kp;
+					const char *at;
+					char *text;
+					int rounds = 0;
+
+					params_init(&p, all_ops[o], all_dtypes[d], h);
+					ck_assert_msg(wsn__plan_kernel(&g, &p, &kp) == 0, "%s", wsn_last_error());
+					ck_assert_msg(kp.row_store == WSN_STORE_GLOBAL, "%s: rows not in global memory", kp.entry);
+					ck_assert_msg(wsn__generate_ptx(&kp, &text) == 0, "%s", wsn_last_error());
+					for (at = text; (at = strstr(at, ".pragma \"nounroll\"")); at++)
+						rounds++;
+					/* forward: sum (and LayerNorm's M2) and output; backward: sums (when none
+					 * is in registers) and dx; on both the vector and the element path */
+					ck_assert_msg(rounds >= 2 * (wsn_op_is_backward(kp.op) ? 1 : 2), "%s: %d round loops",
+						      kp.entry, rounds);
+					append_module(&mod[a], text);
+					if (!a)
+						snprintf(entries[n++], sizeof(entries[0]), "%s", kp.entry);
+					free(text);
+				}
+		ck_assert(!mod[a].oom);
+	}
+	if (ptxas) {
+		char *dir = tu_tmpdir(), path[2][512];
+		struct tu_ptxas_job jobs[2];
+
+		for (int a = 0; a < 2; a++) {
+			snprintf(path[a], sizeof(path[a]), "%s/wide_sm%d.ptx", dir, archs[a]);
+			tu_write_file(path[a], mod[a].s, mod[a].len);
+			tu_ptxas_start(&jobs[a], ptxas, path[a], archs[a]);
+		}
+		for (int a = 0; a < 2; a++) {
+			char *log;
+			int st = tu_ptxas_wait(&jobs[a], &log);
+
+			ck_assert_msg(st == 0, "ptxas sm_%da failed on %s:\n%.4000s", archs[a], path[a], log);
+			for (int e = 0; e < n; e++) {
+				struct tu_fn_info fi = tu_ptxas_info(log, entries[e]);
+
+				printf("ptxas sm_%da %-40s regs %3d spill %d/%d\n", archs[a], entries[e], fi.regs,
+				       fi.spill_st, fi.spill_ld);
+				ck_assert_msg(fi.found && fi.spill_st == 0 && fi.spill_ld == 0, "%s sm_%da spills %d/%d bytes",
+					      entries[e], archs[a], fi.spill_st, fi.spill_ld);
+			}
+			free(log);
+		}
+		tu_rmtree(dir);
+		free(dir);
+	}
+	for (int a = 0; a < 2; a++)
+		ptx_buf_free(&mod[a]);
+}
+END_TEST
+
 /* Kernel text properties that make a kernel fast: every load of a cached row is a 16-byte load
  * issued before the first arithmetic on it; stores are 16 bytes. */
 START_TEST(test_kernel_text)
@@ -697,6 +779,7 @@ Suite *suite_codegen(void)
 	tcase_add_test(tc, test_kernels_ptxas_bf16);
 	tcase_add_test(tc, test_kernels_ptxas_f16);
 	tcase_add_test(tc, test_kernels_ptxas_f32);
+	tcase_add_test(tc, test_wide_rows_loop);
 	suite_add_tcase(s, tc);
 	return s;
 }
