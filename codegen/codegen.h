@@ -97,7 +97,7 @@ struct wsn__kernel_plan {
 	int ws_good;            /* the heuristic's verdict (is_good_ws_heuristic) */
 	unsigned smem_limit;    /* the device's opt-in shared memory per CTA the plan was made against */
 
-	char rule[320];         /* the rule that chose the approach ("auto: ...", "forced: ...",
+	char rule[384];         /* the rule that chose the approach ("auto: ...", "forced: ...",
 				 * "autotune: ..."); also the first clause of why */
 	char why[3072];         /* the planner's reasoning, one clause per decision */
 };

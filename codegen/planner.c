@@ -84,6 +84,14 @@ struct kp_score {
 	int nvdist;
 };
 
+/* A backward multi-wave plan whose dweight or dbias sums live in global memory (rows too wide for the
+ * shared memory): they are read and written back for every row. */
+static int sums_in_global(const struct wsn__kernel_plan *kp)
+{
+	return wsn_op_is_backward(kp->op) && ((kp->has_weight && kp->dw_store == WSN_STORE_GLOBAL) ||
+					      (kp->has_bias && kp->db_store == WSN_STORE_GLOBAL));
+}
+
 /* A planner message without its leading "plan: ", to quote inside another. */
 static const char *strip_plan(const char *msg)
 {
@@ -496,7 +504,7 @@ int wsn__plan_kernel(const struct wsn__gpu_props *g, const struct wsn__plan_para
 		     struct wsn__kernel_plan *kp)
 {
 	struct wsn__kernel_plan ws;
-	char rule[320];
+	char rule[384];
 	int err;
 
 	switch (p->opts.approach) {
@@ -534,6 +542,14 @@ int wsn__plan_kernel(const struct wsn__gpu_props *g, const struct wsn__plan_para
 			/* neither fits: both reasons, each without its own "plan: " */
 			snprintf(mwwhy, sizeof(mwwhy), "%s", wsn_last_error());
 			return wsn__error(err, "plan: no kernel fits: %s; %s", strip_plan(mwwhy), strip_plan(wswhy));
+		}
+		if (!wswhy[0] && !ws.ws_good && sums_in_global(kp)) {
+			/* A ring of one stage still beats sums read and written for every row. */
+			snprintf(rule, sizeof(rule), "auto: ws though its heuristic is not good: multi-wave would read and write its "
+				 "dweight/dbias sums in global memory every row (2048 rows, ws vs multi-wave, LayerNorm bwd bf16 "
+				 "128K-144K 1.80-1.84 vs 0.30-0.31 TB/s; f32 80K-96K 2.68-2.75 vs 0.89-0.91; RMSNorm bwd bf16 "
+				 "152K-208K 2.36-2.37 vs 0.76-0.77, f32 104K 2.72 vs 1.21)");
+			*kp = ws;
 		}
 		why_prepend(kp, rule);
 		return 0;

@@ -581,6 +581,35 @@ START_TEST(test_ws_auto)
 	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
 	ck_assert_int_eq(kp.approach, WSN_APPROACH_MULTIWAVE);
 	ck_assert_ptr_nonnull(strstr(kp.why, "auto: multi-wave, the ws heuristic is not good here"));
+	/* not good either, but multi-wave would keep its sums in global memory: ws of one stage */
+	{
+		static const struct { enum wsn_op op; enum wsn_dtype dt; int64_t h; } wide[] = {
+			{ WSN_LAYERNORM_BWD, WSN_BF16, 131072 }, { WSN_LAYERNORM_BWD, WSN_F32, 98304 },
+			{ WSN_RMSNORM_BWD, WSN_BF16, 212992 }, { WSN_RMSNORM_BWD, WSN_F32, 106496 },
+		};
+		for (size_t i = 0; i < WSN_ARRAY_SIZE(wide); i++) {
+			struct wsn__kernel_plan mw;
+
+			params(&p, wide[i].op, wide[i].dt, wide[i].h, 2048);
+			p.opts.approach = WSN_APPROACH_MULTIWAVE;
+			ck_assert_int_eq(wsn__plan_kernel(&h, &p, &mw), 0);
+			ck_assert_int_eq(mw.dw_store, WSN_STORE_GLOBAL);
+			p.opts.approach = WSN_APPROACH_AUTO;
+			ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
+			ck_assert_msg(kp.approach == WSN_APPROACH_WS && !kp.ws_good && kp.stages == 1, "%s", kp.why);
+			ck_assert_msg(!strncmp(kp.why, "auto: ws though its heuristic is not good: multi-wave would read and "
+					       "write its dweight/dbias sums in global memory", 110), "%s", kp.why);
+			ck_assert_str_eq(kp.rule, "auto: ws though its heuristic is not good: multi-wave would read and write "
+					 "its dweight/dbias sums in global memory every row (2048 rows, ws vs multi-wave, "
+					 "LayerNorm bwd bf16 128K-144K 1.80-1.84 vs 0.30-0.31 TB/s; f32 80K-96K 2.68-2.75 vs "
+					 "0.89-0.91; RMSNorm bwd bf16 152K-208K 2.36-2.37 vs 0.76-0.77, f32 104K 2.72 vs 1.21)");
+		}
+		/* sums that fit the shared memory keep the rule above */
+		params(&p, WSN_LAYERNORM_BWD, WSN_F32, 12289, 16384);
+		p.opts.approach = WSN_APPROACH_MULTIWAVE;
+		ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
+		ck_assert_int_ne(kp.dw_store, WSN_STORE_GLOBAL);
+	}
 	/* an op and size where multi-wave measured faster */
 	params(&p, WSN_LAYERNORM_FWD, WSN_BF16, 4096, 16384);
 	p.opts.approach = WSN_APPROACH_AUTO;
