@@ -25,6 +25,7 @@ static void row_loop_end(struct rk_gen *g, struct ptx_loop *lp, const char *row,
 struct fwd_ctx {
 	struct rk_tens x, y, w, b;
 	const char *acc[4], *mean, *rstd;
+	const char *n, *m2; /* LayerNorm with the row in memory: the thread's count and M2 so far */
 };
 
 /* pass 1: sum (LayerNorm) or sum of squares (RMSNorm) of slice j into 4 independent chains */
@@ -58,6 +59,58 @@ static void fwd_m2(struct rk_gen *g, int j, void *arg)
 			ptx_guard(g->k, pe, 0);
 		ptx_fma_f32(g->k, c->acc[e % 4], d, d, c->acc[e % 4]);
 	}
+}
+
+/* LayerNorm with the row in memory, one pass for the statistics: slice j's own (count, mean, M2),
+ * exact from its registers, merged into the thread's running ones (Chan et al.). The loads leave
+ * the elements past the row's end zero. */
+static void fwd_welford(struct rk_gen *g, int j, void *arg)
+{
+	struct fwd_ctx *c = arg;
+	struct ptx_kernel *k = g->k;
+	const char *pv[4], *f[8], *t[8], *nb = ptx_tmp(k, PTX_F32), *mb = ptx_tmp(k, PTX_F32);
+	const char *m2b[2] = { ptx_tmp(k, PTX_F32), ptx_tmp(k, PTX_F32) };
+	int w = g->vec;
+
+	wsn__rk_get_vec(g, &c->x, j, pv);
+	wsn__rk_unpack(g, pv, f);
+	for (int e = 0; e < g->vec; e++)
+		t[e] = f[e];
+	while (w > 1) { /* the slice's sum, pairwise */
+		for (int e = 0; e < w / 2; e++) {
+			const char *d = ptx_tmp(k, PTX_F32);
+			ptx_add_f32(k, d, t[2 * e], t[2 * e + 1]);
+			t[e] = d;
+		}
+		w /= 2;
+	}
+	if (g->jk[j] == RK_J_ALL) {
+		ptx_mov_f32(k, nb, (float)g->vec);
+		ptx_ins(k, "mul.rn.f32 %s, %s, 0f%08X", mb, t[0], g->vec == 8 ? 0x3E000000u : 0x3E800000u);
+	} else {
+		/* this thread's elements of a slice at the row's end: vec, tail or none */
+		const char *one = ptx_tmp(k, PTX_F32);
+		ptx_mov_f32(k, nb, 0.0f);
+		if (g->has_tail[j]) {
+			ptx_guard(k, g->pt[j], 0);
+			ptx_mov_f32(k, nb, (float)g->tail);
+		}
+		ptx_guard(k, g->pf[j], 0);
+		ptx_mov_f32(k, nb, (float)g->vec);
+		ptx_ins(k, "max.f32 %s, %s, 0f3F800000", one, nb);
+		ptx_div_rn_f32(k, mb, t[0], one);
+	}
+	for (int i = 0; i < 2; i++)
+		ptx_mov_f32(k, m2b[i], 0.0f);
+	for (int e = 0; e < g->vec; e++) {
+		const char *d = ptx_tmp(k, PTX_F32), *pe = wsn__rk_elem_pred(g, j, e);
+		ptx_sub_f32(k, d, f[e], mb);
+		if (pe)
+			ptx_guard(k, pe, 0);
+		ptx_fma_f32(k, m2b[e % 2], d, d, m2b[e % 2]);
+	}
+	ptx_add_f32(k, m2b[0], m2b[0], m2b[1]);
+	wsn__rk_chan_combine(g, c->n, c->mean, c->m2, nb, mb, m2b[0]);
 }
 
 /* last pass: y = (x - mean) * rstd * w + b for slice j */
@@ -133,7 +186,7 @@ static void fwd_path(struct rk_gen *g, const char *rows, const char *row0, const
 	}
 	if (c.x.store == WSN_STORE_REG)
 		wsn__rk_reg_names(g, &c.x);
-	if (g->ln)
+	if (g->ln && c.x.store == WSN_STORE_REG)
 		wsn__rk_own_count(g);
 	if (kp->param_store == WSN_STORE_REG) {
 		ptx_comment(k, "weight%s loaded once per CTA, kept in registers", kp->has_bias ? " and bias" : "");
@@ -163,20 +216,32 @@ static void fwd_path(struct rk_gen *g, const char *rows, const char *row0, const
 			wsn__rk_load_vec(g, &c.x, j, c.x.r[j]);
 	}
 
-	/* pass 1: sum (LayerNorm) or sum of squares (RMSNorm); 4 independent chains */
+	/* with the row in memory, every pass re-reads it: LayerNorm's statistics in one pass, not two */
 	const char *s1 = ptx_reg(k, PTX_F32, "s1");
-	for (int i = 0; i < 4; i++)
-		c.acc[i] = ptx_tmp(k, PTX_F32);
-	chains_zero(g, c.acc);
-	wsn__rk_pass(g, &sum, fwd_sum, &c);
-	chains_add(g, s1, c.acc);
-	if (!g->ln)
-		wsn__rk_reduce_row(g, &s1, 1);
+	int one_pass = g->ln && c.x.store != WSN_STORE_REG;
+	if (!one_pass) {
+		/* pass 1: sum (LayerNorm) or sum of squares (RMSNorm); 4 independent chains */
+		for (int i = 0; i < 4; i++)
+			c.acc[i] = ptx_tmp(k, PTX_F32);
+		chains_zero(g, c.acc);
+		wsn__rk_pass(g, &sum, fwd_sum, &c);
+		chains_add(g, s1, c.acc);
+		if (!g->ln)
+			wsn__rk_reduce_row(g, &s1, 1);
+	}
 
 	c.mean = ptx_reg(k, PTX_F32, "mean");
 	c.rstd = ptx_reg(k, PTX_F32, "rstd");
 	const char *var = ptx_reg(k, PTX_F32, "var");
-	if (g->ln) {
+	if (one_pass) {
+		c.n = ptx_reg(k, PTX_F32, "count");
+		c.m2 = var;
+		ptx_mov_f32(k, c.n, 0.0f);
+		ptx_mov_f32(k, c.mean, 0.0f);
+		ptx_mov_f32(k, c.m2, 0.0f);
+		wsn__rk_pass(g, &sum, fwd_welford, &c);
+		wsn__rk_reduce_welford(g, 1, &c.n, &c.mean, &var);
+	} else if (g->ln) {
 		/* this thread's mean, then pass 2: M2 about it from the cached row (exact two-pass);
 		 * the row's mean and M2 are merged from the threads' in one reduction */
 		const char *n = ptx_reg(k, PTX_F32, "count");

@@ -332,8 +332,7 @@ void wsn__rk_reduce_row(struct rk_gen *g, const char *const v[], int n)
 	ptx_ins(k, "xor.b32 %s, %s, %d", g->red_par, g->red_par, slot * g->nw);
 }
 
-/* (n, mean, M2) of a and b -> a (Chan, Golub and LeVeque's pairwise update; n == 0 sides are empty). */
-static void chan_combine(struct rk_gen *g, const char *n, const char *m, const char *m2, const char *nb,
+void wsn__rk_chan_combine(struct rk_gen *g, const char *n, const char *m, const char *m2, const char *nb,
 			 const char *mb, const char *m2b)
 {
 	struct ptx_kernel *k = g->k;
@@ -382,7 +381,7 @@ void wsn__rk_reduce_welford(struct rk_gen *g, int nsets, const char *const n[], 
 				ptx_ins(k, "selp.f32 %s, %s, %s, %s", a[i], o[i], v[i], hi);
 				ptx_ins(k, "selp.f32 %s, %s, %s, %s", b[i], v[i], o[i], hi);
 			}
-			chan_combine(g, a[0], a[1], a[2], b[0], b[1], b[2]);
+			wsn__rk_chan_combine(g, a[0], a[1], a[2], b[0], b[1], b[2]);
 			for (int i = 0; i < 3; i++)
 				ptx_mov(k, PTX_F32, v[i], a[i]);
 		}
@@ -412,7 +411,7 @@ void wsn__rk_reduce_welford(struct rk_gen *g, int nsets, const char *const n[], 
 				ptx_mov(k, PTX_F32, m[s], x[1]);
 				ptx_mov(k, PTX_F32, m2[s], x[2]);
 			} else {
-				chan_combine(g, n[s], m[s], m2[s], x[0], x[1], x[2]);
+				wsn__rk_chan_combine(g, n[s], m[s], m2[s], x[0], x[1], x[2]);
 			}
 		}
 	}

@@ -160,6 +160,10 @@ void wsn__rk_reduce_row(struct rk_gen *g, const char *const v[], int n);
 void wsn__rk_reduce_welford(struct rk_gen *g, int nsets, const char *const n[], const char *const m[],
 			    const char *const m2[]);
 
+/* (n, mean, M2) of a and b -> a (Chan, Golub and LeVeque's pairwise update; n == 0 sides are empty). */
+void wsn__rk_chan_combine(struct rk_gen *g, const char *n, const char *m, const char *m2, const char *nb,
+			  const char *mb, const char *m2b);
+
 /* ---- setup and addresses ---- */
 /* tx, ty, the shared window, 1/hidden, the partial-slice predicates and the reduction slots. */
 void wsn__rk_setup_common(struct rk_gen *g);
