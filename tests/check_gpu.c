@@ -559,6 +559,90 @@ static void inputs_free(struct inputs *in)
 }
 
 /*
+ * Rows too wide for the registers (f32 from 64K, 16-bit from 128K, and a width with a partial last
+ * vector that takes the element path): the multi-wave kernels re-read them from global memory in
+ * passes that run as loops over chunks of slices, LayerNorm's forward takes its statistics in one
+ * pass, and auto may pick a ws kernel of one stage over multi-wave sums kept in global memory. Auto
+ * first, then every op forced onto multi-wave, then multi-wave shapes whose passes step a shared-
+ * memory weight or dweight through the loop.
+ */
+START_TEST(test_wide_rows)
+{
+	static const int64_t rows[] = { 1, 7, 300 };
+	static const struct { enum wsn_op op; enum wsn_dtype dt; int64_t h; } smem[] = {
+		{ WSN_LAYERNORM_BWD, WSN_BF16, 32768 }, { WSN_LAYERNORM_BWD, WSN_F32, 24576 },
+		{ WSN_RMSNORM_BWD, WSN_F32, 49152 }, { WSN_RMSNORM_BWD, WSN_BF16, 49152 },
+	};
+	struct wsn__cu_device *cd = gpu->ctx;
+	enum wsn_dtype dt = dtypes[_i];
+	int64_t base = dt == WSN_F32 ? 65536 : 131072;
+	int fails = 0;
+
+	for (int w = 0; w < 2; w++) {
+		int64_t h = base + (w ? 3 : 0);
+		struct inputs in;
+		struct setup s;
+
+		inputs_make(&in, "wide", h, 300, h, 0);
+		setup_init(&s, dt, h, 300, h, 0, 0, in.x, in.dy, in.w, in.b);
+		fails += run_setup(&s, rows, 3);
+		for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
+			struct wsn_plan_options po;
+			struct wsn__plan_params pp;
+			struct wsn__kernel_plan *kp = xcalloc(sizeof(*kp));
+
+			memset(&pp, 0, sizeof(pp));
+			pp.op = ops[o];
+			pp.dtype = dt;
+			pp.hidden = h;
+			pp.rows = 300;
+			wsn_plan_options_init(&pp.opts, ops[o]);
+			pp.opts.approach = WSN_APPROACH_MULTIWAVE;
+			OK(wsn__plan_kernel(&cd->props, &pp, kp));
+			ck_assert_msg(kp->row_store == WSN_STORE_GLOBAL, "%s: the row is not in global memory", kp->entry);
+			free(kp);
+			memset(&po, 0, sizeof(po));
+			po.approach = WSN_APPROACH_MULTIWAVE;
+			fails += run_op(&s, ops[o], &po, "multiwave, row in memory", rows, 3, 0);
+		}
+		setup_free(&s);
+		inputs_free(&in);
+	}
+	for (size_t i = 0; i < sizeof(smem) / sizeof(smem[0]); i++) {
+		struct wsn_plan_options po;
+		struct wsn__plan_params pp;
+		struct wsn__kernel_plan *kp;
+		struct inputs in;
+		struct setup s;
+
+		if (smem[i].dt != dt)
+			continue;
+		kp = xcalloc(sizeof(*kp));
+		memset(&pp, 0, sizeof(pp));
+		pp.op = smem[i].op;
+		pp.dtype = dt;
+		pp.hidden = smem[i].h;
+		pp.rows = 300;
+		wsn_plan_options_init(&pp.opts, smem[i].op);
+		pp.opts.approach = WSN_APPROACH_MULTIWAVE;
+		OK(wsn__plan_kernel(&cd->props, &pp, kp));
+		ck_assert_msg(kp->row_store == WSN_STORE_GLOBAL &&
+			      (kp->param_store == WSN_STORE_SMEM || kp->dw_store == WSN_STORE_SMEM),
+			      "%s: not a row in memory with a shared-memory weight or dweight", kp->entry);
+		free(kp);
+		inputs_make(&in, "wide-smem", smem[i].h, 300, smem[i].h, 0);
+		setup_init(&s, dt, smem[i].h, 300, smem[i].h, 0, 0, in.x, in.dy, in.w, in.b);
+		memset(&po, 0, sizeof(po));
+		po.approach = WSN_APPROACH_MULTIWAVE;
+		fails += run_op(&s, smem[i].op, &po, "multiwave, row in memory, shared weight or sums", rows, 3, 0);
+		setup_free(&s);
+		inputs_free(&in);
+	}
+	ck_assert_msg(fails == 0, "%d mismatches (see FAIL lines above)", fails);
+}
+END_TEST
+
+/*
  * Every op x dtype with each forced (bdimy, unroll, stages) in {1, 2} x {1, 2, 4} x {2, 4, 8} that
  * fits (the planner says which do not), over 7 rows (fewer blocks than CTAs) and 2999 rows (a last
  * block that is partial for unroll > 1, and rings that wrap).
@@ -1555,6 +1639,12 @@ static Suite *suite_gpu(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, test_ops, 0, (int)(sizeof(hiddens) / sizeof(hiddens[0])));
 	tcase_add_test(tc, test_strided_stats);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("wide");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 300);
+	tcase_add_loop_test(tc, test_wide_rows, 0, (int)(sizeof(dtypes) / sizeof(dtypes[0])));
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("ws");
