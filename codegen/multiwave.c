@@ -217,8 +217,8 @@ static void fwd_path(struct rk_gen *g, const char *rows, const char *row0, const
 	}
 
 	/* with the row in memory, every pass re-reads it: LayerNorm's statistics in one pass, not two */
-	const char *s1 = ptx_reg(k, PTX_F32, "s1");
 	int one_pass = g->ln && c.x.store != WSN_STORE_REG;
+	const char *s1 = one_pass ? NULL : ptx_reg(k, PTX_F32, "s1");
 	if (!one_pass) {
 		/* pass 1: sum (LayerNorm) or sum of squares (RMSNorm); 4 independent chains */
 		for (int i = 0; i < 4; i++)

@@ -85,7 +85,8 @@ struct kp_score {
 };
 
 /* A backward multi-wave plan whose dweight or dbias sums live in global memory (rows too wide for the
- * shared memory): they are read and written back for every row. */
+ * shared memory): they are read and written back for every row a CTA takes after its first (so the
+ * ws rule below needs more rows than CTAs). */
 static int sums_in_global(const struct wsn__kernel_plan *kp)
 {
 	return wsn_op_is_backward(kp->op) && ((kp->has_weight && kp->dw_store == WSN_STORE_GLOBAL) ||
@@ -543,7 +544,7 @@ int wsn__plan_kernel(const struct wsn__gpu_props *g, const struct wsn__plan_para
 			snprintf(mwwhy, sizeof(mwwhy), "%s", wsn_last_error());
 			return wsn__error(err, "plan: no kernel fits: %s; %s", strip_plan(mwwhy), strip_plan(wswhy));
 		}
-		if (!wswhy[0] && !ws.ws_good && sums_in_global(kp)) {
+		if (!wswhy[0] && !ws.ws_good && sums_in_global(kp) && p->rows > (int64_t)kp->max_grid) {
 			/* A ring of one stage still beats sums read and written for every row. */
 			snprintf(rule, sizeof(rule), "auto: ws though its heuristic is not good: multi-wave would read and write its "
 				 "dweight/dbias sums in global memory every row (2048 rows, ws vs multi-wave, LayerNorm bwd bf16 "

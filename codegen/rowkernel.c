@@ -13,6 +13,18 @@ static void zero4(struct rk_gen *g, const char *const r[4])
 		ptx_mov_imm(g->k, PTX_B32, r[q], 0);
 }
 
+/* Byte offset of slice j of a row tensor (16 bytes a thread) or of an accumulator (vec floats a thread)
+ * from its address register, which points at slice g->jbase (0 but in a pass's rounds, wsn__rk_pass). */
+static long long tens_off(const struct rk_gen *g, int j)
+{
+	return (long long)(j - g->jbase) * g->bdimx * 16;
+}
+
+static long long acc_off(const struct rk_gen *g, int j)
+{
+	return (long long)(j - g->jbase) * g->bdimx * g->vec * 4;
+}
+
 /* Is element e of slice j valid for this thread: NULL (always) or a predicate. */
 const char *wsn__rk_elem_pred(struct rk_gen *g, int j, int e)
 {
@@ -26,7 +38,7 @@ static void load_elems(struct rk_gen *g, struct rk_tens *t, int j, const char *c
 		       const char *const *preds, int pack_pred_from_tail)
 {
 	struct ptx_kernel *k = g->k;
-	long long off = (long long)j * g->bdimx * 16;
+	long long off = tens_off(g, j);
 
 	if (g->E == 4) {
 		for (int e = 0; e < nel; e++) {
@@ -62,7 +74,7 @@ static void load_elems(struct rk_gen *g, struct rk_tens *t, int j, const char *c
 void wsn__rk_load_vec(struct rk_gen *g, struct rk_tens *t, int j, const char *const r[4])
 {
 	struct ptx_kernel *k = g->k;
-	long long off = (long long)j * g->bdimx * 16;
+	long long off = tens_off(g, j);
 	const char *preds[8];
 
 	if (g->vecpath) {
@@ -91,7 +103,7 @@ void wsn__rk_load_vec(struct rk_gen *g, struct rk_tens *t, int j, const char *co
 void wsn__rk_store_vec(struct rk_gen *g, struct rk_tens *t, int j, const char *const r[4])
 {
 	struct ptx_kernel *k = g->k;
-	long long off = (long long)j * g->bdimx * 16;
+	long long off = tens_off(g, j);
 	int nel = g->vec, from_tail = 0;
 	const char *preds[8];
 
@@ -144,7 +156,7 @@ void wsn__rk_get_vec(struct rk_gen *g, struct rk_tens *t, int j, const char *out
 	for (int q = 0; q < 4; q++)
 		out[q] = ptx_tmp(g->k, PTX_B32);
 	if (t->store == WSN_STORE_SMEM)
-		ptx_ld_shared_v4(g->k, out, t->s, (long long)j * g->bdimx * 16);
+		ptx_ld_shared_v4(g->k, out, t->s, tens_off(g, j));
 	else
 		wsn__rk_load_vec(g, t, j, out);
 }
@@ -152,12 +164,33 @@ void wsn__rk_get_vec(struct rk_gen *g, struct rk_tens *t, int j, const char *out
 /* 16-byte vectors one iteration of a pass's chunk loop may move between memory and registers. */
 #define RK_PASS_VECS 8
 
+/* Move every address of a pass by d slices. */
+static void pass_step(struct rk_gen *g, const struct rk_pass *ps, int d)
+{
+	struct ptx_kernel *k = g->k;
+
+	for (int i = 0; i < ps->nt; i++) {
+		struct rk_tens *t = ps->t[i];
+		if (t->store == WSN_STORE_SMEM)
+			ptx_ins(k, "add.u32 %s, %s, %d", t->s, t->s, d * g->bdimx * 16);
+		else
+			ptx_ins(k, "add.u64 %s, %s, %d", t->g, t->g, d * g->bdimx * 16);
+	}
+	for (int i = 0; i < ps->na; i++) {
+		struct rk_acc *a = ps->a[i];
+		if (a->store == WSN_STORE_SMEM)
+			ptx_ins(k, "add.u32 %s, %s, %d", a->s, a->s, d * g->bdimx * g->vec * 4);
+		else
+			ptx_ins(k, "add.u64 %s, %s, %d", a->g, a->g, d * g->bdimx * g->vec * 4);
+	}
+}
+
 void wsn__rk_pass(struct rk_gen *g, const struct rk_pass *ps, void (*body)(struct rk_gen *g, int j, void *ctx),
 		  void *ctx)
 {
 	struct ptx_kernel *k = g->k;
-	const char *saved_t[6], *saved_a[2], *cnt, *p;
 	int whole = 0, c, n, j0 = 0;
+	const char *cnt, *p;
 	struct ptx_loop lp;
 
 	for (int i = 0; i < ps->nt; i++)
@@ -173,24 +206,7 @@ void wsn__rk_pass(struct rk_gen *g, const struct rk_pass *ps, void (*body)(struc
 	if (n < 2)
 		goto unrolled;
 	ptx_comment(k, "slices 0..%d as %d rounds of %d (a loop, so that each round's loads wait for the one "
-		    "before)", n * c - 1, n, c);
-	/* each tensor and accumulator reached through a cursor that steps c slices a round */
-	for (int i = 0; i < ps->nt; i++) {
-		struct rk_tens *t = ps->t[i];
-		int sm = t->store == WSN_STORE_SMEM;
-		const char *cur = ptx_tmp(k, sm ? PTX_U32 : PTX_U64);
-		saved_t[i] = sm ? t->s : t->g;
-		ptx_mov(k, sm ? PTX_U32 : PTX_U64, cur, saved_t[i]);
-		*(sm ? &t->s : &t->g) = cur;
-	}
-	for (int i = 0; i < ps->na; i++) {
-		struct rk_acc *a = ps->a[i];
-		int sm = a->store == WSN_STORE_SMEM;
-		const char *cur = ptx_tmp(k, sm ? PTX_U32 : PTX_U64);
-		saved_a[i] = sm ? a->s : a->g;
-		ptx_mov(k, sm ? PTX_U32 : PTX_U64, cur, saved_a[i]);
-		*(sm ? &a->s : &a->g) = cur;
-	}
+		    "before); the addresses step through them in place", n * c - 1, n, c);
 	cnt = ptx_tmp(k, PTX_U32);
 	p = ptx_tmp(k, PTX_PRED);
 	ptx_mov_imm(k, PTX_U32, cnt, 0);
@@ -198,30 +214,21 @@ void wsn__rk_pass(struct rk_gen *g, const struct rk_pass *ps, void (*body)(struc
 	ptx_ins(k, ".pragma \"nounroll\""); /* unrolled by ptxas, the rounds' loads would be hoisted again */
 	for (int j = 0; j < c; j++)
 		body(g, j, ctx);
-	for (int i = 0; i < ps->nt; i++) {
-		struct rk_tens *t = ps->t[i];
-		if (t->store == WSN_STORE_SMEM)
-			ptx_ins(k, "add.u32 %s, %s, %d", t->s, t->s, c * g->bdimx * 16);
-		else
-			ptx_ins(k, "add.u64 %s, %s, %d", t->g, t->g, c * g->bdimx * 16);
-	}
-	for (int i = 0; i < ps->na; i++) {
-		struct rk_acc *a = ps->a[i];
-		if (a->store == WSN_STORE_SMEM)
-			ptx_ins(k, "add.u32 %s, %s, %d", a->s, a->s, c * g->bdimx * g->vec * 4);
-		else
-			ptx_ins(k, "add.u64 %s, %s, %d", a->g, a->g, c * g->bdimx * g->vec * 4);
-	}
+	pass_step(g, ps, c);
 	ptx_ins(k, "add.u32 %s, %s, 1", cnt, cnt);
 	ptx_ins(k, "setp.lt.u32 %s, %s, %d", p, cnt, n);
 	ptx_loop_end(k, &lp, p, 0);
-	for (int i = 0; i < ps->nt; i++)
-		*(ps->t[i]->store == WSN_STORE_SMEM ? &ps->t[i]->s : &ps->t[i]->g) = saved_t[i];
-	for (int i = 0; i < ps->na; i++)
-		*(ps->a[i]->store == WSN_STORE_SMEM ? &ps->a[i]->s : &ps->a[i]->g) = saved_a[i];
+	/* the rest from where the rounds left the addresses, which then go back (dead code where the next
+	 * row sets them anew) */
 	j0 = n * c;
-unrolled:
+	g->jbase = j0;
 	for (int j = j0; j < g->nv; j++)
+		body(g, j, ctx);
+	g->jbase = 0;
+	pass_step(g, ps, -j0);
+	return;
+unrolled:
+	for (int j = 0; j < g->nv; j++)
 		body(g, j, ctx);
 }
 
@@ -332,8 +339,9 @@ void wsn__rk_reduce_row(struct rk_gen *g, const char *const v[], int n)
 	ptx_ins(k, "xor.b32 %s, %s, %d", g->red_par, g->red_par, slot * g->nw);
 }
 
+/* (n, mean, M2) of a and b -> a: Chan, Golub and LeVeque's pairwise update (see rowkernel.h). */
 void wsn__rk_chan_combine(struct rk_gen *g, const char *n, const char *m, const char *m2, const char *nb,
-			 const char *mb, const char *m2b)
+			  const char *mb, const char *m2b)
 {
 	struct ptx_kernel *k = g->k;
 	const char *nn = ptx_tmp(k, PTX_F32), *d = ptx_tmp(k, PTX_F32), *f = ptx_tmp(k, PTX_F32);
@@ -568,7 +576,7 @@ void wsn__rk_acc_get(struct rk_gen *g, struct rk_acc *a, int j, const char *f[8]
 		f[e] = ptx_tmp(k, PTX_F32);
 	if (a->store == WSN_STORE_SMEM) {
 		for (int q = 0; q < g->vec / 4; q++)
-			ptx_ld_shared_v4(k, f + 4 * q, a->s, ((long long)j * g->bdimx * g->vec + 4 * q) * 4);
+			ptx_ld_shared_v4(k, f + 4 * q, a->s, acc_off(g, j) + 16LL * q);
 		return;
 	}
 	for (int e = 0; e < g->vec; e++) {
@@ -577,7 +585,7 @@ void wsn__rk_acc_get(struct rk_gen *g, struct rk_acc *a, int j, const char *f[8]
 			ptx_mov_f32(k, f[e], 0.0f);
 			ptx_guard(k, pe, 0);
 		}
-		ptx_ld_global(k, PTX_CACHE_DEFAULT, PTX_F32, f[e], a->g, ((long long)j * g->bdimx * g->vec + e) * 4);
+		ptx_ld_global(k, PTX_CACHE_DEFAULT, PTX_F32, f[e], a->g, acc_off(g, j) + 4LL * e);
 	}
 }
 
@@ -773,14 +781,14 @@ void wsn__rk_acc_put(struct rk_gen *g, struct rk_acc *a, int j, const char *cons
 		return;
 	if (a->store == WSN_STORE_SMEM) {
 		for (int q = 0; q < g->vec / 4; q++)
-			ptx_st_shared_v4(k, a->s, ((long long)j * g->bdimx * g->vec + 4 * q) * 4, f + 4 * q);
+			ptx_st_shared_v4(k, a->s, acc_off(g, j) + 16LL * q, f + 4 * q);
 		return;
 	}
 	for (int e = 0; e < g->vec; e++) {
 		const char *pe = wsn__rk_elem_pred(g, j, e);
 		if (pe)
 			ptx_guard(k, pe, 0);
-		ptx_st_global(k, PTX_CACHE_DEFAULT, PTX_F32, a->g, ((long long)j * g->bdimx * g->vec + e) * 4, f[e]);
+		ptx_st_global(k, PTX_CACHE_DEFAULT, PTX_F32, a->g, acc_off(g, j) + 4LL * e, f[e]);
 	}
 }
 

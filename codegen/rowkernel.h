@@ -36,6 +36,8 @@ struct rk_gen {
 	int bwd, ln, E, vec, nv, bdimx, bdimy, nw;
 	long long H, NV, nfull, tail;
 	int vecpath;             /* 1: 16-byte accesses; 0: element accesses (unaligned rows) */
+	int jbase;               /* the slice the row tensors' and accumulators' addresses point at (0 but
+				  * in the slices after a pass's rounds, wsn__rk_pass) */
 	enum rk_jkind jk[RK_MAXV];
 	int has_tail[RK_MAXV];
 	const char *pf[RK_MAXV], *pt[RK_MAXV], *plo[RK_MAXV]; /* RK_J_PART: full vector / tail vector /

@@ -604,6 +604,15 @@ START_TEST(test_ws_auto)
 					 "LayerNorm bwd bf16 128K-144K 1.80-1.84 vs 0.30-0.31 TB/s; f32 80K-96K 2.68-2.75 vs "
 					 "0.89-0.91; RMSNorm bwd bf16 152K-208K 2.36-2.37 vs 0.76-0.77, f32 104K 2.72 vs 1.21)");
 		}
+		/* no more rows than the multi-wave grid has CTAs: each CTA's sums are written once */
+		params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 131072, 132);
+		p.opts.approach = WSN_APPROACH_AUTO;
+		ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
+		ck_assert_msg(kp.approach == WSN_APPROACH_MULTIWAVE && kp.max_grid <= 132, "%s", kp.why);
+		params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 131072, 133);
+		p.opts.approach = WSN_APPROACH_AUTO;
+		ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
+		ck_assert_msg(kp.approach == WSN_APPROACH_WS, "%s", kp.why);
 		/* sums that fit the shared memory keep the rule above */
 		params(&p, WSN_LAYERNORM_BWD, WSN_F32, 12289, 16384);
 		p.opts.approach = WSN_APPROACH_MULTIWAVE;
