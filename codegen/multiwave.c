@@ -84,19 +84,12 @@ static void fwd_welford(struct rk_gen *g, int j, void *arg)
 		}
 		w /= 2;
 	}
+	wsn__rk_slice_count(g, j, nb);
 	if (g->jk[j] == RK_J_ALL) {
-		ptx_mov_f32(k, nb, (float)g->vec);
 		ptx_ins(k, "mul.rn.f32 %s, %s, 0f%08X", mb, t[0], g->vec == 8 ? 0x3E000000u : 0x3E800000u);
 	} else {
-		/* this thread's elements of a slice at the row's end: vec, tail or none */
+		/* a slice at the row's end: this thread may own none of it */
 		const char *one = ptx_tmp(k, PTX_F32);
-		ptx_mov_f32(k, nb, 0.0f);
-		if (g->has_tail[j]) {
-			ptx_guard(k, g->pt[j], 0);
-			ptx_mov_f32(k, nb, (float)g->tail);
-		}
-		ptx_guard(k, g->pf[j], 0);
-		ptx_mov_f32(k, nb, (float)g->vec);
 		ptx_ins(k, "max.f32 %s, %s, 0f3F800000", one, nb);
 		ptx_div_rn_f32(k, mb, t[0], one);
 	}

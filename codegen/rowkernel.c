@@ -13,16 +13,28 @@ static void zero4(struct rk_gen *g, const char *const r[4])
 		ptx_mov_imm(g->k, PTX_B32, r[q], 0);
 }
 
-/* Byte offset of slice j of a row tensor (16 bytes a thread) or of an accumulator (vec floats a thread)
- * from its address register, which points at slice g->jbase (0 but in a pass's rounds, wsn__rk_pass). */
+/* Bytes from one slice to the next: of a row tensor (16 bytes a thread) and of an accumulator (vec
+ * floats a thread). */
+static long long tens_slice(const struct rk_gen *g)
+{
+	return (long long)g->bdimx * 16;
+}
+
+static long long acc_slice(const struct rk_gen *g)
+{
+	return (long long)g->bdimx * g->vec * 4;
+}
+
+/* Byte offset of slice j from its address register, which points at slice g->jbase (0 but in the
+ * slices after a pass's rounds, wsn__rk_pass). */
 static long long tens_off(const struct rk_gen *g, int j)
 {
-	return (long long)(j - g->jbase) * g->bdimx * 16;
+	return (j - g->jbase) * tens_slice(g);
 }
 
 static long long acc_off(const struct rk_gen *g, int j)
 {
-	return (long long)(j - g->jbase) * g->bdimx * g->vec * 4;
+	return (j - g->jbase) * acc_slice(g);
 }
 
 /* Is element e of slice j valid for this thread: NULL (always) or a predicate. */
@@ -172,16 +184,16 @@ static void pass_step(struct rk_gen *g, const struct rk_pass *ps, int d)
 	for (int i = 0; i < ps->nt; i++) {
 		struct rk_tens *t = ps->t[i];
 		if (t->store == WSN_STORE_SMEM)
-			ptx_ins(k, "add.u32 %s, %s, %d", t->s, t->s, d * g->bdimx * 16);
+			ptx_ins(k, "add.u32 %s, %s, %lld", t->s, t->s, d * tens_slice(g));
 		else
-			ptx_ins(k, "add.u64 %s, %s, %d", t->g, t->g, d * g->bdimx * 16);
+			ptx_ins(k, "add.u64 %s, %s, %lld", t->g, t->g, d * tens_slice(g));
 	}
 	for (int i = 0; i < ps->na; i++) {
 		struct rk_acc *a = ps->a[i];
 		if (a->store == WSN_STORE_SMEM)
-			ptx_ins(k, "add.u32 %s, %s, %d", a->s, a->s, d * g->bdimx * g->vec * 4);
+			ptx_ins(k, "add.u32 %s, %s, %lld", a->s, a->s, d * acc_slice(g));
 		else
-			ptx_ins(k, "add.u64 %s, %s, %d", a->g, a->g, d * g->bdimx * g->vec * 4);
+			ptx_ins(k, "add.u64 %s, %s, %lld", a->g, a->g, d * acc_slice(g));
 	}
 }
 
@@ -491,6 +503,23 @@ void wsn__rk_setup_common(struct rk_gen *g)
 
 /* LayerNorm forward: g->cnt, the row elements this thread owns, and g->rcnt = 1 / that (0 for a thread past
  * the row's end). */
+void wsn__rk_slice_count(struct rk_gen *g, int j, const char *dst)
+{
+	struct ptx_kernel *k = g->k;
+
+	if (g->jk[j] == RK_J_ALL) {
+		ptx_mov_f32(k, dst, (float)g->vec);
+		return;
+	}
+	ptx_mov_f32(k, dst, 0.0f);
+	if (g->has_tail[j]) {
+		ptx_guard(k, g->pt[j], 0);
+		ptx_mov_f32(k, dst, (float)g->tail);
+	}
+	ptx_guard(k, g->pf[j], 0);
+	ptx_mov_f32(k, dst, (float)g->vec);
+}
+
 void wsn__rk_own_count(struct rk_gen *g)
 {
 	struct ptx_kernel *k = g->k;
@@ -506,13 +535,7 @@ void wsn__rk_own_count(struct rk_gen *g)
 		const char *c = ptx_tmp(k, PTX_F32);
 		if (g->jk[j] == RK_J_ALL)
 			continue;
-		ptx_mov_f32(k, c, 0.0f);
-		if (g->has_tail[j]) {
-			ptx_guard(k, g->pt[j], 0);
-			ptx_mov_f32(k, c, (float)g->tail);
-		}
-		ptx_guard(k, g->pf[j], 0);
-		ptx_mov_f32(k, c, (float)g->vec);
+		wsn__rk_slice_count(g, j, c);
 		ptx_add_f32(k, g->cnt, g->cnt, c);
 	}
 	const char *pz = ptx_tmp(k, PTX_PRED);

@@ -123,8 +123,8 @@ void wsn__rk_pack(struct rk_gen *g, const char *const f[8], const char *p[4]);
 /*
  * One pass over a row: body(g, j, ctx) for every slice j = 0 .. nv - 1. When none of the tensors and
  * accumulators the pass touches is held in registers, the slices every thread holds whole run as a
- * loop over chunks of a few slices (the pass's addresses advanced each time round) and only the
- * rest is unrolled: unrolled, ptxas issues every load of the pass before the first use and spills
+ * loop over chunks of a few slices (the pass's own address registers stepped each time round, and
+ * back after the rest) and only the rest is unrolled: unrolled, ptxas issues every load of the pass before the first use and spills
  * what the registers cannot hold (rows re-read from memory are the rows too wide for them). vecs:
  * the 16-byte vectors one slice moves between memory and registers, which sizes the chunk.
  */
@@ -171,6 +171,8 @@ void wsn__rk_chan_combine(struct rk_gen *g, const char *n, const char *m, const 
 void wsn__rk_setup_common(struct rk_gen *g);
 /* LayerNorm forward: g->cnt (row elements this thread owns) and g->rcnt = 1 / cnt (0 when none). */
 void wsn__rk_own_count(struct rk_gen *g);
+/* dst (.f32) = the elements of slice j this thread owns: vec, the row's tail or none. */
+void wsn__rk_slice_count(struct rk_gen *g, int j, const char *dst);
 /* Per-row opaque zeros (g->zrow) from the row index and two loop-invariant zeros. */
 void wsn__rk_opaque_zeros(struct rk_gen *g, const char *row, const char *const inv[2]);
 /* A loop-invariant opaque zero from a 64-bit parameter below 2^63. */
