@@ -95,6 +95,7 @@ struct wsn__kernel_plan {
 				 * through distributed shared memory; 0 or 1: a CTA per row */
 	int ws_forced;          /* ws was asked for: it runs even where the heuristic expects it to be slow */
 	int ws_good;            /* the heuristic's verdict (is_good_ws_heuristic) */
+	int ws_shape;           /* ws: the plan took a measured shape (ws_plan.c's split table) */
 	unsigned smem_limit;    /* the device's opt-in shared memory per CTA the plan was made against */
 
 	char rule[384];         /* the rule that chose the approach ("auto: ...", "forced: ...",

@@ -49,35 +49,65 @@
  * beside the row instead of each row group loading them a block ahead: LayerNorm bwd bf16 2K ran
  * 2 % faster so (NOTES v20), the same shape in f16, f32 and RMSNorm 2K slower.
  */
+#define DT(d) (1 << (d))
+#define DT16 (DT(WSN_BF16) | DT(WSN_F16))
 static const struct ws_split {
 	enum wsn_op op;
 	int64_t min_bytes, max_bytes; /* row bytes, inclusive */
 	unsigned cluster;
 	unsigned bdimx, bdimy, unroll, stages; /* the measured shape (sm_90 only); 0: the search's */
 	int stats_ring;               /* with the shape: the statistics copied into each stage */
-	int dtype;                    /* the shape only for this dtype (enum wsn_dtype); -1: any */
+	int dtypes;                   /* the shape only for these dtypes (DT() of enum wsn_dtype); 0: any */
 	const char *basis;
 } ws_splits[] = {
 	/* measured shapes first: the first entry that matches is taken */
-	{ WSN_LAYERNORM_BWD, 4096, 4607, 4, 32, 8, 2, 16, 1, WSN_BF16,
+	{ WSN_LAYERNORM_BWD, 4096, 4607, 4, 32, 8, 2, 16, 1, DT(WSN_BF16),
 	  "LayerNorm bwd bf16 2K: 2.72-2.74 over 4 with the statistics copied into each stage vs 2.67-2.68 with "
 	  "each row group loading them, in the search's shape; f16 2K 2.64-2.65 vs 2.66-2.68 and f32 1K 2.68 vs "
 	  "2.70-2.72 stay with the loads" },
-	{ WSN_LAYERNORM_BWD, 16384, 18431, 8, 32, 8, 1, 16, 0, -1,
+	/* LayerNorm bwd between the measured powers of two: the search's 2 rows a stage over the table's
+	 * cluster leaves a thread's vectors part empty there and ran 0.77-0.81 of the copy (NOTES v25) */
+	{ WSN_LAYERNORM_BWD, 5120, 5759, 2, 32, 4, 1, 16, 0, DT(WSN_BF16),
+	  "LayerNorm bwd bf16 2560: 2.71 over 2 with 4 groups of 32 threads (5 vectors each) and a row a stage vs "
+	  "2.40 over 4 with the search's 4 groups of 64 and 2 rows a stage" },
+	{ WSN_LAYERNORM_BWD, 5120, 5759, 2, 64, 4, 1, 16, 0, DT(WSN_F16),
+	  "LayerNorm bwd f16 2560: 2.72 over 2 with 4 groups of 64 threads and a row a stage (bf16's second shape, "
+	  "2.69 there; its first needs more registers in f16)" },
+	{ WSN_LAYERNORM_BWD, 6144, 6911, 4, 32, 8, 1, 16, 0, DT16,
+	  "LayerNorm bwd 3072: 2.79/2.79 (bf16/f16) over 4 with 8 groups of 32 threads and a row a stage vs "
+	  "2.32/2.55 over 8 with the search's 2 rows a stage" },
+	{ WSN_LAYERNORM_BWD, 10240, 11519, 2, 64, 2, 1, 12, 0, DT(WSN_BF16),
+	  "LayerNorm bwd bf16 5120: 2.82 over 2 with 2 groups of 64 threads (5 vectors each) and a row a stage vs "
+	  "2.35 over 8 with the search's 4 groups of 64 and 2 rows a stage" },
+	{ WSN_LAYERNORM_BWD, 10240, 11519, 4, 64, 4, 1, 16, 0, DT(WSN_F16),
+	  "LayerNorm bwd f16 5120: 2.80 over 4 with 4 groups of 64 threads and a row a stage vs 2.38 over 8 with the "
+	  "search's 2 rows a stage (bf16's second shape; its first needs more registers in f16)" },
+	{ WSN_LAYERNORM_BWD, 20480, 23039, 8, 32, 8, 1, 16, 0, DT(WSN_BF16),
+	  "LayerNorm bwd bf16 10240: 2.85 over 8 with 8 groups of 32 threads (5 vectors each) and a row a stage vs "
+	  "2.39 with the search's 2 groups of 128 and 2 rows a stage" },
+	{ WSN_LAYERNORM_BWD, 20480, 23039, 8, 64, 4, 1, 16, 0, DT(WSN_F16),
+	  "LayerNorm bwd f16 10240: 2.84 over 8 with 4 groups of 64 threads and a row a stage (bf16's third shape, "
+	  "2.83 there; its first two need more registers in f16)" },
+	{ WSN_LAYERNORM_BWD, 16384, 18431, 8, 32, 8, 1, 16, 0, 0,
 	  "LayerNorm bwd 8K: 2.81-2.82 over 8 with 8 groups of 32 threads and a row a stage vs 2.79-2.80 with "
 	  "the search's 4 groups of 64 and 2 rows a stage" },
-	{ WSN_RMSNORM_BWD, 2048, 2303, 1, 64, 4, 1, 12, 0, -1,
+	{ WSN_RMSNORM_BWD, 2048, 2303, 1, 64, 4, 1, 12, 0, 0,
 	  "RMSNorm bwd 1K: 2.53-2.55 with 4 groups of 64 threads, a row a stage and 12 stages vs 2.51-2.52 with "
 	  "the search's 2 rows a stage and 16 stages" },
-	{ WSN_RMSNORM_BWD, 4096, 4607, 2, 64, 4, 1, 12, 0, -1,
+	{ WSN_RMSNORM_BWD, 4096, 4607, 2, 64, 4, 1, 12, 0, 0,
 	  "RMSNorm bwd 2K: 2.75 over 2 with 4 groups of 64 threads, a row a stage and 12 stages vs 2.64-2.65 "
 	  "whole with 2 groups of 128 and 2 rows a stage (f16 2.74-2.76 vs 2.63-2.65, f32 1K 2.78 vs 2.70-2.73)" },
-	{ WSN_LAYERNORM_BWD, 4096, 6143, 4, 0, 0, 0, 0, 0, -1, "LayerNorm bwd 2K: 2.44 split over 4 vs 2.39 whole" },
-	{ WSN_LAYERNORM_BWD, 6144, 24575, 8, 0, 0, 0, 0, 0, -1,
+	{ WSN_RMSNORM_BWD, 5120, 5759, 2, 32, 4, 1, 16, 0, DT16,
+	  "RMSNorm bwd bf16 2560: 2.76 over 2 with 4 groups of 32 threads (5 vectors each) and a row a stage vs "
+	  "multi-wave's 2.64" },
+	{ WSN_RMSNORM_BWD, 6144, 6911, 4, 32, 8, 1, 16, 0, DT16,
+	  "RMSNorm bwd bf16 3072: 2.77 over 4 with 8 groups of 32 threads and a row a stage vs multi-wave's 2.67" },
+	{ WSN_LAYERNORM_BWD, 4096, 6143, 4, 0, 0, 0, 0, 0, 0, "LayerNorm bwd 2K: 2.44 split over 4 vs 2.39 whole" },
+	{ WSN_LAYERNORM_BWD, 6144, 24575, 8, 0, 0, 0, 0, 0, 0,
 	  "LayerNorm bwd 4K/8K: 2.62-2.65/2.71-2.72 split over 8 vs 2.50-2.54/2.60 whole" },
-	{ WSN_LAYERNORM_BWD, 24576, 49151, 2, 0, 0, 0, 0, 0, -1, "LayerNorm bwd 16K: 2.74-2.75 split over 2 vs 2.69 whole" },
-	{ WSN_RMSNORM_BWD, 6144, 12287, 8, 0, 0, 0, 0, 0, -1, "RMSNorm bwd 4K: 2.73-2.76 split over 8 vs 2.68-2.70 whole" },
-	{ WSN_RMSNORM_BWD, 12288, 49151, 2, 0, 0, 0, 0, 0, -1,
+	{ WSN_LAYERNORM_BWD, 24576, 49151, 2, 0, 0, 0, 0, 0, 0, "LayerNorm bwd 16K: 2.74-2.75 split over 2 vs 2.69 whole" },
+	{ WSN_RMSNORM_BWD, 6144, 12287, 8, 0, 0, 0, 0, 0, 0, "RMSNorm bwd 4K: 2.73-2.76 split over 8 vs 2.68-2.70 whole" },
+	{ WSN_RMSNORM_BWD, 12288, 49151, 2, 0, 0, 0, 0, 0, 0,
 	  "RMSNorm bwd 8K/16K: 2.77-2.80/2.83 split over 2 vs 2.70-2.73/2.77 whole" },
 };
 
@@ -97,7 +127,7 @@ static const struct ws_split *measured_split(const struct wsn__kernel_plan *kp, 
 	for (size_t i = after ? (size_t)(after - ws_splits) + 1 : 0; i < WSN_ARRAY_SIZE(ws_splits); i++)
 		if (ws_splits[i].op == p->op && bytes >= ws_splits[i].min_bytes && bytes <= ws_splits[i].max_bytes &&
 		    splits_whole(kp, p->hidden, ws_splits[i].cluster) && (!ws_splits[i].bdimx || kp->arch == 90) &&
-		    (ws_splits[i].dtype < 0 || ws_splits[i].dtype == (int)p->dtype))
+		    (!ws_splits[i].dtypes || (ws_splits[i].dtypes & DT(p->dtype))))
 			return &ws_splits[i];
 	return NULL;
 }
@@ -118,21 +148,26 @@ static const struct ws_rule {
 	int64_t min_hidden, max_hidden; /* inclusive */
 	int64_t min_rows_per_sm;
 	const char *basis;
+	int shape_only; /* the rule holds only where the ws plan took a measured shape */
 } ws_rules[] = {
 	{ WSN_LAYERNORM_BWD, 4096, 16384, 8,
-	  "ws 2.52/2.61/2.67 vs 2.41/2.32/2.61 TB/s at 4K/8K/16K x 16384 rows; 8K x 2048 rows 1.46 vs 1.36" },
+	  "ws 2.52/2.61/2.67 vs 2.41/2.32/2.61 TB/s at 4K/8K/16K x 16384 rows; 8K x 2048 rows 1.46 vs 1.36", 0 },
 	{ WSN_LAYERNORM_BWD, 16385, INT64_MAX, 0,
-	  "ws split over a cluster 2.78-2.81/2.74 vs 1.88/0.28 TB/s at 32K/64K x 16384 rows; 32K x 1024 rows 1.61 vs 0.88" },
+	  "ws split over a cluster 2.78-2.81/2.74 vs 1.88/0.28 TB/s at 32K/64K x 16384 rows; 32K x 1024 rows 1.61 vs 0.88", 0 },
 	{ WSN_LAYERNORM_BWD, 2049, 4095, 96,
-	  "ws 2.30 vs 2.18 TB/s at 3072 x 16384 rows (RMSNorm bwd 3072: multi-wave 2.67 vs 2.61, no rule)" },
+	  "ws 2.30 vs 2.18 TB/s at 3072 x 16384 rows in the search's shape; 2.79/2.70 at 3072/2560 in the measured "
+	  "shapes", 0 },
 	{ WSN_LAYERNORM_BWD, 1, 2048, 96,
-	  "ws 2.33 vs 2.29-2.31 / 2.40 vs 2.34 TB/s at 1K/2K x 16384 rows; 2K 1.83 vs 2.01 at 8192, 1.08 vs 1.13 at 2048" },
+	  "ws 2.33 vs 2.29-2.31 / 2.40 vs 2.34 TB/s at 1K/2K x 16384 rows; 2K 1.83 vs 2.01 at 8192, 1.08 vs 1.13 at 2048", 0 },
 	{ WSN_RMSNORM_BWD, 4096, 16384, 4,
-	  "ws 2.66/2.73/2.76 vs 2.59/2.70/2.75 TB/s at 4K/8K/16K x 16384 rows; 8K x 2048 rows 1.89 vs 1.82" },
+	  "ws 2.66/2.73/2.76 vs 2.59/2.70/2.75 TB/s at 4K/8K/16K x 16384 rows; 8K x 2048 rows 1.89 vs 1.82", 0 },
 	{ WSN_RMSNORM_BWD, 16385, INT64_MAX, 0,
-	  "ws split over a cluster 2.85/2.78 vs 2.68/0.60 TB/s at 32K/64K x 16384 rows; 32K x 1024 rows 1.95 vs 1.53" },
+	  "ws split over a cluster 2.85/2.78 vs 2.68/0.60 TB/s at 32K/64K x 16384 rows; 32K x 1024 rows 1.95 vs 1.53", 0 },
+	{ WSN_RMSNORM_BWD, 2049, 4095, 96,
+	  "ws 2.76/2.77 vs 2.64/2.67 TB/s at 2560/3072 x 16384 rows in their measured shapes; elsewhere the search's "
+	  "shapes measured behind (3072: 2.61 vs 2.67)", 1 },
 	{ WSN_RMSNORM_BWD, 1, 2048, 96,
-	  "ws 2.26/2.49 vs 2.25/2.46 TB/s at 1K/2K x 16384 rows; 2K 2.19 vs 2.20 at 8192, 1.34 vs 1.40 at 2048" },
+	  "ws 2.26/2.49 vs 2.25/2.46 TB/s at 1K/2K x 16384 rows; 2K 2.19 vs 2.20 at 8192, 1.34 vs 1.40 at 2048", 0 },
 };
 
 /* One point of the search. */
@@ -786,6 +821,7 @@ planned:
 	kp->max_grid = (unsigned)g->sms / kp->cluster * kp->cluster;
 	kp->ws_forced = p->opts.approach == WSN_APPROACH_WS;
 	kp->ws_good = is_good(&c, &verdict);
+	kp->ws_shape = shape.bdimx != 0;
 	snprintf(kp->entry, sizeof(kp->entry), "wsn_ws_%s_%s_h%lld%s", bwd ? (ln ? "layernorm_bwd" : "rmsnorm_bwd")
 		 : (ln ? "layernorm_fwd" : "rmsnorm_fwd"), dtname, (long long)p->hidden,
 		 kp->cluster == 2 ? "_c2" : kp->cluster == 4 ? "_c4" : kp->cluster == 8 ? "_c8" : "");
@@ -840,7 +876,8 @@ int wsn__ws_auto_pick(const struct wsn__gpu_props *g, const struct wsn__kernel_p
 	for (size_t i = 0; i < WSN_ARRAY_SIZE(ws_rules); i++) {
 		const struct ws_rule *r = &ws_rules[i];
 		char range[48];
-		if (r->op != ws->op || ws->hidden < r->min_hidden || ws->hidden > r->max_hidden)
+		if (r->op != ws->op || ws->hidden < r->min_hidden || ws->hidden > r->max_hidden ||
+		    (r->shape_only && !ws->ws_shape))
 			continue;
 		if (r->max_hidden == INT64_MAX)
 			snprintf(range, sizeof(range), "%lld and up", (long long)r->min_hidden);

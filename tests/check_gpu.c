@@ -866,11 +866,15 @@ END_TEST
 /*
  * The ws backward's measured shapes (on sm_90: RMSNorm rows of 2 KB whole and of 4 KB over 2, each
  * with 4 groups of 64 threads and a row a stage; LayerNorm rows of 16 KB over 8 with 8 groups of 32
- * threads; LayerNorm bf16 rows of 4 KB over 4 with the statistics copied into each stage), in each
- * dtype at the same row bytes (the bf16-only shape: the search's plan in the others), on aligned
- * rows and on strided rows that start off 16 bytes, over 7 and 2999 rows: against the CPU, each
- * backward twice (bit-identical sums).
+ * threads; LayerNorm bf16 rows of 4 KB over 4 with the statistics copied into each stage; LayerNorm
+ * 16-bit rows of 2560, 3072, 5120 and 10240 elements and RMSNorm 16-bit rows of 2560 and 3072, a row
+ * a stage, with 3 or 5 vectors a thread),
+ * in each dtype at the same row bytes (where a shape is for other dtypes only: another plan), on
+ * aligned rows and on strided rows that start off 16 bytes, over 7 and 2999 rows: against the CPU,
+ * each backward twice (bit-identical sums).
  */
+#define BF (1 << WSN_BF16)
+#define HF (1 << WSN_F16)
 START_TEST(test_ws_measured)
 {
 	static const int64_t rows[] = { 7, 2999 };
@@ -878,12 +882,18 @@ START_TEST(test_ws_measured)
 		enum wsn_op op;
 		int64_t row_bytes;
 		unsigned cluster, unroll;
-		int ring, dtype; /* dtype: the shape only for it; -1: any */
+		int ring, dtypes; /* dtypes: the shape only for these (1 << dtype); 0: any */
 	} m[] = {
-		{ WSN_RMSNORM_BWD, 2048, 1, 1, 0, -1 },
-		{ WSN_RMSNORM_BWD, 4096, 2, 1, 0, -1 },
-		{ WSN_LAYERNORM_BWD, 16384, 8, 1, 0, -1 },
-		{ WSN_LAYERNORM_BWD, 4096, 4, 2, 1, WSN_BF16 },
+		{ WSN_RMSNORM_BWD, 2048, 1, 1, 0, 0 },
+		{ WSN_RMSNORM_BWD, 4096, 2, 1, 0, 0 },
+		{ WSN_LAYERNORM_BWD, 16384, 8, 1, 0, 0 },
+		{ WSN_LAYERNORM_BWD, 4096, 4, 2, 1, BF },
+		{ WSN_LAYERNORM_BWD, 5120, 2, 1, 0, BF | HF },
+		{ WSN_LAYERNORM_BWD, 6144, 4, 1, 0, BF | HF },
+		{ WSN_LAYERNORM_BWD, 10240, 0, 1, 0, BF | HF }, /* cluster 0: 2 in bf16, 4 in f16 */
+		{ WSN_LAYERNORM_BWD, 20480, 8, 1, 0, BF | HF },
+		{ WSN_RMSNORM_BWD, 5120, 2, 1, 0, BF | HF },
+		{ WSN_RMSNORM_BWD, 6144, 4, 1, 0, BF | HF },
 	};
 	struct wsn__cu_device *cd = gpu->ctx;
 	struct wsn__kernel_plan *kp = xcalloc(sizeof(*kp));
@@ -894,8 +904,9 @@ START_TEST(test_ws_measured)
 		int64_t h = m[i].row_bytes / (int64_t)wsn_dtype_size(dt), r = 2999;
 
 		ck_assert_msg(ws_plan_get(m[i].op, dt, h, r, kp), "%s", wsn_last_error());
-		if (cd->props.arch == 90 && (m[i].dtype < 0 || m[i].dtype == (int)dt))
-			ck_assert_msg(strstr(kp->why, "measured shape: ") && (kp->cluster > 1 ? kp->cluster : 1) == m[i].cluster &&
+		if (cd->props.arch == 90 && (!m[i].dtypes || (m[i].dtypes & (1 << dt))))
+			ck_assert_msg(strstr(kp->why, "measured shape: ") &&
+				      (kp->cluster > 1 ? kp->cluster : 1) == (m[i].cluster ? m[i].cluster : dt == WSN_BF16 ? 2 : 4) &&
 				      kp->unroll == m[i].unroll && kp->stats_ring == m[i].ring,
 				      "%s: cluster %u unroll %u ring %d: %s", kp->entry, kp->cluster, kp->unroll, kp->stats_ring,
 				      kp->why);
@@ -920,6 +931,8 @@ START_TEST(test_ws_measured)
 	ck_assert_msg(fails == 0, "%d mismatches (see FAIL lines above)", fails);
 }
 END_TEST
+#undef BF
+#undef HF
 
 /*
  * LayerNorm bwd bf16 2K's plan (on sm_90 the producer copies each row's statistics into its stage, a

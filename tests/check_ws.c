@@ -566,10 +566,26 @@ START_TEST(test_ws_auto)
 	auto_pick(&h, WSN_LAYERNORM_BWD, 2048, 16384, WSN_APPROACH_WS, "auto: ws, ");
 	auto_pick(&h, WSN_LAYERNORM_BWD, 1024, 8192, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 62 rows per SM <= 96");
 	auto_pick(&h, WSN_LAYERNORM_BWD, 1024, 16384, WSN_APPROACH_WS, "auto: ws, ");
-	/* between 2K and 4K: LayerNorm bwd measured ahead on ws at 3072, RMSNorm bwd not */
+	/* between 2K and 4K: LayerNorm bwd measured ahead on ws at 3072; RMSNorm bwd only in its measured
+	 * shapes (2560 and 3072, 16-bit), not in the search's (2304; f32 3072) */
 	auto_pick(&h, WSN_LAYERNORM_BWD, 3072, 16384, WSN_APPROACH_WS, "auto: ws, ");
 	auto_pick(&h, WSN_LAYERNORM_BWD, 3072, 8192, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 62 rows per SM <= 96");
-	auto_pick(&h, WSN_RMSNORM_BWD, 3072, 16384, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, no ws rule");
+	auto_pick(&h, WSN_RMSNORM_BWD, 3072, 16384, WSN_APPROACH_WS, "auto: ws, heuristic good and 124 rows per SM > 96 "
+		  "(rule for rmsnorm-bwd hidden 2049-4095: ");
+	auto_pick(&h, WSN_RMSNORM_BWD, 2560, 16384, WSN_APPROACH_WS, "auto: ws, ");
+	auto_pick(&h, WSN_RMSNORM_BWD, 3072, 8192, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 62 rows per SM <= 96");
+	auto_pick(&h, WSN_RMSNORM_BWD, 2304, 16384, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, no ws rule");
+	{
+		struct wsn__gpu_props b;
+
+		wsn__gpu_props_b200(&b); /* no measured shapes there */
+		auto_pick(&b, WSN_RMSNORM_BWD, 3072, 16384, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, no ws rule");
+		params(&p, WSN_RMSNORM_BWD, WSN_F32, 3072, 16384); /* 12 KB rows: no measured shape */
+		p.opts.approach = WSN_APPROACH_AUTO;
+		ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
+		ck_assert_msg(kp.approach == WSN_APPROACH_MULTIWAVE && strstr(kp.why, "auto: multi-wave, no ws rule"), "%s",
+			      kp.why);
+	}
 	/* RMSNorm backward needs > 4 */
 	params(&p, WSN_RMSNORM_BWD, WSN_BF16, 4096, 1000);
 	p.opts.approach = WSN_APPROACH_AUTO;
@@ -663,7 +679,9 @@ START_TEST(test_ws_auto)
 	ck_assert_uint_eq(kp.cluster, 2);
 	/* measured shapes (H100 only): RMSNorm bwd 2K over 2 with 4 groups of 64 threads, a row a stage
 	 * and 12 stages, and the same row bytes in f32; RMSNorm bwd 1K whole; LayerNorm bwd 8K over 8
-	 * with 8 groups of 32 threads; LayerNorm bwd bf16 2K (bf16 only) with the statistics in the stage */
+	 * with 8 groups of 32 threads; LayerNorm bwd bf16 2K (bf16 only) with the statistics in the stage;
+	 * the 16-bit rows of 2560-10240 elements (LayerNorm) and 2560-3072 (RMSNorm), a row a stage, some
+	 * shapes per dtype (f16 needs more registers) */
 	{
 		static const struct {
 			enum wsn_op op;
@@ -677,6 +695,16 @@ START_TEST(test_ws_auto)
 			{ WSN_RMSNORM_BWD, WSN_BF16, 1024, 1, 64, 4, 1, 12, 0, 1 },
 			{ WSN_LAYERNORM_BWD, WSN_BF16, 8192, 8, 32, 8, 1, 16, 0, 8 },
 			{ WSN_LAYERNORM_BWD, WSN_BF16, 2048, 4, 32, 8, 2, 16, 1, 4 },
+			{ WSN_LAYERNORM_BWD, WSN_BF16, 2560, 2, 32, 4, 1, 16, 0, 4 },
+			{ WSN_LAYERNORM_BWD, WSN_F16, 2560, 2, 64, 4, 1, 16, 0, 4 },
+			{ WSN_LAYERNORM_BWD, WSN_BF16, 3072, 4, 32, 8, 1, 16, 0, 8 },
+			{ WSN_LAYERNORM_BWD, WSN_F16, 3072, 4, 32, 8, 1, 16, 0, 8 },
+			{ WSN_LAYERNORM_BWD, WSN_BF16, 5120, 2, 64, 2, 1, 12, 0, 8 },
+			{ WSN_LAYERNORM_BWD, WSN_F16, 5120, 4, 64, 4, 1, 16, 0, 8 },
+			{ WSN_LAYERNORM_BWD, WSN_BF16, 10240, 8, 32, 8, 1, 16, 0, 8 },
+			{ WSN_LAYERNORM_BWD, WSN_F16, 10240, 8, 64, 4, 1, 16, 0, 8 },
+			{ WSN_RMSNORM_BWD, WSN_BF16, 2560, 2, 32, 4, 1, 16, 0, 1 },
+			{ WSN_RMSNORM_BWD, WSN_F16, 3072, 4, 32, 8, 1, 16, 0, 8 },
 		};
 		struct wsn__gpu_props b;
 
