@@ -39,14 +39,17 @@
  * per row as usual.
  *
  * Some entries also carry a measured shape (bdimx, bdimy, unroll, stages; 0: the search's), taken
- * from a sweep of every shape that fits (NOTES v19): at 1K-2K the search's two rows a stage and
- * larger rings put more bytes in flight at a call's start and end than a short call amortises.
- * Those entries cover rows up to an eighth longer than the measured ones, and only code for the
+ * from a sweep of every shape that fits (NOTES v19, v25): at 1K-2K the search's two rows a stage
+ * and larger rings put more bytes in flight at a call's start and end than a short call amortises;
+ * between the powers of two the search's shape leaves threads' vector slots empty. Those entries
+ * cover rows up to an eighth longer than the measured ones (or to the next entry), and only code for the
  * architecture they were measured on (sm_90); elsewhere, and where a shape does not fit the budgets
  * or leaves a row group without rows, the next entry that matches applies (a shape's split was
- * measured only with its shape), else the whole-row search. A shape may hold only for the dtype it
- * was measured in, and may have the producer copy each row's statistics (mean, rstd) into the stage
- * beside the row instead of each row group loading them a block ahead: LayerNorm bwd bf16 2K ran
+ * measured only with its shape), else the whole-row search. A shape may hold only for the dtypes it
+ * was measured in (a mask: f16 needs more registers per vector than bf16, so where bf16's best
+ * shape does not fit f16 has its own entry or none; NOTES v25), and may have the producer copy each
+ * row's statistics (mean, rstd) into the stage beside the row instead of each row group loading
+ * them a block ahead: LayerNorm bwd bf16 2K ran
  * 2 % faster so (NOTES v20), the same shape in f16, f32 and RMSNorm 2K slower.
  */
 #define DT(d) (1 << (d))
@@ -67,6 +70,9 @@ static const struct ws_split {
 	  "2.70-2.72 stay with the loads" },
 	/* LayerNorm bwd between the measured powers of two: the search's 2 rows a stage over the table's
 	 * cluster leaves a thread's vectors part empty there and ran 0.77-0.81 of the copy (NOTES v25) */
+	{ WSN_LAYERNORM_BWD, 4608, 5119, 4, 32, 8, 2, 16, 0, DT(WSN_BF16),
+	  "LayerNorm bwd bf16 2304: 2.68 over 4 with 8 groups of 32 threads and 2 rows a stage vs 2.19 with the "
+	  "search's 4 groups of 64 (too many registers in f16)" },
 	{ WSN_LAYERNORM_BWD, 5120, 5759, 2, 32, 4, 1, 16, 0, DT(WSN_BF16),
 	  "LayerNorm bwd bf16 2560: 2.71 over 2 with 4 groups of 32 threads (5 vectors each) and a row a stage vs "
 	  "2.40 over 4 with the search's 4 groups of 64 and 2 rows a stage" },
@@ -76,6 +82,9 @@ static const struct ws_split {
 	{ WSN_LAYERNORM_BWD, 6144, 6911, 4, 32, 8, 1, 16, 0, DT16,
 	  "LayerNorm bwd 3072: 2.79/2.79 (bf16/f16) over 4 with 8 groups of 32 threads and a row a stage vs "
 	  "2.32/2.55 over 8 with the search's 2 rows a stage" },
+	{ WSN_LAYERNORM_BWD, 9216, 10239, 8, 32, 8, 2, 16, 0, DT(WSN_BF16),
+	  "LayerNorm bwd bf16 4608: 2.79 over 8 with 8 groups of 32 threads and 2 rows a stage vs 2.13 with the "
+	  "search's 4 groups of 64 (too many registers in f16)" },
 	{ WSN_LAYERNORM_BWD, 10240, 11519, 2, 64, 2, 1, 12, 0, DT(WSN_BF16),
 	  "LayerNorm bwd bf16 5120: 2.82 over 2 with 2 groups of 64 threads (5 vectors each) and a row a stage vs "
 	  "2.35 over 8 with the search's 4 groups of 64 and 2 rows a stage" },

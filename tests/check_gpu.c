@@ -868,7 +868,7 @@ END_TEST
  * with 4 groups of 64 threads and a row a stage; LayerNorm rows of 16 KB over 8 with 8 groups of 32
  * threads; LayerNorm bf16 rows of 4 KB over 4 with the statistics copied into each stage; LayerNorm
  * 16-bit rows of 2560, 3072, 5120 and 10240 elements and RMSNorm 16-bit rows of 2560 and 3072, a row
- * a stage, with 3 or 5 vectors a thread),
+ * a stage, with 3 or 5 vectors a thread; LayerNorm bf16 rows of 2304 and 4608, 2 rows a stage),
  * in each dtype at the same row bytes (where a shape is for other dtypes only: another plan), on
  * aligned rows and on strided rows that start off 16 bytes, over 7 and 2999 rows: against the CPU,
  * each backward twice (bit-identical sums).
@@ -888,6 +888,8 @@ START_TEST(test_ws_measured)
 		{ WSN_RMSNORM_BWD, 4096, 2, 1, 0, 0 },
 		{ WSN_LAYERNORM_BWD, 16384, 8, 1, 0, 0 },
 		{ WSN_LAYERNORM_BWD, 4096, 4, 2, 1, BF },
+		{ WSN_LAYERNORM_BWD, 4608, 4, 2, 0, BF },
+		{ WSN_LAYERNORM_BWD, 9216, 8, 2, 0, BF },
 		{ WSN_LAYERNORM_BWD, 5120, 2, 1, 0, BF | HF },
 		{ WSN_LAYERNORM_BWD, 6144, 4, 1, 0, BF | HF },
 		{ WSN_LAYERNORM_BWD, 10240, 0, 1, 0, BF | HF }, /* cluster 0: 2 in bf16, 4 in f16 */
