@@ -176,25 +176,22 @@ void wsn__rk_get_vec(struct rk_gen *g, struct rk_tens *t, int j, const char *out
 /* 16-byte vectors one iteration of a pass's chunk loop may move between memory and registers. */
 #define RK_PASS_VECS 8
 
+/* Move one address by bytes: the shared-memory one (s) or the global one (ga), as store says. */
+static void step_addr(struct ptx_kernel *k, int store, const char *s, const char *ga, long long bytes)
+{
+	if (store == WSN_STORE_SMEM)
+		ptx_ins(k, "add.u32 %s, %s, %lld", s, s, bytes);
+	else
+		ptx_ins(k, "add.u64 %s, %s, %lld", ga, ga, bytes);
+}
+
 /* Move every address of a pass by d slices. */
 static void pass_step(struct rk_gen *g, const struct rk_pass *ps, int d)
 {
-	struct ptx_kernel *k = g->k;
-
-	for (int i = 0; i < ps->nt; i++) {
-		struct rk_tens *t = ps->t[i];
-		if (t->store == WSN_STORE_SMEM)
-			ptx_ins(k, "add.u32 %s, %s, %lld", t->s, t->s, d * tens_slice(g));
-		else
-			ptx_ins(k, "add.u64 %s, %s, %lld", t->g, t->g, d * tens_slice(g));
-	}
-	for (int i = 0; i < ps->na; i++) {
-		struct rk_acc *a = ps->a[i];
-		if (a->store == WSN_STORE_SMEM)
-			ptx_ins(k, "add.u32 %s, %s, %lld", a->s, a->s, d * acc_slice(g));
-		else
-			ptx_ins(k, "add.u64 %s, %s, %lld", a->g, a->g, d * acc_slice(g));
-	}
+	for (int i = 0; i < ps->nt; i++)
+		step_addr(g->k, ps->t[i]->store, ps->t[i]->s, ps->t[i]->g, d * tens_slice(g));
+	for (int i = 0; i < ps->na; i++)
+		step_addr(g->k, ps->a[i]->store, ps->a[i]->s, ps->a[i]->g, d * acc_slice(g));
 }
 
 void wsn__rk_pass(struct rk_gen *g, const struct rk_pass *ps, void (*body)(struct rk_gen *g, int j, void *ctx),
@@ -501,8 +498,7 @@ void wsn__rk_setup_common(struct rk_gen *g)
 	}
 }
 
-/* LayerNorm forward: g->cnt, the row elements this thread owns, and g->rcnt = 1 / that (0 for a thread past
- * the row's end). */
+/* dst = the elements of slice j this thread owns (see rowkernel.h). */
 void wsn__rk_slice_count(struct rk_gen *g, int j, const char *dst)
 {
 	struct ptx_kernel *k = g->k;
@@ -520,6 +516,8 @@ void wsn__rk_slice_count(struct rk_gen *g, int j, const char *dst)
 	ptx_mov_f32(k, dst, (float)g->vec);
 }
 
+/* LayerNorm forward: g->cnt, the row elements this thread owns, and g->rcnt = 1 / that (0 for a thread past
+ * the row's end). */
 void wsn__rk_own_count(struct rk_gen *g)
 {
 	struct ptx_kernel *k = g->k;
