@@ -146,6 +146,19 @@ void wsn__ws_layout(const struct wsn__kernel_plan *kp, struct wsn__ws_layout *l)
 int wsn__plan_begin(const struct wsn__gpu_props *g, const struct wsn__plan_params *p, enum wsn_approach approach,
 		    struct wsn__kernel_plan *kp);
 int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *p, struct wsn__kernel_plan *kp);
+/*
+ * The backward's ws shapes other than own's (the planner's ws plan for p) that autotune times: each
+ * plans with a ring when forced, is good by the heuristic, gives every row group rows and fills at
+ * least WS_TUNE_FILL of its threads' vector slots; whole vectors first, then a row a stage. At most
+ * max into out; returns the count (0 for the forward, or with a forced parameter in p).
+ */
+int wsn__ws_tune_shapes(const struct wsn__gpu_props *g, const struct wsn__plan_params *p,
+			const struct wsn__kernel_plan *own, struct wsn__ws_shape *out, int max);
+/* Plan p in shape s (forced, but described as autotune's and never marked forced). */
+int wsn__ws_plan_shape(const struct wsn__gpu_props *g, const struct wsn__plan_params *p,
+		       const struct wsn__ws_shape *s, struct wsn__kernel_plan *kp);
+/* The shape of a ws plan. */
+void wsn__ws_shape_of(const struct wsn__kernel_plan *kp, struct wsn__ws_shape *s);
 /* The rule that picks ws or multi-wave when the approach is auto: 1 for ws; why gets the rule's text. */
 int wsn__ws_auto_pick(const struct wsn__gpu_props *g, const struct wsn__kernel_plan *ws, char *why, size_t len);
 /* Generate the PTX module of a ws plan (ws.c). */

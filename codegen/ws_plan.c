@@ -100,6 +100,41 @@ static const struct ws_split {
 	{ WSN_LAYERNORM_BWD, 16384, 18431, 8, 32, 8, 1, 16, 0, 0,
 	  "LayerNorm bwd 8K: 2.81-2.82 over 8 with 8 groups of 32 threads and a row a stage vs 2.79-2.80 with "
 	  "the search's 4 groups of 64 and 2 rows a stage" },
+	/* autotune's winners, each confirmed by forced runs against auto in two interleaved passes (NOTES v26) */
+	{ WSN_LAYERNORM_BWD, 2048, 2303, 1, 64, 6, 1, 12, 0, DT(WSN_BF16),
+	  "LayerNorm bwd bf16 1K: 2.50 with 6 groups of 64 threads and a row a stage vs 2.43-2.44 with the search's "
+	  "2 rows a stage (f16 level)" },
+	{ WSN_LAYERNORM_BWD, 3072, 3455, 2, 32, 8, 1, 16, 0, DT16,
+	  "LayerNorm bwd 1536: 2.55-2.63 (bf16, f16) over 2 with 8 groups of 32 threads and a row a stage vs 2.47-2.49 "
+	  "whole with the search's shape" },
+	{ WSN_LAYERNORM_BWD, 4608, 5119, 2, 64, 4, 1, 16, 0, DT(WSN_F16),
+	  "LayerNorm bwd f16 2304: 2.62-2.67 over 2 with 4 groups of 64 threads and a row a stage vs 2.21 over 4 "
+	  "with the search's 2 rows a stage" },
+	{ WSN_LAYERNORM_BWD, 7168, 8063, 2, 128, 3, 1, 15, 0, DT(WSN_BF16),
+	  "LayerNorm bwd bf16 3584: 2.75-2.78 over 2 with 3 groups of 128 threads and a row a stage vs 2.66 over 8 "
+	  "with the search's 2 rows a stage" },
+	{ WSN_LAYERNORM_BWD, 9216, 10239, 2, 128, 2, 1, 14, 0, DT(WSN_F16),
+	  "LayerNorm bwd f16 4608: 2.75 over 2 with 2 groups of 128 threads and a row a stage vs 2.15 over 8 with "
+	  "the search's 2 rows a stage" },
+	{ WSN_LAYERNORM_BWD, 14336, 16127, 4, 128, 3, 1, 15, 0, DT16,
+	  "LayerNorm bwd 7168: 2.85-2.87 (bf16, f16) over 4 with 3 groups of 128 threads and a row a stage vs "
+	  "2.78-2.79 over 8 with the search's 2 rows a stage" },
+	{ WSN_LAYERNORM_BWD, 24576, 27647, 8, 64, 2, 2, 10, 0, DT(WSN_BF16),
+	  "LayerNorm bwd bf16 12288: 2.90-2.91 over 8 with 2 groups of 64 threads and 2 rows a stage vs 2.75-2.76 "
+	  "over 2 with the search's shape" },
+	{ WSN_LAYERNORM_BWD, 24576, 27647, 8, 128, 2, 2, 10, 0, DT(WSN_F16),
+	  "LayerNorm bwd f16 12288: 2.86 over 8 with 2 groups of 128 threads and 2 rows a stage vs 2.78-2.79 over 2 "
+	  "with the search's shape" },
+	{ WSN_LAYERNORM_BWD, 32768, 36863, 8, 128, 3, 1, 15, 0, DT(WSN_BF16),
+	  "LayerNorm bwd bf16 16K: 2.84 over 8 with 3 groups of 128 threads and a row a stage vs 2.77-2.78 over 2 "
+	  "with the search's shape" },
+	{ WSN_RMSNORM_BWD, 4608, 5119, 2, 32, 4, 1, 16, 0, DT(WSN_BF16),
+	  "RMSNorm bwd bf16 2304: 2.68 over 2 with 4 groups of 32 threads and a row a stage vs multi-wave's 2.61" },
+	{ WSN_RMSNORM_BWD, 7168, 8063, 4, 64, 6, 1, 12, 0, DT(WSN_BF16),
+	  "RMSNorm bwd bf16 3584: 2.74 over 4 with 6 groups of 64 threads and a row a stage vs multi-wave's 2.67" },
+	{ WSN_RMSNORM_BWD, 9216, 10239, 4, 64, 4, 1, 16, 0, DT(WSN_BF16),
+	  "RMSNorm bwd bf16 4608: 2.85 over 4 with 4 groups of 64 threads and a row a stage vs 2.62 over 8 with "
+	  "the search's shape" },
 	{ WSN_RMSNORM_BWD, 2048, 2303, 1, 64, 4, 1, 12, 0, 0,
 	  "RMSNorm bwd 1K: 2.53-2.55 with 4 groups of 64 threads, a row a stage and 12 stages vs 2.51-2.52 with "
 	  "the search's 2 rows a stage and 16 stages" },
@@ -851,7 +886,8 @@ planned:
 			WHY("each row split over a cluster of %u CTAs (%lld columns each): every row group sends its row "
 			    "sums to the others' shared memory (st.async onto their mbarriers) and adds theirs in rank "
 			    "order; ", kp->cluster, (long long)wsn__kernel_cols(kp));
-		WHY("%s%s", f.bdimx || f.bdimy || f.unroll || f.stages ? "forced parameters kept; " : "", steps);
+		WHY("%s%s", !(f.bdimx || f.bdimy || f.unroll || f.stages) ? "" : p->tuned ? "autotune's shape kept; " :
+		    "forced parameters kept; ", steps);
 		WHY("bdimx=%u: %u vectors of 16 bytes per thread per row; bdimy=%u; unroll=%u rows per stage (one grouped "
 		    "reduction per pass); stages=%u; ", kp->bdimx, kp->nvec, kp->bdimy, kp->unroll, kp->stages);
 		WHY("stage in %s; %s in %s", kp->cache_rows ? "registers (copied out, released before the compute)" :
@@ -876,6 +912,99 @@ planned:
 			WHY("; ws forced: runs anyway, expect it to be slower than multi-wave");
 	}
 	return 0;
+}
+
+void wsn__ws_shape_of(const struct wsn__kernel_plan *kp, struct wsn__ws_shape *s)
+{
+	s->cluster = kp->cluster > 1 ? kp->cluster : 1;
+	s->bdimx = kp->bdimx;
+	s->bdimy = kp->bdimy;
+	s->unroll = kp->unroll;
+	s->stages = kp->stages;
+}
+
+int wsn__ws_plan_shape(const struct wsn__gpu_props *g, const struct wsn__plan_params *p,
+		       const struct wsn__ws_shape *s, struct wsn__kernel_plan *kp)
+{
+	struct wsn__plan_params q = *p;
+
+	q.opts.approach = WSN_APPROACH_AUTO;
+	q.opts.cluster = (int)s->cluster;
+	q.opts.block_threads = (int)s->bdimx;
+	q.opts.groups = (int)s->bdimy;
+	q.opts.unroll = (int)s->unroll;
+	q.opts.stages = (int)s->stages;
+	q.tuned = 1;
+	return wsn__ws_plan(g, &q, kp);
+}
+
+/*
+ * Autotune's shapes (NOTES v26). Between the widths the split table measured, the search's shape
+ * read anywhere from 0.71 to 0.95 of the copy, and the sweeps' winners shared only this: every
+ * thread's vectors whole where the width allows, and (mostly) a row a stage (NOTES v25). No rule
+ * predicted the rest, so autotune times the candidates on the GPU: every cluster that splits the
+ * row into whole vectors, row groups of 32, 64, 128 or 256 threads filling one to three
+ * warpgroups, and 1 or 2 rows a stage, where the threads' vector slots are at least WS_TUNE_FILL
+ * full (emptier shapes never came near the winners).
+ */
+#define WS_TUNE_FILL 0.7
+#define WS_TUNE_ALL 96 /* shapes enumerated at most (4 clusters x 10 group shapes x 2 unrolls = 80) */
+
+int wsn__ws_tune_shapes(const struct wsn__gpu_props *g, const struct wsn__plan_params *p,
+			const struct wsn__kernel_plan *own, struct wsn__ws_shape *out, int max)
+{
+	static const unsigned threads[] = { 32, 64, 128, 256 };
+	struct {
+		struct wsn__ws_shape s;
+		double fill;
+	} all[WS_TUNE_ALL];
+	const struct wsn_plan_options *o = &p->opts;
+	struct wsn__kernel_plan kp;
+	int n = 0;
+
+	if (!wsn_op_is_backward(p->op) || o->cluster || o->block_threads || o->groups || o->unroll || o->stages ||
+	    wsn__plan_begin(g, p, WSN_APPROACH_WS, &kp) < 0)
+		return 0;
+	for (unsigned cl = 1; cl <= WS_MAX_CLUSTER; cl *= 2) {
+		int64_t nv;
+		if (!splits_whole(&kp, p->hidden, cl))
+			continue;
+		nv = (p->hidden / cl + kp.vec - 1) / kp.vec; /* vectors of a CTA's part of a row */
+		for (size_t i = 0; i < WSN_ARRAY_SIZE(threads); i++) {
+			unsigned bx = threads[i];
+			int64_t slots = (nv + bx - 1) / bx * bx;
+			double fill = (double)nv / (double)slots;
+			if (slots / bx > WS_MAX_NVEC || fill < WS_TUNE_FILL)
+				continue;
+			for (unsigned by = 1; by * bx <= 3 * WS_PRODUCER_THREADS && by <= WS_MAX_GROUPS; by++) {
+				if ((by * bx) % WS_PRODUCER_THREADS)
+					continue;
+				for (unsigned u = 1; u <= 2 && n < WS_TUNE_ALL; u++) {
+					struct wsn__ws_shape s = { cl, bx, by, u, 0 };
+					int j;
+					if (p->rows / u < (int64_t)(g->sms / cl) * by)
+						continue; /* a row group without rows */
+					if (wsn__ws_plan_shape(g, p, &s, &kp) < 0 || !kp.ws_good || kp.stages < 2)
+						continue;
+					if (own && (own->cluster > 1 ? own->cluster : 1) == cl && own->bdimx == bx &&
+					    own->bdimy == by && own->unroll == u)
+						continue;
+					s.stages = kp.stages;
+					/* insertion by fill (whole vectors first), then fewer rows a stage */
+					for (j = n++; j > 0 && (all[j - 1].fill < fill ||
+							 (all[j - 1].fill == fill && all[j - 1].s.unroll > u)); j--)
+						all[j] = all[j - 1];
+					all[j].s = s;
+					all[j].fill = fill;
+				}
+			}
+		}
+	}
+	if (n > max)
+		n = max;
+	for (int i = 0; i < n; i++)
+		out[i] = all[i].s;
+	return n;
 }
 
 int wsn__ws_auto_pick(const struct wsn__gpu_props *g, const struct wsn__kernel_plan *ws, char *buf, size_t len)

@@ -48,6 +48,12 @@ struct wsn__plan_params {
 	int64_t hidden;
 	enum wsn_dtype dtype;
 	struct wsn_plan_options opts; /* defaults filled in */
+	int tuned;      /* ws: opts' cluster and parameters are a shape autotune times, not the user's */
+};
+
+/* A ws kernel shape, as the parameters a user could force (0: the planner's own). */
+struct wsn__ws_shape {
+	unsigned cluster, bdimx, bdimy, unroll, stages;
 };
 
 /* The checks every planner entry shares (op, dtype, shape, eps, approach, threads, forced parameters). */
@@ -159,7 +165,11 @@ struct wsn__tune_id {
 };
 struct wsn__tune_entry {
 	enum wsn_approach approach; /* the winner: multiwave or ws */
-	double ws_us, multiwave_us; /* microseconds per launch (0: not measured) */
+	struct wsn__ws_shape shape; /* ws: the winning shape when it is not the planner's own (else all 0) */
+	/* microseconds per launch (0: not measured): the planner's ws shape, the fastest other ws shape
+	 * timed (of `shapes`), multi-wave */
+	double ws_us, shape_us, multiwave_us;
+	int shapes;
 	int64_t rows;               /* rows the launches were timed on (0: nothing was timed) */
 };
 /* The file name of an id (letters, digits, '.', '_', '-'). 0 or WSN_ERANGE. */
@@ -168,7 +178,7 @@ int wsn__tune_key(const struct wsn__tune_id *id, char *buf, size_t len);
 int wsn__tune_path(const struct wsn__tune_id *id, char *buf, size_t len);
 /*
  * 0 with *out filled on a hit. A miss: WSN_ENOENT (no entry, or no cache directory), WSN_EFORMAT (an
- * entry that is not a whole version-2 line: a version-1 entry, a torn or garbage file; to be
+ * entry that is not a whole version-3 line: an older version's entry, a torn or garbage file; to be
  * rewritten) or WSN_ERANGE (the path is too long).
  */
 int wsn__tune_lookup(const struct wsn__tune_id *id, struct wsn__tune_entry *out);

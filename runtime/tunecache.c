@@ -18,15 +18,18 @@
  * Layout: $XDG_CACHE_HOME/wsnorm/tune/<key>, else $HOME/.cache/wsnorm/tune/<key>, with <key> the
  * wsnorm version (its kernels and rules change between versions), the GPU name, compute capability
  * and SM count, the driver version, op, dtype, hidden size and the affine flags, squeezed to [A-Za-z0-9._-]. Each entry is one line:
- *   wsnorm-tune 2 approach=<multiwave|ws> ws_us=<f> multiwave_us=<f> rows=<n>
- * (times in microseconds per launch over rows rows; 0 and rows=0 when nothing was timed). Version 1
- * entries had no rows= and are misses. Writers write an unnamed file in the same directory (a
+ *   wsnorm-tune 3 approach=<multiwave|ws> shape=<c>,<bx>,<by>,<u>,<s> ws_us=<f> shape_us=<f> multiwave_us=<f>
+ *     shapes=<n> rows=<n>
+ * (shape: the winning ws shape's cluster, bdimx, bdimy, unroll and stages where it is not the
+ * planner's own, else 0,0,0,0,0; times in microseconds per launch over rows rows of the planner's ws
+ * shape, the fastest of the `shapes` other ws shapes and multi-wave; 0 and rows=0 when nothing was
+ * timed). Entries of versions 1 and 2 (no shapes) are misses. Writers write an unnamed file in the same directory (a
  * temporary one where the file system has none) and give it the entry's name when it is whole
  * (wsn__out_commit), so a reader sees a whole old entry or a whole new one and concurrent writers
  * never interleave; the last one wins. A malformed entry is a miss.
  */
 
-#define TUNE_MAGIC "wsnorm-tune 2"
+#define TUNE_MAGIC "wsnorm-tune 3"
 
 static int cache_dir(char *buf, size_t len)
 {
@@ -122,9 +125,30 @@ static int read_entry(const char *path, char *line, size_t len)
 	return 0;
 }
 
+/*
+ * Whether e is an entry: a winner, times and counts in range, and a shape that is all 0 or (for a ws
+ * winner) one the ws kernels could take: cluster 1, 2, 4 or 8, 32 to 1024 threads a row group, 1
+ * to 16 groups, 1 to 8 rows a stage and 1 to 32 stages (the planner checks the rest when it plans it).
+ */
+static int entry_ok(const struct wsn__tune_entry *e)
+{
+	const struct wsn__ws_shape *s = &e->shape;
+	int none = !s->cluster && !s->bdimx && !s->bdimy && !s->unroll && !s->stages;
+
+	if (e->approach != WSN_APPROACH_MULTIWAVE && e->approach != WSN_APPROACH_WS)
+		return 0;
+	if (!time_ok(e->ws_us) || !time_ok(e->shape_us) || !time_ok(e->multiwave_us) || e->shapes < 0 ||
+	    e->shapes > 1000 || e->rows < 0 || e->rows == INT64_MAX)
+		return 0;
+	return none || (e->approach == WSN_APPROACH_WS && s->cluster <= 8 && !(s->cluster & (s->cluster - 1)) &&
+			s->cluster && s->bdimx >= 32 && s->bdimx <= 1024 && s->bdimy >= 1 && s->bdimy <= 16 &&
+			s->unroll >= 1 && s->unroll <= 8 && s->stages >= 1 && s->stages <= 32);
+}
+
 int wsn__tune_lookup(const struct wsn__tune_id *id, struct wsn__tune_entry *out)
 {
 	char dir[4096], path[4608], line[256], appr[32];
+	struct wsn__ws_shape *s = &out->shape;
 	long long rows = -1;
 	int err, end = 0;
 
@@ -135,14 +159,17 @@ int wsn__tune_lookup(const struct wsn__tune_id *id, struct wsn__tune_entry *out)
 		return err;
 	/* exactly the line wsn__tune_store writes: every field, a newline, nothing after it */
 	if (strncmp(line, TUNE_MAGIC " ", sizeof(TUNE_MAGIC)) ||
-	    sscanf(line + sizeof(TUNE_MAGIC), "approach=%31s ws_us=%lf multiwave_us=%lf rows=%lld%n", appr, &out->ws_us,
-		   &out->multiwave_us, &rows, &end) != 4 || strcmp(line + sizeof(TUNE_MAGIC) + end, "\n") ||
-	    wsn_approach_parse(appr, &out->approach) < 0 || out->approach == WSN_APPROACH_AUTO ||
-	    !time_ok(out->ws_us) || !time_ok(out->multiwave_us) || rows < 0 || rows == LLONG_MAX) {
+	    sscanf(line + sizeof(TUNE_MAGIC),
+		   "approach=%31s shape=%u,%u,%u,%u,%u ws_us=%lf shape_us=%lf multiwave_us=%lf shapes=%d rows=%lld%n", appr,
+		   &s->cluster, &s->bdimx, &s->bdimy, &s->unroll, &s->stages, &out->ws_us, &out->shape_us,
+		   &out->multiwave_us, &out->shapes, &rows, &end) != 11 ||
+	    strcmp(line + sizeof(TUNE_MAGIC) + end, "\n") || wsn_approach_parse(appr, &out->approach) < 0 ||
+	    rows < 0 || rows == LLONG_MAX || !((out->rows = (int64_t)rows), entry_ok(out))) {
 		memset(out, 0, sizeof(*out));
+		if (!strncmp(line, "wsnorm-tune ", 12) && strncmp(line, TUNE_MAGIC " ", sizeof(TUNE_MAGIC)))
+			return wsn__error(WSN_EFORMAT, "autotune cache: %s is another version's entry (ignored)", path);
 		return wsn__error(WSN_EFORMAT, "autotune cache: malformed entry %s (ignored)", path);
 	}
-	out->rows = (int64_t)rows;
 	return 0;
 }
 
@@ -210,15 +237,22 @@ int wsn__tune_store(const struct wsn__tune_id *id, const struct wsn__tune_entry 
 	if (e->approach != WSN_APPROACH_MULTIWAVE && e->approach != WSN_APPROACH_WS)
 		return wsn__error(WSN_EINVAL, "autotune cache: an entry names multiwave or ws, not %s",
 				  wsn_approach_name(e->approach) ? wsn_approach_name(e->approach) : "an invalid approach");
-	if (!time_ok(e->ws_us) || !time_ok(e->multiwave_us) || e->rows < 0)
-		return wsn__error(WSN_EINVAL, "autotune cache: times %g and %g us over %lld rows are not an entry", e->ws_us,
-				  e->multiwave_us, (long long)e->rows);
+	if (!entry_ok(e))
+		return wsn__error(WSN_EINVAL, "autotune cache: shape %u,%u,%u,%u,%u, times %g, %g and %g us (%d shapes) over "
+				  "%lld rows are not an entry", e->shape.cluster, e->shape.bdimx, e->shape.bdimy,
+				  e->shape.unroll, e->shape.stages, e->ws_us, e->shape_us, e->multiwave_us, e->shapes,
+				  (long long)e->rows);
 	if ((err = entry_path(id, dir, sizeof(dir), path, sizeof(path))) < 0)
 		return err;
 	if ((err = make_dirs(dir)) < 0)
 		return err;
-	n = snprintf(line, sizeof(line), TUNE_MAGIC " approach=%s ws_us=%.3f multiwave_us=%.3f rows=%lld\n",
-		     wsn_approach_name(e->approach), e->ws_us, e->multiwave_us, (long long)e->rows);
+	n = snprintf(line, sizeof(line),
+		     TUNE_MAGIC " approach=%s shape=%u,%u,%u,%u,%u ws_us=%.3f shape_us=%.3f multiwave_us=%.3f shapes=%d "
+		     "rows=%lld\n", wsn_approach_name(e->approach), e->shape.cluster, e->shape.bdimx, e->shape.bdimy,
+		     e->shape.unroll, e->shape.stages, e->ws_us, e->shape_us, e->multiwave_us, e->shapes,
+		     (long long)e->rows);
+	if (n < 0 || (size_t)n >= sizeof(line))
+		return wsn__error(WSN_EINVAL, "autotune cache: the entry does not fit %zu bytes", sizeof(line));
 	/* written where no reader sees it until it is whole, then given the entry's name at once */
 	if ((err = wsn__out_open(&o, path)) < 0)
 		return wsn__error_context(err, "autotune cache");

@@ -561,7 +561,8 @@ START_TEST(test_tune_cache_roundtrip)
 {
 	char *dir = tu_tmpdir(), key[256];
 	struct wsn__tune_id id = tune_id(4096);
-	struct wsn__tune_entry e = { WSN_APPROACH_WS, 101.5, 130.25, 16384 }, got;
+	struct wsn__tune_entry e = { .approach = WSN_APPROACH_WS, .ws_us = 101.5, .multiwave_us = 130.25, .rows = 16384 },
+			       got;
 
 	setenv("XDG_CACHE_HOME", dir, 1);
 	ck_assert_int_eq(wsn__tune_key(&id, key, sizeof(key)), 0);
@@ -574,6 +575,27 @@ START_TEST(test_tune_cache_roundtrip)
 	ck_assert_int_eq(wsn__tune_lookup(&id, &got), 0);
 	ck_assert_int_eq(got.approach, WSN_APPROACH_WS);
 	ck_assert(got.ws_us == 101.5 && got.multiwave_us == 130.25 && got.rows == 16384);
+	ck_assert(!got.shape.cluster && !got.shapes && got.shape_us == 0);
+	{ /* another ws shape won: its shape, count and time come back */
+		struct wsn__tune_entry t = e;
+		t.shape = (struct wsn__ws_shape){ 2, 32, 4, 1, 16 };
+		t.shapes = 14;
+		t.shape_us = 97.25;
+		ck_assert_int_eq(wsn__tune_store(&id, &t), 0);
+		ck_assert_int_eq(wsn__tune_lookup(&id, &got), 0);
+		ck_assert(got.shape.cluster == 2 && got.shape.bdimx == 32 && got.shape.bdimy == 4 && got.shape.unroll == 1 &&
+			  got.shape.stages == 16 && got.shapes == 14 && got.shape_us == 97.25 && got.ws_us == 101.5);
+		/* a shape only with a ws winner, and only one the kernels could take */
+		t.approach = WSN_APPROACH_MULTIWAVE;
+		ck_assert_int_eq(wsn__tune_store(&id, &t), WSN_EINVAL);
+		t.approach = WSN_APPROACH_WS;
+		t.shape.cluster = 3;
+		ck_assert_int_eq(wsn__tune_store(&id, &t), WSN_EINVAL);
+		t.shape.cluster = 2;
+		t.shape.stages = 0;
+		ck_assert_int_eq(wsn__tune_store(&id, &t), WSN_EINVAL);
+		ck_assert_int_eq(wsn__tune_store(&id, &e), 0);
+	}
 	{ /* the path names the key under $XDG_CACHE_HOME/wsnorm/tune */
 		char path[4096], want[4096];
 		snprintf(want, sizeof(want), "%s/wsnorm/tune/%s", dir, key);
@@ -600,40 +622,76 @@ START_TEST(test_tune_cache_roundtrip)
 	id = tune_id(4096);
 	id.driver = 12080;
 	ck_assert_int_eq(wsn__tune_lookup(&id, &got), WSN_ENOENT);
-	/* a malformed entry is a miss (WSN_EFORMAT), not a crash; so is a version-1 entry (no rows) */
+	/* a malformed entry is a miss (WSN_EFORMAT), not a crash; so is an older version's entry */
 	{
-		static const char *const bad[] = {
+#define V3 "wsnorm-tune 3 approach=ws shape="
+#define T3 " ws_us=10.000 shape_us=9.000 multiwave_us=12.000 shapes=3 rows=4096"
+		static const char *const older[] = {
 			"wsnorm-tune 1 approach=fastest ws_us=x\n",
 			"wsnorm-tune 1 approach=ws ws_us=10.000 multiwave_us=12.000\n",
 			"wsnorm-tune 1 approach=ws ws_us=10.000 multiwave_us=12.000 rows=4096\n",
-			"wsnorm-tune 2 approach=ws ws_us=10.000 multiwave_us=12.000\n",
-			"wsnorm-tune 2 approach=auto ws_us=10.000 multiwave_us=12.000 rows=4096\n",
-			"wsnorm-tune 2 approach=ws ws_us=nan multiwave_us=12.000 rows=4096\n",
-			"wsnorm-tune 2 approach=ws ws_us=10.000 multiwave_us=-1 rows=4096\n",
-			"wsnorm-tune 2 approach=ws ws_us=10.000 multiwave_us=12.000 rows=-5\n",
+			"wsnorm-tune 2 approach=ws ws_us=10.000 multiwave_us=12.000 rows=4096\n",
+		};
+		static const char *const bad[] = {
+			V3 "0,0,0,0,0 ws_us=10.000 multiwave_us=12.000 rows=4096\n",
+			"wsnorm-tune 3 approach=auto shape=0,0,0,0,0" T3 "\n",
+			V3 "0,0,0,0,0 ws_us=nan shape_us=9.000 multiwave_us=12.000 shapes=3 rows=4096\n",
+			V3 "0,0,0,0,0 ws_us=10.000 shape_us=9.000 multiwave_us=-1 shapes=3 rows=4096\n",
+			V3 "0,0,0,0,0 ws_us=10.000 shape_us=9.000 multiwave_us=12.000 shapes=3 rows=-5\n",
+			V3 "0,0,0,0,0 ws_us=10.000 shape_us=9.000 multiwave_us=12.000 shapes=-1 rows=4096\n",
+			/* shapes no kernel takes, or a shape beside a multi-wave winner */
+			V3 "3,32,4,1,16" T3 "\n",
+			V3 "2,16,4,1,16" T3 "\n",
+			V3 "2,32,0,1,16" T3 "\n",
+			V3 "2,32,4,9,16" T3 "\n",
+			V3 "2,32,4,1,33" T3 "\n",
+			V3 "2,32,4,1" T3 "\n",
+			V3 "2,32,4,1,-16" T3 "\n",
+			V3 "0,32,0,0,0" T3 "\n",
+			"wsnorm-tune 3 approach=multiwave shape=2,32,4,1,16" T3 "\n",
 			"\x7f\x45\x4c\x46 garbage",
 			"",
 			/* the whole line or nothing: no trailing text, no line cut short, no saturated count */
-			"wsnorm-tune 2 approach=ws ws_us=10.000 multiwave_us=12.000 rows=4096 extra\n",
-			"wsnorm-tune 2 approach=ws ws_us=10.000 multiwave_us=12.000 rows=4096",
-			"wsnorm-tune 2 approach=ws ws_us=10.000 multiwave_us=12.000 rows=99999999999999999999\n",
+			V3 "0,0,0,0,0" T3 " extra\n",
+			V3 "0,0,0,0,0" T3,
+			V3 "0,0,0,0,0 ws_us=10.000 shape_us=9.000 multiwave_us=12.000 shapes=3 rows=99999999999999999999\n",
 		};
 		char path[4096];
 		id = tune_id(4096);
 		ck_assert_int_eq(wsn__tune_path(&id, path, sizeof(path)), 0);
+		for (size_t i = 0; i < sizeof(older) / sizeof(older[0]); i++) {
+			tu_write_file(path, older[i], strlen(older[i]));
+			ck_assert_msg(wsn__tune_lookup(&id, &got) == WSN_EFORMAT, "entry %zu '%s' is not a miss", i, older[i]);
+			ck_assert_ptr_nonnull(strstr(wsn_last_error(), "another version's entry"));
+			ck_assert_ptr_nonnull(strstr(wsn_last_error(), path));
+		}
 		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 			tu_write_file(path, bad[i], strlen(bad[i]));
 			ck_assert_msg(wsn__tune_lookup(&id, &got) == WSN_EFORMAT, "entry %zu '%s' is not a miss", i, bad[i]);
 			ck_assert_ptr_nonnull(strstr(wsn_last_error(), "malformed"));
 			ck_assert_ptr_nonnull(strstr(wsn_last_error(), path));
 		}
+		/* the good lines these spoil */
+		{
+			static const char *const good[] = { V3 "0,0,0,0,0" T3 "\n", V3 "8,256,1,2,4" T3 "\n",
+							    "wsnorm-tune 3 approach=multiwave shape=0,0,0,0,0" T3 "\n" };
+			for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+				tu_write_file(path, good[i], strlen(good[i]));
+				ck_assert_msg(wsn__tune_lookup(&id, &got) == 0, "entry '%s': %s", good[i], wsn_last_error());
+				ck_assert(got.shapes == 3 && got.shape_us == 9 && got.rows == 4096);
+			}
+			ck_assert(got.approach == WSN_APPROACH_MULTIWAVE && !got.shape.cluster);
+		}
+#undef V3
+#undef T3
 		/*
 		 * not a regular file: a FIFO (an open that would block for ever), a directory, a link (even to
 		 * a good entry) are misses, at once
 		 */
 		{
 			char good[4200];
-			const char *line = "wsnorm-tune 2 approach=ws ws_us=10.000 multiwave_us=12.000 rows=4096\n";
+			const char *line = "wsnorm-tune 3 approach=ws shape=0,0,0,0,0 ws_us=10.000 shape_us=0.000 "
+					   "multiwave_us=12.000 shapes=0 rows=4096\n";
 
 			snprintf(good, sizeof(good), "%s.good", path);
 			tu_write_file(good, line, strlen(line));
@@ -651,7 +709,7 @@ START_TEST(test_tune_cache_roundtrip)
 			unlink(good);
 		}
 		/* and a store replaces it */
-		e = (struct wsn__tune_entry){ WSN_APPROACH_WS, 10, 12, 4096 };
+		e = (struct wsn__tune_entry){ .approach = WSN_APPROACH_WS, .ws_us = 10, .multiwave_us = 12, .rows = 4096 };
 		ck_assert_int_eq(wsn__tune_store(&id, &e), 0);
 		ck_assert_int_eq(wsn__tune_lookup(&id, &got), 0);
 		ck_assert(got.approach == WSN_APPROACH_WS && got.rows == 4096);
@@ -728,8 +786,8 @@ START_TEST(test_tune_cache_concurrent)
 		kids[k] = fork();
 		ck_assert(kids[k] >= 0);
 		if (kids[k] == 0) {
-			struct wsn__tune_entry e = { k % 2 ? WSN_APPROACH_WS : WSN_APPROACH_MULTIWAVE, 100 + k, 200 + k,
-						     1000 + k };
+			struct wsn__tune_entry e = { .approach = k % 2 ? WSN_APPROACH_WS : WSN_APPROACH_MULTIWAVE,
+						     .ws_us = 100 + k, .multiwave_us = 200 + k, .rows = 1000 + k };
 			for (int i = 0; i < 200; i++)
 				if (wsn__tune_store(&id, &e) < 0)
 					_exit(1);

@@ -864,56 +864,62 @@ START_TEST(test_ws_cluster)
 END_TEST
 
 /*
- * The ws backward's measured shapes (on sm_90: RMSNorm rows of 2 KB whole and of 4 KB over 2, each
- * with 4 groups of 64 threads and a row a stage; LayerNorm rows of 16 KB over 8 with 8 groups of 32
- * threads; LayerNorm bf16 rows of 4 KB over 4 with the statistics copied into each stage; LayerNorm
- * 16-bit rows of 2560, 3072, 5120 and 10240 elements and RMSNorm 16-bit rows of 2560 and 3072, a row
- * a stage, with 3 or 5 vectors a thread; LayerNorm bf16 rows of 2304 and 4608, 2 rows a stage),
- * in each dtype at the same row bytes (where a shape is for other dtypes only: another plan), on
- * aligned rows and on strided rows that start off 16 bytes, over 7 and 2999 rows: against the CPU,
- * each backward twice (bit-identical sums).
+ * The ws backward's measured shapes on sm_90 (the split table's entries: RMSNorm rows of 2 KB whole
+ * and of 4 KB over 2; LayerNorm bf16 rows of 4 KB over 4 with the statistics copied into each
+ * stage; the widths between the powers of two, a row or two a stage, some for one 16-bit dtype
+ * only; autotune's winners), each in every dtype at the same row bytes (where a dtype has no shape
+ * there: another plan, without the statistics in the stage), on aligned rows and on strided rows
+ * that start off 16 bytes, over 7 and 2999 rows: against the CPU, each backward twice
+ * (bit-identical sums).
  */
-#define BF (1 << WSN_BF16)
-#define HF (1 << WSN_F16)
 START_TEST(test_ws_measured)
 {
 	static const int64_t rows[] = { 7, 2999 };
 	static const struct {
 		enum wsn_op op;
 		int64_t row_bytes;
-		unsigned cluster, unroll;
-		int ring, dtypes; /* dtypes: the shape only for these (1 << dtype); 0: any */
+		unsigned cluster[3], unroll[3]; /* bf16, f16, f32; cluster 0: no measured shape in that dtype */
+		int ring;                       /* bf16: the statistics in the stage */
 	} m[] = {
-		{ WSN_RMSNORM_BWD, 2048, 1, 1, 0, 0 },
-		{ WSN_RMSNORM_BWD, 4096, 2, 1, 0, 0 },
-		{ WSN_LAYERNORM_BWD, 16384, 8, 1, 0, 0 },
-		{ WSN_LAYERNORM_BWD, 4096, 4, 2, 1, BF },
-		{ WSN_LAYERNORM_BWD, 4608, 4, 2, 0, BF },
-		{ WSN_LAYERNORM_BWD, 9216, 8, 2, 0, BF },
-		{ WSN_LAYERNORM_BWD, 5120, 2, 1, 0, BF | HF },
-		{ WSN_LAYERNORM_BWD, 6144, 4, 1, 0, BF | HF },
-		{ WSN_LAYERNORM_BWD, 10240, 0, 1, 0, BF | HF }, /* cluster 0: 2 in bf16, 4 in f16 */
-		{ WSN_LAYERNORM_BWD, 20480, 8, 1, 0, BF | HF },
-		{ WSN_RMSNORM_BWD, 5120, 2, 1, 0, BF | HF },
-		{ WSN_RMSNORM_BWD, 6144, 4, 1, 0, BF | HF },
+		{ WSN_RMSNORM_BWD, 2048, { 1, 1, 1 }, { 1, 1, 1 }, 0 },
+		{ WSN_RMSNORM_BWD, 4096, { 2, 2, 2 }, { 1, 1, 1 }, 0 },
+		{ WSN_LAYERNORM_BWD, 16384, { 8, 8, 8 }, { 1, 1, 1 }, 0 },
+		{ WSN_LAYERNORM_BWD, 4096, { 4, 0, 0 }, { 2, 0, 0 }, 1 },
+		{ WSN_LAYERNORM_BWD, 4608, { 4, 2, 0 }, { 2, 1, 0 }, 0 },
+		{ WSN_LAYERNORM_BWD, 9216, { 8, 2, 0 }, { 2, 1, 0 }, 0 },
+		{ WSN_LAYERNORM_BWD, 5120, { 2, 2, 0 }, { 1, 1, 0 }, 0 },
+		{ WSN_LAYERNORM_BWD, 6144, { 4, 4, 0 }, { 1, 1, 0 }, 0 },
+		{ WSN_LAYERNORM_BWD, 10240, { 2, 4, 0 }, { 1, 1, 0 }, 0 },
+		{ WSN_LAYERNORM_BWD, 20480, { 8, 8, 0 }, { 1, 1, 0 }, 0 },
+		{ WSN_RMSNORM_BWD, 5120, { 2, 2, 0 }, { 1, 1, 0 }, 0 },
+		{ WSN_RMSNORM_BWD, 6144, { 4, 4, 0 }, { 1, 1, 0 }, 0 },
+		{ WSN_LAYERNORM_BWD, 2048, { 1, 0, 0 }, { 1, 0, 0 }, 0 },
+		{ WSN_LAYERNORM_BWD, 3072, { 2, 2, 0 }, { 1, 1, 0 }, 0 },
+		{ WSN_LAYERNORM_BWD, 7168, { 2, 0, 0 }, { 1, 0, 0 }, 0 },
+		{ WSN_LAYERNORM_BWD, 14336, { 4, 4, 0 }, { 1, 1, 0 }, 0 },
+		{ WSN_LAYERNORM_BWD, 24576, { 8, 8, 0 }, { 2, 2, 0 }, 0 },
+		{ WSN_LAYERNORM_BWD, 32768, { 8, 0, 0 }, { 1, 0, 0 }, 0 },
+		{ WSN_RMSNORM_BWD, 4608, { 2, 0, 0 }, { 1, 0, 0 }, 0 },
+		{ WSN_RMSNORM_BWD, 7168, { 4, 0, 0 }, { 1, 0, 0 }, 0 },
+		{ WSN_RMSNORM_BWD, 9216, { 4, 0, 0 }, { 1, 0, 0 }, 0 },
 	};
 	struct wsn__cu_device *cd = gpu->ctx;
 	struct wsn__kernel_plan *kp = xcalloc(sizeof(*kp));
 	enum wsn_dtype dt = dtypes[_i];
-	int fails = 0;
+	int fails = 0, d = dt == WSN_BF16 ? 0 : dt == WSN_F16 ? 1 : 2;
 
 	for (size_t i = 0; i < WSN_ARRAY_SIZE(m); i++) {
 		int64_t h = m[i].row_bytes / (int64_t)wsn_dtype_size(dt), r = 2999;
 
 		ck_assert_msg(ws_plan_get(m[i].op, dt, h, r, kp), "%s", wsn_last_error());
-		if (cd->props.arch == 90 && (!m[i].dtypes || (m[i].dtypes & (1 << dt))))
-			ck_assert_msg(strstr(kp->why, "measured shape: ") &&
-				      (kp->cluster > 1 ? kp->cluster : 1) == (m[i].cluster ? m[i].cluster : dt == WSN_BF16 ? 2 : 4) &&
-				      kp->unroll == m[i].unroll && kp->stats_ring == m[i].ring,
+		if (cd->props.arch == 90 && m[i].cluster[d])
+			ck_assert_msg(strstr(kp->why, "measured shape: ") && (kp->cluster > 1 ? kp->cluster : 1) == m[i].cluster[d] &&
+					      kp->unroll == m[i].unroll[d] && kp->stats_ring == (d ? 0 : m[i].ring),
 				      "%s: cluster %u unroll %u ring %d: %s", kp->entry, kp->cluster, kp->unroll, kp->stats_ring,
 				      kp->why);
 		else
-			ck_assert_msg(!kp->stats_ring, "%s: statistics in the stage: %s", kp->entry, kp->why);
+			ck_assert_msg(!kp->stats_ring && !strstr(kp->why, "measured shape: "), "%s: a measured shape: %s",
+				      kp->entry, kp->why);
 		for (int strided = 0; strided < 2; strided++) {
 			int64_t ld = strided ? h + 3 : h, off = strided;
 			struct wsn_plan_options po;
@@ -933,8 +939,6 @@ START_TEST(test_ws_measured)
 	ck_assert_msg(fails == 0, "%d mismatches (see FAIL lines above)", fails);
 }
 END_TEST
-#undef BF
-#undef HF
 
 /*
  * LayerNorm bwd bf16 2K's plan (on sm_90 the producer copies each row's statistics into its stage, a
@@ -1482,7 +1486,7 @@ START_TEST(test_autotune_measure_then_hit)
 		ck_assert_msg(path != NULL, "no entry holds '%s'", needle);
 		ck_assert_msg(strstr(desc, path), "the description does not name the entry %s:\n%s", path, desc);
 		line = first_line(path);
-		snprintf(want, sizeof(want), "wsnorm-tune 2 approach=%s ", wsn_approach_name(a));
+		snprintf(want, sizeof(want), "wsnorm-tune 3 approach=%s shape=", wsn_approach_name(a));
 		ck_assert_msg(!strncmp(line, want, strlen(want)), "entry '%s', the plan runs %s", line,
 			      wsn_approach_name(a));
 		ck_assert_msg(!two || strstr(line, " rows=4096\n"), "entry '%s': timed on 4096 rows expected", line);
@@ -1539,7 +1543,7 @@ START_TEST(test_autotune_corrupt_entry)
 		      "after garbage in the entry:\n%s", desc);
 	ck_assert_int_eq(tune_entries(NULL, NULL), 1);
 	line = first_line(path);
-	ck_assert_msg(!strncmp(line, "wsnorm-tune 2 approach=", 23) && strstr(line, " rows="), "rewritten entry '%s'",
+	ck_assert_msg(!strncmp(line, "wsnorm-tune 3 approach=", 23) && strstr(line, " rows="), "rewritten entry '%s'",
 		      line);
 	ck_assert_msg(strstr(line, wsn_approach_name(approach_of(desc))), "entry '%s' does not name the plan's approach",
 		      line);
@@ -1564,7 +1568,10 @@ START_TEST(test_autotune_stale_ws_entry)
 	struct setup s;
 	struct wsn_plan *gp;
 	char *desc, *path, *line, needle[96];
-	const char *stale = "wsnorm-tune 2 approach=ws ws_us=1.000 multiwave_us=2.000 rows=1024\n";
+	const char *stale =
+		"wsnorm-tune 3 approach=ws shape=0,0,0,0,0 ws_us=1.000 shape_us=0.000 multiwave_us=2.000 shapes=0 rows=1024\n";
+	const char *mw = "wsnorm-tune 3 approach=multiwave shape=0,0,0,0,0 ws_us=0.000 shape_us=0.000 multiwave_us=0.000 "
+			 "shapes=0 rows=0\n";
 	size_t i;
 
 	for (i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
@@ -1585,7 +1592,7 @@ START_TEST(test_autotune_stale_ws_entry)
 	ck_assert_int_eq(tune_entries(needle, &path), 1);
 	ck_assert(path != NULL);
 	line = first_line(path);
-	ck_assert_str_eq(line, "wsnorm-tune 2 approach=multiwave ws_us=0.000 multiwave_us=0.000 rows=0\n");
+	ck_assert_str_eq(line, mw);
 	free(line);
 	tu_write_file(path, stale, strlen(stale));
 	gp = tune_plan(&s, WSN_LAYERNORM_BWD, NULL, &desc);
@@ -1594,11 +1601,110 @@ START_TEST(test_autotune_stale_ws_entry)
 		      "stale ws entry:\n%s", desc);
 	ck_assert_int_eq(approach_of(desc), WSN_APPROACH_MULTIWAVE);
 	line = first_line(path);
-	ck_assert_str_eq(line, "wsnorm-tune 2 approach=multiwave ws_us=0.000 multiwave_us=0.000 rows=0\n");
+	ck_assert_str_eq(line, mw);
 	wsn_plan_destroy(gp);
 	free(desc);
 	free(line);
 	free(path);
+}
+END_TEST
+
+/*
+ * (f) The backward's other ws shapes. LayerNorm bwd bf16 hidden 3584 (no measured shape there):
+ * the first plan times multi-wave, the planner's ws and the other shapes, and the entry counts them;
+ * whatever won runs and matches the CPU, and a second plan hits with the same shape. An entry
+ * naming a shape (over 4, 8 groups of 32, a row a stage, 16 stages) is taken as it stands: the plan
+ * runs that shape, described as autotune's and not as forced, and matches the CPU. At hidden 3592
+ * (no cluster splits it into whole vectors) an entry naming a cluster of 8 no longer plans: a miss,
+ * measured again and rewritten.
+ */
+START_TEST(test_autotune_shapes)
+{
+	const char *given = "wsnorm-tune 3 approach=ws shape=4,32,8,1,16 ws_us=2.000 shape_us=1.000 multiwave_us=3.000 "
+			    "shapes=5 rows=16384\n";
+	int64_t r = 16384;
+	struct inputs in;
+	struct setup s;
+	struct wsn_plan *gp, *cp;
+	char *desc, *desc2, *path, *line, *line2;
+	double worst = 0;
+	int fails = 0, shapes = -1;
+	unsigned sh[5];
+
+	inputs_make(&in, "autotune-shapes", 3592, r, 3592, 0);
+	for (int w = 0; w < 2; w++) {
+		int64_t h = w ? 3592 : 3584;
+		char needle[96];
+
+		setup_init(&s, WSN_BF16, h, r, h, 0, 0, in.x, in.dy, in.w, in.b);
+		snprintf(needle, sizeof(needle), "_layernorm-bwd_bf16_h%lld_", (long long)h);
+		gp = tune_plan(&s, WSN_LAYERNORM_BWD, NULL, &desc);
+		ck_assert_msg(strstr(desc, "\nautotune:      measured now (no entry): ws ") &&
+				      strstr(desc, " other ws shapes (the fastest "),
+			      "first autotune plan:\n%s", desc);
+		ck_assert_int_eq(tune_entries(needle, &path), w + 1);
+		line = first_line(path);
+		ck_assert_msg(sscanf(line, "wsnorm-tune 3 approach=%*s shape=%u,%u,%u,%u,%u ws_us=%*f shape_us=%*f "
+					   "multiwave_us=%*f shapes=%d rows=16384", &sh[0], &sh[1], &sh[2], &sh[3], &sh[4],
+				     &shapes) == 6 && shapes > 0,
+			      "entry '%s'", line);
+		/* the shape in the entry is the one the description names and runs */
+		ck_assert_int_eq(!!sh[0], !!strstr(desc, "in that shape; stored in"));
+		ck_assert_int_eq(!!sh[0], !!strstr(desc, "autotune's shape kept; "));
+		ck_assert_ptr_null(strstr(desc, "forced"));
+		OK(wsn_plan_create(cpu, WSN_LAYERNORM_BWD, s.rows, s.hidden, s.dt, NULL, &cp));
+		fails += run_rows(&s, WSN_LAYERNORM_BWD, gp, cp, r, &worst);
+		fails += run_rows(&s, WSN_LAYERNORM_BWD, gp, cp, 777, &worst);
+		wsn_plan_destroy(gp);
+		gp = tune_plan(&s, WSN_LAYERNORM_BWD, NULL, &desc2);
+		ck_assert_msg(strstr(desc2, "\nautotune:      cache hit (") && strstr(desc2, " other ws shapes (the fastest "),
+			      "second plan:\n%s", desc2);
+		ck_assert_int_eq(!!sh[0], !!strstr(desc2, " in autotune's shape (cluster "));
+		line2 = first_line(path);
+		ck_assert_str_eq(line2, line);
+		fails += run_rows(&s, WSN_LAYERNORM_BWD, gp, cp, r, &worst);
+		wsn_plan_destroy(gp);
+		free(desc);
+		free(desc2);
+		free(line2);
+		free(line);
+
+		if (!w) { /* an entry naming a shape: taken as it stands */
+			tu_write_file(path, given, strlen(given));
+			gp = tune_plan(&s, WSN_LAYERNORM_BWD, NULL, &desc);
+			ck_assert_msg(strstr(desc, " -> ws in autotune's shape (cluster 4, 8 row groups of 32 threads, 1 row a "
+						   "stage, 16 stages)") &&
+					      strstr(desc, "\nblock:         384 threads = producer 128 + bdimy 8 row groups x bdimx 32;") &&
+					      strstr(desc, "\ncluster:       4 CTAs per row") &&
+					      strstr(desc, "\npipeline:      16 stages x 1 row (unroll)") &&
+					      strstr(desc, "autotune's shape kept; ") && !strstr(desc, "forced"),
+				      "given shape:\n%s", desc);
+			fails += run_rows(&s, WSN_LAYERNORM_BWD, gp, cp, r, &worst);
+			fails += run_rows(&s, WSN_LAYERNORM_BWD, gp, cp, 5, &worst);
+			wsn_plan_destroy(gp);
+			free(desc);
+		} else { /* a shape that no longer plans: measured again */
+			const char *stale = "wsnorm-tune 3 approach=ws shape=8,32,8,1,16 ws_us=2.000 shape_us=1.000 "
+					    "multiwave_us=3.000 shapes=5 rows=16384\n";
+			tu_write_file(path, stale, strlen(stale));
+			gp = tune_plan(&s, WSN_LAYERNORM_BWD, NULL, &desc);
+			ck_assert_msg(strstr(desc, "measured now (the cached ws shape (cluster 8, 8 row groups of 32 threads, 1 "
+						   "row a stage, 16 stages) no longer plans): ws "),
+				      "stale shape:\n%s", desc);
+			line = first_line(path);
+			ck_assert_msg(strcmp(line, stale) && !strncmp(line, "wsnorm-tune 3 approach=", 23), "entry '%s'", line);
+			fails += run_rows(&s, WSN_LAYERNORM_BWD, gp, cp, r, &worst);
+			wsn_plan_destroy(gp);
+			free(desc);
+			free(line);
+		}
+		wsn_plan_destroy(cp);
+		free(path);
+		setup_free(&s);
+	}
+	inputs_free(&in);
+	printf("%s autotune shapes: worst rel_l2 %.2e\n", fails ? "FAIL" : "ok", worst);
+	ck_assert_msg(fails == 0, "%d mismatches (see FAIL lines above)", fails);
 }
 END_TEST
 
@@ -1700,6 +1806,7 @@ static Suite *suite_gpu(void)
 	tcase_add_test(tc, test_autotune_corrupt_entry);
 	tcase_add_test(tc, test_autotune_stale_ws_entry);
 	tcase_add_test(tc, test_autotune_forced);
+	tcase_add_test(tc, test_autotune_shapes);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("fault"); /* last: it poisons the context */

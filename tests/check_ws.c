@@ -182,8 +182,8 @@ START_TEST(test_ws_choices)
 	ck_assert_uint_eq(kp.stages, 16); /* WS_FILL_STAGES_BWD */
 	ck_assert_ptr_nonnull(strstr(kp.why, "leftover shared memory: stages 16"));
 	/* the backward ring's cap, on the planner's own splits: 4 of 32 KB at LayerNorm/RMSNorm 16K
-	 * over 2, 8 of 16 KB at RMSNorm 2K on whole rows (cluster 1 forced: the measured shape splits
-	 * it), 16 of 4 KB at LayerNorm 4K over 8 (within the cap); at RMSNorm 32K (64 KB stages) the 3
+	 * over 2 (LayerNorm's forced: bf16 has a measured shape over 8), 8 of 16 KB at RMSNorm 2K on
+	 * whole rows (cluster 1 forced: the measured shape splits it), 16 of 4 KB at LayerNorm 4K over 8 (within the cap); at RMSNorm 32K (64 KB stages) the 3
 	 * that fit stay */
 	{
 		static const struct {
@@ -192,7 +192,7 @@ START_TEST(test_ws_choices)
 			unsigned cluster, stages;
 			int forced;
 		} cap[] = {
-			{ WSN_LAYERNORM_BWD, 16384, 2, 4, 0 }, { WSN_RMSNORM_BWD, 16384, 2, 4, 0 },
+			{ WSN_LAYERNORM_BWD, 16384, 2, 4, 1 }, { WSN_RMSNORM_BWD, 16384, 2, 4, 0 },
 			{ WSN_RMSNORM_BWD, 2048, 1, 8, 1 }, { WSN_LAYERNORM_BWD, 4096, 8, 16, 0 },
 			{ WSN_RMSNORM_BWD, 32768, 2, 3, 0 },
 		};
@@ -567,14 +567,16 @@ START_TEST(test_ws_auto)
 	auto_pick(&h, WSN_LAYERNORM_BWD, 1024, 8192, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 62 rows per SM <= 96");
 	auto_pick(&h, WSN_LAYERNORM_BWD, 1024, 16384, WSN_APPROACH_WS, "auto: ws, ");
 	/* between 2K and 4K: LayerNorm bwd measured ahead on ws at 3072; RMSNorm bwd only in its measured
-	 * shapes (2560 and 3072, 16-bit), not in the search's (2304; f32 3072) */
+	 * shapes (2560 and 3072 16-bit, 2304 and 3584 bf16), not in the search's (2944; f32 3072) */
 	auto_pick(&h, WSN_LAYERNORM_BWD, 3072, 16384, WSN_APPROACH_WS, "auto: ws, ");
 	auto_pick(&h, WSN_LAYERNORM_BWD, 3072, 8192, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 62 rows per SM <= 96");
 	auto_pick(&h, WSN_RMSNORM_BWD, 3072, 16384, WSN_APPROACH_WS, "auto: ws, heuristic good and 124 rows per SM > 96 "
 		  "(rule for rmsnorm-bwd hidden 2049-4095: ");
 	auto_pick(&h, WSN_RMSNORM_BWD, 2560, 16384, WSN_APPROACH_WS, "auto: ws, ");
 	auto_pick(&h, WSN_RMSNORM_BWD, 3072, 8192, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 62 rows per SM <= 96");
-	auto_pick(&h, WSN_RMSNORM_BWD, 2304, 16384, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, no ws rule");
+	auto_pick(&h, WSN_RMSNORM_BWD, 2944, 16384, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, no ws rule");
+	auto_pick(&h, WSN_RMSNORM_BWD, 2304, 16384, WSN_APPROACH_WS, "auto: ws, ");
+	auto_pick(&h, WSN_RMSNORM_BWD, 3584, 16384, WSN_APPROACH_WS, "auto: ws, ");
 	{
 		struct wsn__gpu_props b;
 
@@ -707,6 +709,21 @@ START_TEST(test_ws_auto)
 			{ WSN_LAYERNORM_BWD, WSN_F16, 10240, 8, 64, 4, 1, 16, 0, 8 },
 			{ WSN_RMSNORM_BWD, WSN_BF16, 2560, 2, 32, 4, 1, 16, 0, 1 },
 			{ WSN_RMSNORM_BWD, WSN_F16, 3072, 4, 32, 8, 1, 16, 0, 8 },
+			/* autotune's winners (NOTES v26) */
+			{ WSN_LAYERNORM_BWD, WSN_BF16, 1024, 1, 64, 6, 1, 12, 0, 1 },
+			{ WSN_LAYERNORM_BWD, WSN_BF16, 1536, 2, 32, 8, 1, 16, 0, 1 },
+			{ WSN_LAYERNORM_BWD, WSN_F16, 1536, 2, 32, 8, 1, 16, 0, 1 },
+			{ WSN_LAYERNORM_BWD, WSN_F16, 2304, 2, 64, 4, 1, 16, 0, 4 },
+			{ WSN_LAYERNORM_BWD, WSN_BF16, 3584, 2, 128, 3, 1, 15, 0, 8 },
+			{ WSN_LAYERNORM_BWD, WSN_F16, 4608, 2, 128, 2, 1, 14, 0, 8 },
+			{ WSN_LAYERNORM_BWD, WSN_BF16, 7168, 4, 128, 3, 1, 15, 0, 8 },
+			{ WSN_LAYERNORM_BWD, WSN_F16, 7168, 4, 128, 3, 1, 15, 0, 8 },
+			{ WSN_LAYERNORM_BWD, WSN_BF16, 12288, 8, 64, 2, 2, 10, 0, 2 },
+			{ WSN_LAYERNORM_BWD, WSN_F16, 12288, 8, 128, 2, 2, 10, 0, 2 },
+			{ WSN_LAYERNORM_BWD, WSN_BF16, 16384, 8, 128, 3, 1, 15, 0, 2 },
+			{ WSN_RMSNORM_BWD, WSN_BF16, 2304, 2, 32, 4, 1, 16, 0, 1 },
+			{ WSN_RMSNORM_BWD, WSN_BF16, 3584, 4, 64, 6, 1, 12, 0, 8 },
+			{ WSN_RMSNORM_BWD, WSN_BF16, 4608, 4, 64, 4, 1, 16, 0, 8 },
 		};
 		struct wsn__gpu_props b;
 
@@ -727,10 +744,11 @@ START_TEST(test_ws_auto)
 			ck_assert_msg(!strstr(kp.why, "measured shape"), "%s: %s", kp.entry, kp.why);
 			ck_assert_uint_eq(kp.cluster > 1 ? kp.cluster : 1, sh[i].b200_cluster);
 			ck_assert_int_eq(kp.stats_ring, 0);
-			/* a forced parameter, even the same cluster: the search's shape (2 rows a stage) */
+			/* a forced parameter, even the same cluster: the search's shape */
 			p.opts.cluster = (int)sh[i].cluster;
 			ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), 0);
-			ck_assert_msg(!strstr(kp.why, "measured shape") && kp.cluster == sh[i].cluster && kp.unroll == 2,
+			ck_assert_msg(!strstr(kp.why, "measured shape") && strstr(kp.why, "search: ") &&
+				      (kp.cluster > 1 ? kp.cluster : 1) == sh[i].cluster,
 				      "%s: unroll %u: %s", kp.entry, kp.unroll, kp.why);
 			ck_assert_int_eq(kp.stats_ring, 0);
 			ck_assert_ptr_nonnull(strstr(kp.why, "statistics loaded by each row group a block ahead"));
@@ -783,6 +801,84 @@ START_TEST(test_ws_auto)
 	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
 	ck_assert_int_eq(kp.approach, WSN_APPROACH_WS);
 	ck_assert_uint_eq(kp.stages, 3);
+}
+END_TEST
+
+/*
+ * Autotune's ws shapes: none for the forward or with a forced parameter; every shape listed plans
+ * as given (cluster, threads, groups, rows a stage, stages) with a ring, good by the heuristic and
+ * described as autotune's (not forced); none is the planner's own; every row group gets rows; the
+ * threads' vector slots are at least 70 % full; whole vectors first, then a row a stage; at most max.
+ */
+START_TEST(test_ws_tune_shapes)
+{
+	static const struct {
+		enum wsn_op op;
+		enum wsn_dtype dt;
+		int64_t hidden, rows;
+		int min_n; /* shapes at least */
+	} cs[] = {
+		{ WSN_LAYERNORM_BWD, WSN_BF16, 3584, 16384, 4 }, { WSN_LAYERNORM_BWD, WSN_F16, 2304, 16384, 2 },
+		{ WSN_LAYERNORM_BWD, WSN_F16, 4608, 16384, 2 },  { WSN_LAYERNORM_BWD, WSN_BF16, 2560, 16384, 4 },
+		{ WSN_RMSNORM_BWD, WSN_BF16, 7168, 16384, 4 },   { WSN_LAYERNORM_BWD, WSN_F32, 1536, 16384, 4 },
+		{ WSN_LAYERNORM_BWD, WSN_BF16, 12288, 300, 1 },  { WSN_RMSNORM_BWD, WSN_F16, 1000, 16384, 1 },
+		{ WSN_LAYERNORM_BWD, WSN_BF16, 3592, 16384, 1 },
+	};
+	struct wsn__gpu_props h;
+	struct wsn__plan_params p;
+	struct wsn__kernel_plan own, kp;
+	struct wsn__ws_shape sh[32];
+
+	wsn__gpu_props_h100(&h);
+	for (size_t i = 0; i < WSN_ARRAY_SIZE(cs); i++) {
+		int n, n3;
+		double last_fill = 2;
+		unsigned last_u = 0;
+
+		params(&p, cs[i].op, cs[i].dt, cs[i].hidden, cs[i].rows);
+		p.opts.approach = WSN_APPROACH_AUTO;
+		ck_assert_int_eq(wsn__ws_plan(&h, &p, &own), 0);
+		n = wsn__ws_tune_shapes(&h, &p, &own, sh, 32);
+		printf("tune shapes %s %s h%lld rows %lld (own c%u %ux%u u%u s%u): %d:", wsn_op_name(cs[i].op),
+		       wsn_dtype_name(cs[i].dt), (long long)cs[i].hidden, (long long)cs[i].rows, own.cluster, own.bdimx,
+		       own.bdimy, own.unroll, own.stages, n);
+		ck_assert_msg(n >= cs[i].min_n && n <= 32, "%d shapes", n);
+		for (int k = 0; k < n; k++) {
+			int64_t nv = (cs[i].hidden / sh[k].cluster + own.vec - 1) / own.vec;
+			int64_t slots = (nv + sh[k].bdimx - 1) / sh[k].bdimx * sh[k].bdimx;
+			double fill = (double)nv / (double)slots;
+
+			printf(" c%u %ux%u u%u s%u", sh[k].cluster, sh[k].bdimx, sh[k].bdimy, sh[k].unroll, sh[k].stages);
+			ck_assert(fill >= 0.7);
+			ck_assert_msg(fill < last_fill || (fill == last_fill && sh[k].unroll >= last_u),
+				      "shape %d out of order", k);
+			last_fill = fill;
+			last_u = sh[k].unroll;
+			ck_assert(!((own.cluster > 1 ? own.cluster : 1) == sh[k].cluster && own.bdimx == sh[k].bdimx &&
+				    own.bdimy == sh[k].bdimy && own.unroll == sh[k].unroll));
+			ck_assert(cs[i].rows / sh[k].unroll >= (int64_t)(h.sms / sh[k].cluster) * sh[k].bdimy);
+			ck_assert_int_eq(wsn__ws_plan_shape(&h, &p, &sh[k], &kp), 0);
+			check_ws_plan(&h, &kp);
+			ck_assert((kp.cluster > 1 ? kp.cluster : 1) == sh[k].cluster && kp.bdimx == sh[k].bdimx &&
+				  kp.bdimy == sh[k].bdimy && kp.unroll == sh[k].unroll && kp.stages == sh[k].stages);
+			ck_assert(kp.ws_good && kp.stages >= 2 && !kp.ws_forced);
+			ck_assert_msg(strstr(kp.why, "autotune's shape kept; ") && !strstr(kp.why, "forced"), "%s", kp.why);
+			for (int j = 0; j < k; j++)
+				ck_assert(memcmp(&sh[j], &sh[k], sizeof(sh[k])));
+		}
+		printf("\n");
+		/* at most max, the first max of the full list */
+		n3 = wsn__ws_tune_shapes(&h, &p, &own, sh + 16, 3);
+		ck_assert_int_eq(n3, n < 3 ? n : 3);
+		ck_assert(!memcmp(sh, sh + 16, (size_t)n3 * sizeof(sh[0])));
+		/* a forced parameter: nothing to tune */
+		p.opts.unroll = 1;
+		ck_assert_int_eq(wsn__ws_tune_shapes(&h, &p, &own, sh, 32), 0);
+	}
+	/* the forward: none */
+	params(&p, WSN_LAYERNORM_FWD, WSN_BF16, 4096, 16384);
+	p.opts.approach = WSN_APPROACH_AUTO;
+	ck_assert_int_eq(wsn__ws_tune_shapes(&h, &p, NULL, sh, 32), 0);
 }
 END_TEST
 
@@ -981,6 +1077,7 @@ Suite *suite_ws(void)
 	tcase_add_test(tc, test_ws_auto);
 	tcase_add_test(tc, test_ws_planner_corners);
 	tcase_add_test(tc, test_ws_fold);
+	tcase_add_test(tc, test_ws_tune_shapes);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("ptxas");
 	tcase_set_timeout(tc, 900);

@@ -138,18 +138,24 @@ err:
 /* ---- autotune: time the kernel families once on this GPU and cache the winner (tunecache.c) ---- */
 
 #define TUNE_MAX_ROWS 16384                 /* rows the candidates are timed on, at most */
-#define TUNE_MAX_SCRATCH ((size_t)1 << 30)  /* device bytes of scratch tensors, at most */
+/* device bytes of scratch tensors, at most: room for 16384 rows of 32K bf16 (3.2 GB). Timed on fewer
+ * rows, the ring's fill and drain weigh more: LayerNorm and RMSNorm bwd 32K picked shapes 1.3 % slower
+ * on 16384 rows when timed on 5459 (NOTES v26). */
+#define TUNE_MAX_SCRATCH ((size_t)8 << 30)
 #define TUNE_FILL_BYTES ((size_t)4 << 20)   /* a random host pattern, copied over each input */
 #define TUNE_WARMUP 3                       /* launches per candidate after a first one, untimed but for an estimate */
 #define TUNE_BATCHES 7                      /* event-timed batches per candidate (interleaved); the median counts */
 #define TUNE_BATCH_US 500.0                 /* launches per batch: enough for this long by the warm-up's estimate */
 #define TUNE_MAX_PER_BATCH 200
 
-/* The candidates, in the order they are timed. */
-enum { CAND_MULTIWAVE, CAND_WS, CAND_N };
-static const enum wsn_approach cand_approach[CAND_N] = { WSN_APPROACH_MULTIWAVE, WSN_APPROACH_WS };
+#define TUNE_MAX_SHAPES 24    /* backward ws shapes timed besides the planner's, at most (wsn__ws_tune_shapes) */
+#define TUNE_SHAPE_MARGIN 0.005 /* another ws shape wins over the planner's only when this much faster */
+
+/* The candidates, in the order they are timed: multi-wave, the planner's ws plan, then other ws shapes. */
+enum { CAND_MULTIWAVE, CAND_WS, CAND_SHAPES, CAND_MAX = CAND_SHAPES + TUNE_MAX_SHAPES };
 
 struct candidate {
+	struct wsn__ws_shape shape;   /* c >= CAND_SHAPES: the shape planned */
 	int plans;                    /* the planner gives a plan for the shape */
 	struct wsn__kernel_plan kp;
 	char why_not[256];            /* the planner's message when it does not */
@@ -210,9 +216,22 @@ static void tune_id_of(const struct wsn__cu_device *d, const struct wsn__gpu_pro
 	id->has_bias = p->opts.has_bias ? 1 : 0;
 }
 
+static enum wsn_approach cand_approach(int c)
+{
+	return c == CAND_MULTIWAVE ? WSN_APPROACH_MULTIWAVE : WSN_APPROACH_WS;
+}
+
+/* "cluster 2, 4 row groups of 32 threads, 1 row a stage, 16 stages" */
+static void shape_text(const struct wsn__ws_shape *s, char *buf, size_t len)
+{
+	snprintf(buf, len, "cluster %u, %u row group%s of %u threads, %u row%s a stage, %u stages", s->cluster, s->bdimy,
+		 s->bdimy > 1 ? "s" : "", s->bdimx, s->unroll, s->unroll > 1 ? "s" : "", s->stages);
+}
+
 /*
  * Plan candidate c for p. ws is planned as the auto approach plans it (the same search as a forced
- * ws, which never falls back, but not marked forced in the description); multi-wave as forced.
+ * ws, which never falls back, but not marked forced in the description), the other ws shapes in
+ * cand->shape (described as autotune's); multi-wave as forced.
  */
 static void plan_candidate(const struct wsn__gpu_props *g, const struct wsn__plan_params *p, int c,
 			   struct candidate *cand)
@@ -220,11 +239,13 @@ static void plan_candidate(const struct wsn__gpu_props *g, const struct wsn__pla
 	struct wsn__plan_params q = *p;
 	int err;
 
-	if (c == CAND_WS) {
+	if (c >= CAND_SHAPES) {
+		err = wsn__ws_plan_shape(g, p, &cand->shape, &cand->kp);
+	} else if (c == CAND_WS) {
 		q.opts.approach = WSN_APPROACH_AUTO;
 		err = wsn__ws_plan(g, &q, &cand->kp);
 	} else {
-		q.opts.approach = cand_approach[c];
+		q.opts.approach = WSN_APPROACH_MULTIWAVE;
 		err = wsn__plan_kernel(g, &q, &cand->kp);
 	}
 	cand->plans = err == 0;
@@ -406,12 +427,12 @@ static int cmp_float(const void *a, const void *b)
  * event-timed batches of each, interleaved so that clock changes touch both alike; c->us is the
  * median time per launch.
  */
-static int time_candidates(struct wsn__cu_device *d, struct tune_scratch *sc, struct candidate *cand)
+static int time_candidates(struct wsn__cu_device *d, struct tune_scratch *sc, struct candidate *cand, int ncand)
 {
 	double us;
 	int c, err;
 
-	for (c = 0; c < CAND_N; c++) {
+	for (c = 0; c < ncand; c++) {
 		if (!cand[c].cp)
 			continue;
 		if ((err = time_launches(d, sc, &cand[c], 1, &us)) < 0 ||
@@ -422,7 +443,7 @@ static int time_candidates(struct wsn__cu_device *d, struct tune_scratch *sc, st
 			cand[c].per_batch = TUNE_MAX_PER_BATCH;
 	}
 	for (int b = 0; b < TUNE_BATCHES; b++) {
-		for (c = 0; c < CAND_N; c++) {
+		for (c = 0; c < ncand; c++) {
 			if (!cand[c].cp)
 				continue;
 			if ((err = time_launches(d, sc, &cand[c], cand[c].per_batch, &us)) < 0)
@@ -430,7 +451,7 @@ static int time_candidates(struct wsn__cu_device *d, struct tune_scratch *sc, st
 			cand[c].batch_us[b] = (float)us;
 		}
 	}
-	for (c = 0; c < CAND_N; c++) {
+	for (c = 0; c < ncand; c++) {
 		if (!cand[c].cp)
 			continue;
 		qsort(cand[c].batch_us, TUNE_BATCHES, sizeof(float), cmp_float);
@@ -438,15 +459,24 @@ static int time_candidates(struct wsn__cu_device *d, struct tune_scratch *sc, st
 	}
 	return 0;
 err:
-	return wsn__error_context(err, "autotune: timing the %s candidate on %lld rows", wsn_approach_name(cand_approach[c]),
+	if (c >= CAND_SHAPES) {
+		char st[160];
+		shape_text(&cand[c].shape, st, sizeof(st));
+		return wsn__error_context(err, "autotune: timing the ws candidate in shape %s on %lld rows", st,
+					  (long long)sc->rows);
+	}
+	return wsn__error_context(err, "autotune: timing the %s candidate on %lld rows", wsn_approach_name(cand_approach(c)),
 				  (long long)sc->rows);
 }
 
 /*
- * Autotune plan creation (approach auto, nothing forced): plan both families; on a cache hit whose
- * winner still plans, compile the winner; otherwise compile every candidate that plans, time them
- * on scratch tensors when there are two, keep the faster and store the entry. A cache that cannot
- * be written is noted in the description, not an error.
+ * Autotune plan creation (approach auto, nothing forced): plan multi-wave, the planner's ws and (for
+ * the backward) the other ws shapes wsn__ws_tune_shapes lists; on a cache hit whose winner still
+ * plans, compile the winner; otherwise compile every candidate that plans, time them on scratch
+ * tensors when there are two or more, keep the fastest and store the entry. Another ws shape wins
+ * over the planner's only when TUNE_SHAPE_MARGIN faster (the planner's measured shapes stay where
+ * the timing cannot tell them apart). A cache that cannot be written is noted in the description,
+ * not an error.
  */
 static int autotune(struct wsn__cu_device *d, const struct wsn__gpu_props *g, const struct wsn__plan_params *p,
 		    struct cuda_plan **out)
@@ -455,24 +485,17 @@ static int autotune(struct wsn__cu_device *d, const struct wsn__gpu_props *g, co
 	struct wsn__tune_id id;
 	struct wsn__tune_entry e;
 	struct tune_scratch sc;
-	char where[1024], miss[320];
-	int err, hit, have_path, win = -1, nplans = 0;
+	struct wsn__ws_shape shapes[TUNE_MAX_SHAPES];
+	char where[1024], miss[320], st[160];
+	int err, hit, have_path, win = -1, nplans = 0, ncand = CAND_SHAPES, best = -1;
 
 	*out = NULL;
 	memset(&sc, 0, sizeof(sc));
-	if (!(cand = calloc(CAND_N, sizeof(*cand))))
+	if (!(cand = calloc(CAND_MAX, sizeof(*cand))))
 		return wsn__error(WSN_ENOMEM, "plan: out of memory");
-	for (int c = 0; c < CAND_N; c++) {
+	for (int c = 0; c < CAND_SHAPES; c++) {
 		plan_candidate(g, p, c, &cand[c]);
 		nplans += cand[c].plans;
-	}
-	if (!nplans) { /* nothing plans: the error auto planning gives */
-		struct wsn__kernel_plan kp;
-		err = wsn__plan_kernel(g, p, &kp);
-		if (!err)
-			err = wsn__error(WSN_ESHAPE, "autotune: neither multi-wave nor ws plans for this shape (%.200s)",
-					 cand[CAND_WS].why_not);
-		goto err;
 	}
 
 	tune_id_of(d, g, p, &id);
@@ -485,61 +508,118 @@ static int autotune(struct wsn__cu_device *d, const struct wsn__gpu_props *g, co
 	} else if (hit == WSN_ENOENT) {
 		snprintf(miss, sizeof(miss), "no entry");
 	} else if (hit == WSN_EFORMAT) {
-		snprintf(miss, sizeof(miss), "malformed entry");
+		snprintf(miss, sizeof(miss), "%s", strstr(wsn_last_error(), "another version") ? "another version's entry" :
+			 "malformed entry");
 	} else if (hit < 0) {
 		snprintf(miss, sizeof(miss), "%.300s", wsn_last_error());
+	} else if (e.shape.cluster) { /* another ws shape won */
+		cand[CAND_SHAPES].shape = e.shape;
+		plan_candidate(g, p, CAND_SHAPES, &cand[CAND_SHAPES]);
+		shape_text(&e.shape, st, sizeof(st));
+		if (cand[CAND_SHAPES].plans)
+			win = CAND_SHAPES;
+		else
+			snprintf(miss, sizeof(miss), "the cached ws shape (%s) no longer plans", st);
 	} else {
-		int c = e.approach == WSN_APPROACH_WS ? CAND_WS : CAND_MULTIWAVE, o = CAND_N - 1 - c;
+		int c = e.approach == WSN_APPROACH_WS ? CAND_WS : CAND_MULTIWAVE, o = CAND_WS + CAND_MULTIWAVE - c;
 		if (!cand[c].plans)
 			snprintf(miss, sizeof(miss), "the cached %s no longer plans", wsn_approach_name(e.approach));
 		else if (!e.rows && cand[o].plans)
 			snprintf(miss, sizeof(miss), "the cached %s was the one candidate, %s plans now",
-				 wsn_approach_name(e.approach), wsn_approach_name(cand_approach[o]));
+				 wsn_approach_name(e.approach), wsn_approach_name(cand_approach(o)));
 		else
 			win = c;
 	}
 
 	if (win >= 0) { /* a hit: the winner alone, nothing timed */
+		size_t off = 0;
 		if ((err = plan_compile(g, p, &cand[win].kp, &cand[win].cp)) < 0)
 			goto err;
-		if (e.rows)
-			snprintf(cand[win].cp->tune, sizeof(cand[win].cp->tune),
-				 "cache hit (%s): ws %.2f us, multiwave %.2f us at %lld rows -> %s", where, e.ws_us,
-				 e.multiwave_us, (long long)e.rows, wsn_approach_name(e.approach));
-		else
-			snprintf(cand[win].cp->tune, sizeof(cand[win].cp->tune),
-				 "cache hit (%s): %s, the one candidate (nothing timed)", where,
-				 wsn_approach_name(e.approach));
+		if (e.rows) {
+			appendf(cand[win].cp->tune, sizeof(cand[win].cp->tune), &off,
+				"cache hit (%s): ws %.2f us, multiwave %.2f us", where, e.ws_us, e.multiwave_us);
+			if (e.shapes)
+				appendf(cand[win].cp->tune, sizeof(cand[win].cp->tune), &off,
+					", %d other ws shapes (the fastest %.2f us)", e.shapes, e.shape_us);
+			appendf(cand[win].cp->tune, sizeof(cand[win].cp->tune), &off, " at %lld rows -> %s", (long long)e.rows,
+				wsn_approach_name(e.approach));
+			if (win >= CAND_SHAPES)
+				appendf(cand[win].cp->tune, sizeof(cand[win].cp->tune), &off, " in autotune's shape (%s)", st);
+		} else {
+			appendf(cand[win].cp->tune, sizeof(cand[win].cp->tune), &off,
+				"cache hit (%s): %s, the one candidate (nothing timed)", where, wsn_approach_name(e.approach));
+		}
 		goto done;
 	}
 
+	/* a miss: the other ws shapes join (none for the forward) */
+	{
+		int n = wsn__ws_tune_shapes(g, p, cand[CAND_WS].plans ? &cand[CAND_WS].kp : NULL, shapes, TUNE_MAX_SHAPES);
+		for (int i = 0; i < n; i++) {
+			cand[ncand].shape = shapes[i];
+			plan_candidate(g, p, ncand, &cand[ncand]);
+			if (cand[ncand].plans) /* it planned when listed: the same call */
+				nplans++, ncand++;
+		}
+	}
+	if (!nplans) { /* nothing plans: the error auto planning gives */
+		struct wsn__kernel_plan kp;
+		err = wsn__plan_kernel(g, p, &kp);
+		if (!err)
+			err = wsn__error(WSN_ESHAPE, "autotune: neither multi-wave nor ws plans for this shape (%.200s)",
+					 cand[CAND_WS].why_not);
+		goto err;
+	}
 	memset(&e, 0, sizeof(e));
-	for (int c = 0; c < CAND_N; c++)
+	for (int c = 0; c < ncand; c++)
 		if (cand[c].plans && (err = plan_compile(g, p, &cand[c].kp, &cand[c].cp)) < 0)
 			goto err;
 	if (nplans == 1) {
 		win = cand[CAND_WS].plans ? CAND_WS : CAND_MULTIWAVE;
 	} else {
-		if ((err = scratch_make(d, p, &sc)) < 0 || (err = time_candidates(d, &sc, cand)) < 0)
+		int ws;
+		if ((err = scratch_make(d, p, &sc)) < 0 || (err = time_candidates(d, &sc, cand, ncand)) < 0)
 			goto err;
 		e.rows = sc.rows;
 		scratch_free(&sc);
-		win = cand[CAND_WS].us < cand[CAND_MULTIWAVE].us ? CAND_WS : CAND_MULTIWAVE;
-		e.ws_us = cand[CAND_WS].us;
-		e.multiwave_us = cand[CAND_MULTIWAVE].us;
+		for (int c = CAND_SHAPES; c < ncand; c++)
+			if (best < 0 || cand[c].us < cand[best].us)
+				best = c;
+		ws = CAND_WS;
+		if (best >= 0 && (!cand[CAND_WS].plans || cand[best].us < cand[CAND_WS].us * (1 - TUNE_SHAPE_MARGIN)))
+			ws = best;
+		win = !cand[CAND_MULTIWAVE].plans || (cand[ws].plans && cand[ws].us < cand[CAND_MULTIWAVE].us) ?
+			      ws : CAND_MULTIWAVE;
+		e.ws_us = cand[CAND_WS].plans ? cand[CAND_WS].us : 0;
+		e.multiwave_us = cand[CAND_MULTIWAVE].plans ? cand[CAND_MULTIWAVE].us : 0;
+		e.shapes = ncand - CAND_SHAPES;
+		e.shape_us = best >= 0 ? cand[best].us : 0;
 	}
-	e.approach = cand_approach[win];
+	e.approach = cand_approach(win);
+	if (win >= CAND_SHAPES)
+		e.shape = cand[win].shape;
 	{
 		struct cuda_plan *cp = cand[win].cp;
 		size_t off = 0;
-		int o = CAND_N - 1 - win;
 
-		if (nplans == 1)
+		if (nplans == 1) {
+			int o = CAND_WS + CAND_MULTIWAVE - win;
 			appendf(cp->tune, sizeof(cp->tune), &off, "one candidate (%s): %s, %s does not plan (%.200s); ", miss,
-				wsn_approach_name(e.approach), wsn_approach_name(cand_approach[o]), cand[o].why_not);
-		else
-			appendf(cp->tune, sizeof(cp->tune), &off, "measured now (%s): ws %.2f us, multiwave %.2f us at %lld rows -> %s; ",
-				miss, e.ws_us, e.multiwave_us, (long long)e.rows, wsn_approach_name(e.approach));
+				wsn_approach_name(e.approach), wsn_approach_name(cand_approach(o)), cand[o].why_not);
+		} else {
+			appendf(cp->tune, sizeof(cp->tune), &off, "measured now (%s): ws ", miss);
+			appendf(cp->tune, sizeof(cp->tune), &off, cand[CAND_WS].plans ? "%.2f us" : "does not plan", e.ws_us);
+			appendf(cp->tune, sizeof(cp->tune), &off, ", multiwave ");
+			appendf(cp->tune, sizeof(cp->tune), &off, cand[CAND_MULTIWAVE].plans ? "%.2f us" : "does not plan",
+				e.multiwave_us);
+			if (best >= 0) {
+				shape_text(&cand[best].shape, st, sizeof(st));
+				appendf(cp->tune, sizeof(cp->tune), &off, ", %d other ws shapes (the fastest %.2f us: %s)",
+					e.shapes, e.shape_us, st);
+			}
+			appendf(cp->tune, sizeof(cp->tune), &off, " at %lld rows -> %s%s; ", (long long)e.rows,
+				wsn_approach_name(e.approach), win >= CAND_SHAPES ? " in that shape" : "");
+		}
 		if (wsn__tune_store(&id, &e) < 0)
 			appendf(cp->tune, sizeof(cp->tune), &off, "not stored: %s", wsn_last_error());
 		else
@@ -551,7 +631,7 @@ done:
 	err = 0;
 err:
 	scratch_free(&sc);
-	for (int c = 0; c < CAND_N; c++)
+	for (int c = 0; c < CAND_MAX; c++)
 		if (cand[c].cp)
 			plan_free(cand[c].cp);
 	free(cand);
