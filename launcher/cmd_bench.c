@@ -23,7 +23,7 @@ struct bench_opts {
 	int iters, warmup;
 	int batch;     /* launches per timed sample; 0: enough for BATCH_MS (GPU) or one per set (CPU) */
 	enum wsn_approach approach;
-	int autotune;  /* plans time multiwave and ws once and cache the winner */
+	int autotune;  /* plans time multiwave and ws (and the backward's ws shapes) once and cache the winner */
 	int force[CLI_KP_COUNT]; /* --block-threads, --groups, --unroll, --stages, --cluster; 0 = the planner's */
 	int weight, bias; /* affine weight, and bias for LayerNorm (--no-weight, --no-bias clear them) */
 	uint64_t copy_bytes;
@@ -55,8 +55,9 @@ static void usage(FILE *f)
 		"                   launch is not counted; one launch per set on the CPU)\n"
 		"  --warmup N       untimed launches first (default %d)\n"
 		"  --approach A     auto, multiwave or ws (default auto; the CPU ignores it)\n"
-		"  --autotune       with approach auto: time multiwave and ws once per shape on the GPU\n"
-		"                   and cache the winner, as for run (the approach column says tuned+)\n"
+		"  --autotune       with approach auto: time multiwave and ws (the backward's ws in its\n"
+		"                   shapes that fit) once per shape on the GPU and cache the winner, as\n"
+		"                   for run (the approach column says tuned+)\n"
 		"  --block-threads N, --groups N, --unroll N, --stages N, --cluster N\n"
 		"                   force a plan parameter, as for plan (default: the planner's; GPU only:\n"
 		"                   not with the CPU device)\n"

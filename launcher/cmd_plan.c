@@ -51,8 +51,9 @@ static void usage(FILE *f, const char *cmd)
 		emit ? "" : "                     (GPU only: with --device cpu, --arch and these five are errors)\n",
 		(double)WSN_DEFAULT_EPS,
 		emit ? "" : "  --device SPEC      plan on a real device: auto, cpu, cuda[:N] or amd[:N]\n"
-			    "  --autotune         with --device: time multiwave and ws on the GPU once and cache the\n"
-			    "                     winner (auto approach, nothing forced; see FILES in wsnorm(1))\n"
+			    "  --autotune         with --device: time multiwave and ws (the backward's ws in its shapes\n"
+			    "                     that fit) on the GPU once and cache the winner (auto approach,\n"
+			    "                     nothing forced; see FILES in wsnorm(1))\n"
 			    "  --json             machine-readable output\n");
 }
 
