@@ -575,7 +575,8 @@ static int autotune(struct wsn__cu_device *d, const struct wsn__gpu_props *g, co
 		if (cand[c].plans && (err = plan_compile(g, p, &cand[c].kp, &cand[c].cp)) < 0)
 			goto err;
 	if (nplans == 1) {
-		win = cand[CAND_WS].plans ? CAND_WS : CAND_MULTIWAVE;
+		for (win = 0; !cand[win].plans; win++)
+			;
 	} else {
 		int ws;
 		if ((err = scratch_make(d, p, &sc)) < 0 || (err = time_candidates(d, &sc, cand, ncand)) < 0)
@@ -603,15 +604,26 @@ static int autotune(struct wsn__cu_device *d, const struct wsn__gpu_props *g, co
 		size_t off = 0;
 
 		if (nplans == 1) {
-			int o = CAND_WS + CAND_MULTIWAVE - win;
-			appendf(cp->tune, sizeof(cp->tune), &off, "one candidate (%s): %s, %s does not plan (%.200s); ", miss,
-				wsn_approach_name(e.approach), wsn_approach_name(cand_approach(o)), cand[o].why_not);
+			int o = win == CAND_MULTIWAVE ? CAND_WS : CAND_MULTIWAVE;
+			appendf(cp->tune, sizeof(cp->tune), &off, "one candidate (%s): %s", miss, wsn_approach_name(e.approach));
+			if (win >= CAND_SHAPES) {
+				shape_text(&cand[win].shape, st, sizeof(st));
+				appendf(cp->tune, sizeof(cp->tune), &off, " in autotune's shape (%s)", st);
+			}
+			appendf(cp->tune, sizeof(cp->tune), &off, ", %s does not plan (%.200s); ",
+				wsn_approach_name(cand_approach(o)), cand[o].why_not);
 		} else {
-			appendf(cp->tune, sizeof(cp->tune), &off, "measured now (%s): ws ", miss);
-			appendf(cp->tune, sizeof(cp->tune), &off, cand[CAND_WS].plans ? "%.2f us" : "does not plan", e.ws_us);
-			appendf(cp->tune, sizeof(cp->tune), &off, ", multiwave ");
-			appendf(cp->tune, sizeof(cp->tune), &off, cand[CAND_MULTIWAVE].plans ? "%.2f us" : "does not plan",
-				e.multiwave_us);
+			appendf(cp->tune, sizeof(cp->tune), &off, "measured now (%s): ", miss);
+			static const int fam[2] = { CAND_WS, CAND_MULTIWAVE };
+			for (int i = 0; i < 2; i++) {
+				int k = fam[i];
+				appendf(cp->tune, sizeof(cp->tune), &off, "%s%s ", i ? ", " : "",
+					wsn_approach_name(cand_approach(k)));
+				if (cand[k].plans)
+					appendf(cp->tune, sizeof(cp->tune), &off, "%.2f us", cand[k].us);
+				else
+					appendf(cp->tune, sizeof(cp->tune), &off, "does not plan");
+			}
 			if (best >= 0) {
 				shape_text(&cand[best].shape, st, sizeof(st));
 				appendf(cp->tune, sizeof(cp->tune), &off, ", %d other ws shapes (the fastest %.2f us: %s)",
