@@ -39,7 +39,8 @@
  * per row as usual.
  *
  * Some entries also carry a measured shape (bdimx, bdimy, unroll, stages; 0: the search's), taken
- * from a sweep of every shape that fits (NOTES v19, v25): at 1K-2K the search's two rows a stage
+ * from a sweep of every shape that fits (NOTES v19, v25) or from autotune's timing of them,
+ * confirmed by forced runs (v26): at 1K-2K the search's two rows a stage
  * and larger rings put more bytes in flight at a call's start and end than a short call amortises;
  * between the powers of two the search's shape leaves threads' vector slots empty. Those entries
  * cover rows up to an eighth longer than the measured ones (or to the next entry), and only code for the
