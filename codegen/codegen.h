@@ -147,10 +147,11 @@ int wsn__plan_begin(const struct wsn__gpu_props *g, const struct wsn__plan_param
 		    struct wsn__kernel_plan *kp);
 int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *p, struct wsn__kernel_plan *kp);
 /*
- * The backward's ws shapes other than own's (the planner's ws plan for p) that autotune times: each
- * plans with a ring when forced, is good by the heuristic, gives every row group rows and fills at
- * least WS_TUNE_FILL of its threads' vector slots; whole vectors first, then a row a stage. At most
- * max into out; returns the count (0 for the forward, or with a forced parameter in p).
+ * The backward's ws shapes other than own's (the planner's ws plan for p; may be NULL) that autotune
+ * times: each plans with a ring when forced, is good by the heuristic, gives every row group rows and
+ * fills at least WS_TUNE_FILL of its threads' vector slots; whole vectors first, then a row a stage.
+ * At most max into out, each with the stages the planner gives it; returns the count (0 for the
+ * forward, or with a forced parameter in p).
  */
 int wsn__ws_tune_shapes(const struct wsn__gpu_props *g, const struct wsn__plan_params *p,
 			const struct wsn__kernel_plan *own, struct wsn__ws_shape *out, int max);

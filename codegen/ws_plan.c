@@ -156,6 +156,13 @@ static const struct ws_split {
 	  "RMSNorm bwd 8K/16K: 2.77-2.80/2.83 split over 2 vs 2.70-2.73/2.77 whole" },
 };
 
+/* Whether every row group of a grid of CTAs in clusters of `cluster` gets a block of unroll rows. */
+static int groups_have_rows(const struct wsn__gpu_props *g, int64_t rows, unsigned cluster, unsigned bdimy,
+			    unsigned unroll)
+{
+	return rows / unroll >= (int64_t)(g->sms / cluster) * bdimy;
+}
+
 /* Whether hidden splits into cluster parts of whole 16-byte vectors (kp->vec elements). */
 static int splits_whole(const struct wsn__kernel_plan *kp, int64_t hidden, unsigned cluster)
 {
@@ -754,7 +761,7 @@ int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *
 			tr(&t, "measured shape passed over (%s); ", passed);
 		kp->cluster = split->cluster;
 		if (split->bdimx) {
-			if (p->rows / split->unroll < (int64_t)(g->sms / split->cluster) * split->bdimy) {
+			if (!groups_have_rows(g, p->rows, split->cluster, split->bdimy, split->unroll)) {
 				passed = "too few rows for its row groups";
 				continue;
 			}
@@ -960,12 +967,16 @@ int wsn__ws_tune_shapes(const struct wsn__gpu_props *g, const struct wsn__plan_p
 		double fill;
 	} all[WS_TUNE_ALL];
 	const struct wsn_plan_options *o = &p->opts;
+	struct wsn__ws_shape os = { 0 };
 	struct wsn__kernel_plan kp;
-	int n = 0;
+	int n = 0, m = 0;
 
 	if (!wsn_op_is_backward(p->op) || o->cluster || o->block_threads || o->groups || o->unroll || o->stages ||
 	    wsn__plan_begin(g, p, WSN_APPROACH_WS, &kp) < 0)
 		return 0;
+	if (own)
+		wsn__ws_shape_of(own, &os);
+	/* the shapes in order, by fill (whole vectors first), then fewer rows a stage */
 	for (unsigned cl = 1; cl <= WS_MAX_CLUSTER; cl *= 2) {
 		int64_t nv;
 		if (!splits_whole(&kp, p->hidden, cl))
@@ -981,31 +992,27 @@ int wsn__ws_tune_shapes(const struct wsn__gpu_props *g, const struct wsn__plan_p
 				if ((by * bx) % WS_PRODUCER_THREADS)
 					continue;
 				for (unsigned u = 1; u <= 2 && n < WS_TUNE_ALL; u++) {
-					struct wsn__ws_shape s = { cl, bx, by, u, 0 };
 					int j;
-					if (p->rows / u < (int64_t)(g->sms / cl) * by)
-						continue; /* a row group without rows */
-					if (wsn__ws_plan_shape(g, p, &s, &kp) < 0 || !kp.ws_good || kp.stages < 2)
+					if (!groups_have_rows(g, p->rows, cl, by, u) ||
+					    (os.cluster == cl && os.bdimx == bx && os.bdimy == by && os.unroll == u))
 						continue;
-					if (own && (own->cluster > 1 ? own->cluster : 1) == cl && own->bdimx == bx &&
-					    own->bdimy == by && own->unroll == u)
-						continue;
-					s.stages = kp.stages;
-					/* insertion by fill (whole vectors first), then fewer rows a stage */
 					for (j = n++; j > 0 && (all[j - 1].fill < fill ||
-							 (all[j - 1].fill == fill && all[j - 1].s.unroll > u)); j--)
+								(all[j - 1].fill == fill && all[j - 1].s.unroll > u)); j--)
 						all[j] = all[j - 1];
-					all[j].s = s;
+					all[j].s = (struct wsn__ws_shape){ cl, bx, by, u, 0 };
 					all[j].fill = fill;
 				}
 			}
 		}
 	}
-	if (n > max)
-		n = max;
-	for (int i = 0; i < n; i++)
-		out[i] = all[i].s;
-	return n;
+	/* the first max of them that plan with a ring and a good verdict, with the stages they plan */
+	for (int i = 0; i < n && m < max; i++) {
+		if (wsn__ws_plan_shape(g, p, &all[i].s, &kp) < 0 || !kp.ws_good || kp.stages < 2)
+			continue;
+		out[m] = all[i].s;
+		out[m++].stages = kp.stages;
+	}
+	return m;
 }
 
 int wsn__ws_auto_pick(const struct wsn__gpu_props *g, const struct wsn__kernel_plan *ws, char *buf, size_t len)

@@ -552,13 +552,14 @@ static int autotune(struct wsn__cu_device *d, const struct wsn__gpu_props *g, co
 		goto done;
 	}
 
-	/* a miss: the other ws shapes join (none for the forward) */
+	/* a miss: the other ws shapes join (none for the forward), each planned with its stages given, as a
+	 * cache hit will plan it, so that the kernel timed is the one a hit runs */
 	{
 		int n = wsn__ws_tune_shapes(g, p, cand[CAND_WS].plans ? &cand[CAND_WS].kp : NULL, shapes, TUNE_MAX_SHAPES);
 		for (int i = 0; i < n; i++) {
 			cand[ncand].shape = shapes[i];
 			plan_candidate(g, p, ncand, &cand[ncand]);
-			if (cand[ncand].plans) /* it planned when listed: the same call */
+			if (cand[ncand].plans)
 				nplans++, ncand++;
 		}
 	}
