@@ -62,97 +62,126 @@ static const struct ws_split {
 	unsigned bdimx, bdimy, unroll, stages; /* the measured shape (sm_90 only); 0: the search's */
 	int stats_ring;               /* with the shape: the statistics copied into each stage */
 	int dtypes;                   /* the shape only for these dtypes (DT() of enum wsn_dtype); 0: any */
+	int64_t max_rows_per_sm;      /* the shape only up to these rows per SM; 0: any */
 	const char *basis;
 } ws_splits[] = {
-	/* measured shapes first: the first entry that matches is taken */
-	{ WSN_LAYERNORM_BWD, 4096, 4607, 4, 32, 8, 2, 16, 1, DT(WSN_BF16),
+	/* measured shapes first: the first entry that matches is taken; those for fewer rows before the others
+	 * (bf16 and f16 at 2048-16384 rows, forced shapes against auto; NOTES v27) */
+	{ WSN_LAYERNORM_BWD, 2048, 2303, 1, 64, 4, 2, 16, 0, DT16, 16,
+	  "LayerNorm bwd 1K at 2048 rows (15 per SM): 1.30 with 4 groups of 64 threads and 2 rows a stage vs "
+	  "multi-wave's 1.22 and 1.25 with the shape for more rows (bf16, f16)" },
+	{ WSN_LAYERNORM_BWD, 4096, 4607, 4, 32, 8, 1, 16, 0, DT16, 16,
+	  "LayerNorm bwd 2K at 2048 rows (15 per SM): 1.67-1.69 over 4 with 8 groups of 32 threads and a row a stage "
+	  "vs 1.54 whole with 4 groups of 64, 1.64 over 2 and multi-wave's 1.21-1.22 (f16 1.74-1.78 vs 1.57)" },
+	{ WSN_RMSNORM_BWD, 4096, 4607, 4, 32, 8, 1, 16, 0, DT(WSN_BF16), 16,
+	  "RMSNorm bwd bf16 2K at 2048 rows (15 per SM): 1.80-1.85 over 4 with 8 groups of 32 threads and a row a "
+	  "stage vs 1.74 whole with 4 groups of 64, 1.78-1.82 over 2 and multi-wave's 1.65" },
+	{ WSN_LAYERNORM_BWD, 8192, 9215, 4, 64, 6, 1, 12, 0, DT16, 92,
+	  "LayerNorm bwd 4K at 2048/4096/8192 rows (15/31/62 per SM): 2.11/2.44/2.66 over 4 with 6 groups of 64 "
+	  "threads and a row a stage vs 2.00/2.25/2.37 with the search's shape over 8 (f16 +3-7 %); level at 93 per "
+	  "SM" },
+	{ WSN_RMSNORM_BWD, 8192, 9215, 4, 64, 6, 1, 12, 0, DT16, 92,
+	  "RMSNorm bwd 4K at 2048/4096/8192 rows (15/31/62 per SM): 2.23/2.51/2.71 over 4 with 6 groups of 64 "
+	  "threads and a row a stage vs 2.16/2.33/2.50 with the search's shape over 8 (f16 +3-4 %); level at 93 per "
+	  "SM" },
+	{ WSN_RMSNORM_BWD, 16384, 18431, 8, 64, 6, 1, 12, 0, DT16, 62,
+	  "RMSNorm bwd 8K at 2048/4096/8192 rows (15/31/62 per SM): 2.53/2.72/2.80 over 8 with 6 groups of 64 "
+	  "threads and a row a stage vs 2.39/2.64/2.73 with the search's shape (f16 the same)" },
+	{ WSN_LAYERNORM_BWD, 65536, 73727, 8, 128, 2, 1, 8, 0, DT16, 62,
+	  "LayerNorm bwd 32K at 2048/4096/8192 rows (15/31/62 per SM): 2.63/2.70/2.74 over 8 with 2 groups of 128 "
+	  "threads and a row a stage vs 2.12/2.47/2.67 with the search's shape (f16 2.64/2.71/2.74 vs "
+	  "2.34/2.55/2.61)" },
+	{ WSN_RMSNORM_BWD, 65536, 73727, 8, 128, 2, 1, 8, 0, DT16, 31,
+	  "RMSNorm bwd 32K at 2048/4096 rows (15/31 per SM): 2.71/2.74 over 8 with 2 groups of 128 threads and a "
+	  "row a stage vs 2.41/2.65 with the search's shape (f16 2.71/2.74 vs 2.50/2.63)" },
+	{ WSN_LAYERNORM_BWD, 4096, 4607, 4, 32, 8, 2, 16, 1, DT(WSN_BF16), 0,
 	  "LayerNorm bwd bf16 2K: 2.72-2.74 over 4 with the statistics copied into each stage vs 2.67-2.68 with "
 	  "each row group loading them, in the search's shape; f16 2K 2.64-2.65 vs 2.66-2.68 and f32 1K 2.68 vs "
 	  "2.70-2.72 stay with the loads" },
 	/* LayerNorm bwd between the measured powers of two: the search's 2 rows a stage over the table's
 	 * cluster leaves a thread's vectors part empty there and ran 0.77-0.81 of the copy (NOTES v25) */
-	{ WSN_LAYERNORM_BWD, 4608, 5119, 4, 32, 8, 2, 16, 0, DT(WSN_BF16),
+	{ WSN_LAYERNORM_BWD, 4608, 5119, 4, 32, 8, 2, 16, 0, DT(WSN_BF16), 0,
 	  "LayerNorm bwd bf16 2304: 2.68 over 4 with 8 groups of 32 threads and 2 rows a stage vs 2.19 with the "
 	  "search's 4 groups of 64 (too many registers in f16)" },
-	{ WSN_LAYERNORM_BWD, 5120, 5759, 2, 32, 4, 1, 16, 0, DT(WSN_BF16),
+	{ WSN_LAYERNORM_BWD, 5120, 5759, 2, 32, 4, 1, 16, 0, DT(WSN_BF16), 0,
 	  "LayerNorm bwd bf16 2560: 2.71 over 2 with 4 groups of 32 threads (5 vectors each) and a row a stage vs "
 	  "2.40 over 4 with the search's 4 groups of 64 and 2 rows a stage" },
-	{ WSN_LAYERNORM_BWD, 5120, 5759, 2, 64, 4, 1, 16, 0, DT(WSN_F16),
+	{ WSN_LAYERNORM_BWD, 5120, 5759, 2, 64, 4, 1, 16, 0, DT(WSN_F16), 0,
 	  "LayerNorm bwd f16 2560: 2.72 over 2 with 4 groups of 64 threads and a row a stage (bf16's second shape, "
 	  "2.69 there; its first needs more registers in f16)" },
-	{ WSN_LAYERNORM_BWD, 6144, 6911, 4, 32, 8, 1, 16, 0, DT16,
+	{ WSN_LAYERNORM_BWD, 6144, 6911, 4, 32, 8, 1, 16, 0, DT16, 0,
 	  "LayerNorm bwd 3072: 2.79/2.79 (bf16/f16) over 4 with 8 groups of 32 threads and a row a stage vs "
 	  "2.32/2.55 over 8 with the search's 2 rows a stage" },
-	{ WSN_LAYERNORM_BWD, 9216, 10239, 8, 32, 8, 2, 16, 0, DT(WSN_BF16),
+	{ WSN_LAYERNORM_BWD, 9216, 10239, 8, 32, 8, 2, 16, 0, DT(WSN_BF16), 0,
 	  "LayerNorm bwd bf16 4608: 2.79 over 8 with 8 groups of 32 threads and 2 rows a stage vs 2.13 with the "
 	  "search's 4 groups of 64 (too many registers in f16)" },
-	{ WSN_LAYERNORM_BWD, 10240, 11519, 2, 64, 2, 1, 12, 0, DT(WSN_BF16),
+	{ WSN_LAYERNORM_BWD, 10240, 11519, 2, 64, 2, 1, 12, 0, DT(WSN_BF16), 0,
 	  "LayerNorm bwd bf16 5120: 2.82 over 2 with 2 groups of 64 threads (5 vectors each) and a row a stage vs "
 	  "2.35 over 8 with the search's 4 groups of 64 and 2 rows a stage" },
-	{ WSN_LAYERNORM_BWD, 10240, 11519, 4, 64, 4, 1, 16, 0, DT(WSN_F16),
+	{ WSN_LAYERNORM_BWD, 10240, 11519, 4, 64, 4, 1, 16, 0, DT(WSN_F16), 0,
 	  "LayerNorm bwd f16 5120: 2.80 over 4 with 4 groups of 64 threads and a row a stage vs 2.38 over 8 with the "
 	  "search's 2 rows a stage (bf16's second shape; its first needs more registers in f16)" },
-	{ WSN_LAYERNORM_BWD, 20480, 23039, 8, 32, 8, 1, 16, 0, DT(WSN_BF16),
+	{ WSN_LAYERNORM_BWD, 20480, 23039, 8, 32, 8, 1, 16, 0, DT(WSN_BF16), 0,
 	  "LayerNorm bwd bf16 10240: 2.85 over 8 with 8 groups of 32 threads (5 vectors each) and a row a stage vs "
 	  "2.39 with the search's 2 groups of 128 and 2 rows a stage" },
-	{ WSN_LAYERNORM_BWD, 20480, 23039, 8, 64, 4, 1, 16, 0, DT(WSN_F16),
+	{ WSN_LAYERNORM_BWD, 20480, 23039, 8, 64, 4, 1, 16, 0, DT(WSN_F16), 0,
 	  "LayerNorm bwd f16 10240: 2.84 over 8 with 4 groups of 64 threads and a row a stage (bf16's third shape, "
 	  "2.83 there; its first two need more registers in f16)" },
-	{ WSN_LAYERNORM_BWD, 16384, 18431, 8, 32, 8, 1, 16, 0, 0,
+	{ WSN_LAYERNORM_BWD, 16384, 18431, 8, 32, 8, 1, 16, 0, 0, 0,
 	  "LayerNorm bwd 8K: 2.81-2.82 over 8 with 8 groups of 32 threads and a row a stage vs 2.79-2.80 with "
 	  "the search's 4 groups of 64 and 2 rows a stage" },
 	/* autotune's winners, each confirmed by forced runs against auto in two interleaved passes (NOTES v26) */
-	{ WSN_LAYERNORM_BWD, 2048, 2303, 1, 64, 6, 1, 12, 0, DT(WSN_BF16),
+	{ WSN_LAYERNORM_BWD, 2048, 2303, 1, 64, 6, 1, 12, 0, DT(WSN_BF16), 0,
 	  "LayerNorm bwd bf16 1K: 2.50 with 6 groups of 64 threads and a row a stage vs 2.43-2.44 with the search's "
 	  "2 rows a stage (f16 level)" },
-	{ WSN_LAYERNORM_BWD, 3072, 3455, 2, 32, 8, 1, 16, 0, DT16,
+	{ WSN_LAYERNORM_BWD, 3072, 3455, 2, 32, 8, 1, 16, 0, DT16, 0,
 	  "LayerNorm bwd 1536: 2.55-2.63 (bf16, f16) over 2 with 8 groups of 32 threads and a row a stage vs 2.47-2.49 "
 	  "whole with the search's shape" },
-	{ WSN_LAYERNORM_BWD, 4608, 5119, 2, 64, 4, 1, 16, 0, DT(WSN_F16),
+	{ WSN_LAYERNORM_BWD, 4608, 5119, 2, 64, 4, 1, 16, 0, DT(WSN_F16), 0,
 	  "LayerNorm bwd f16 2304: 2.62-2.67 over 2 with 4 groups of 64 threads and a row a stage vs 2.21 over 4 "
 	  "with the search's 2 rows a stage" },
-	{ WSN_LAYERNORM_BWD, 7168, 8063, 2, 128, 3, 1, 15, 0, DT(WSN_BF16),
+	{ WSN_LAYERNORM_BWD, 7168, 8063, 2, 128, 3, 1, 15, 0, DT(WSN_BF16), 0,
 	  "LayerNorm bwd bf16 3584: 2.75-2.78 over 2 with 3 groups of 128 threads and a row a stage vs 2.66 over 8 "
 	  "with the search's 2 rows a stage" },
-	{ WSN_LAYERNORM_BWD, 9216, 10239, 2, 128, 2, 1, 14, 0, DT(WSN_F16),
+	{ WSN_LAYERNORM_BWD, 9216, 10239, 2, 128, 2, 1, 14, 0, DT(WSN_F16), 0,
 	  "LayerNorm bwd f16 4608: 2.75 over 2 with 2 groups of 128 threads and a row a stage vs 2.15 over 8 with "
 	  "the search's 2 rows a stage" },
-	{ WSN_LAYERNORM_BWD, 14336, 16127, 4, 128, 3, 1, 15, 0, DT16,
+	{ WSN_LAYERNORM_BWD, 14336, 16127, 4, 128, 3, 1, 15, 0, DT16, 0,
 	  "LayerNorm bwd 7168: 2.85-2.87 (bf16, f16) over 4 with 3 groups of 128 threads and a row a stage vs "
 	  "2.78-2.79 over 8 with the search's 2 rows a stage" },
-	{ WSN_LAYERNORM_BWD, 24576, 27647, 8, 64, 2, 2, 10, 0, DT(WSN_BF16),
+	{ WSN_LAYERNORM_BWD, 24576, 27647, 8, 64, 2, 2, 10, 0, DT(WSN_BF16), 0,
 	  "LayerNorm bwd bf16 12288: 2.90-2.91 over 8 with 2 groups of 64 threads and 2 rows a stage vs 2.75-2.76 "
 	  "over 2 with the search's shape" },
-	{ WSN_LAYERNORM_BWD, 24576, 27647, 8, 128, 2, 2, 10, 0, DT(WSN_F16),
+	{ WSN_LAYERNORM_BWD, 24576, 27647, 8, 128, 2, 2, 10, 0, DT(WSN_F16), 0,
 	  "LayerNorm bwd f16 12288: 2.86 over 8 with 2 groups of 128 threads and 2 rows a stage vs 2.78-2.79 over 2 "
 	  "with the search's shape" },
-	{ WSN_LAYERNORM_BWD, 32768, 36863, 8, 128, 3, 1, 15, 0, DT(WSN_BF16),
+	{ WSN_LAYERNORM_BWD, 32768, 36863, 8, 128, 3, 1, 15, 0, DT(WSN_BF16), 0,
 	  "LayerNorm bwd bf16 16K: 2.84 over 8 with 3 groups of 128 threads and a row a stage vs 2.77-2.78 over 2 "
 	  "with the search's shape" },
-	{ WSN_RMSNORM_BWD, 4608, 5119, 2, 32, 4, 1, 16, 0, DT(WSN_BF16),
+	{ WSN_RMSNORM_BWD, 4608, 5119, 2, 32, 4, 1, 16, 0, DT(WSN_BF16), 0,
 	  "RMSNorm bwd bf16 2304: 2.68 over 2 with 4 groups of 32 threads and a row a stage vs multi-wave's 2.61" },
-	{ WSN_RMSNORM_BWD, 7168, 8063, 4, 64, 6, 1, 12, 0, DT(WSN_BF16),
+	{ WSN_RMSNORM_BWD, 7168, 8063, 4, 64, 6, 1, 12, 0, DT(WSN_BF16), 0,
 	  "RMSNorm bwd bf16 3584: 2.74 over 4 with 6 groups of 64 threads and a row a stage vs multi-wave's 2.67" },
-	{ WSN_RMSNORM_BWD, 9216, 10239, 4, 64, 4, 1, 16, 0, DT(WSN_BF16),
+	{ WSN_RMSNORM_BWD, 9216, 10239, 4, 64, 4, 1, 16, 0, DT(WSN_BF16), 0,
 	  "RMSNorm bwd bf16 4608: 2.85 over 4 with 4 groups of 64 threads and a row a stage vs 2.62 over 8 with "
 	  "the search's shape" },
-	{ WSN_RMSNORM_BWD, 2048, 2303, 1, 64, 4, 1, 12, 0, 0,
+	{ WSN_RMSNORM_BWD, 2048, 2303, 1, 64, 4, 1, 12, 0, 0, 0,
 	  "RMSNorm bwd 1K: 2.53-2.55 with 4 groups of 64 threads, a row a stage and 12 stages vs 2.51-2.52 with "
 	  "the search's 2 rows a stage and 16 stages" },
-	{ WSN_RMSNORM_BWD, 4096, 4607, 2, 64, 4, 1, 12, 0, 0,
+	{ WSN_RMSNORM_BWD, 4096, 4607, 2, 64, 4, 1, 12, 0, 0, 0,
 	  "RMSNorm bwd 2K: 2.75 over 2 with 4 groups of 64 threads, a row a stage and 12 stages vs 2.64-2.65 "
 	  "whole with 2 groups of 128 and 2 rows a stage (f16 2.74-2.76 vs 2.63-2.65, f32 1K 2.78 vs 2.70-2.73)" },
-	{ WSN_RMSNORM_BWD, 5120, 5759, 2, 32, 4, 1, 16, 0, DT16,
+	{ WSN_RMSNORM_BWD, 5120, 5759, 2, 32, 4, 1, 16, 0, DT16, 0,
 	  "RMSNorm bwd bf16 2560: 2.76 over 2 with 4 groups of 32 threads (5 vectors each) and a row a stage vs "
 	  "multi-wave's 2.64" },
-	{ WSN_RMSNORM_BWD, 6144, 6911, 4, 32, 8, 1, 16, 0, DT16,
+	{ WSN_RMSNORM_BWD, 6144, 6911, 4, 32, 8, 1, 16, 0, DT16, 0,
 	  "RMSNorm bwd bf16 3072: 2.77 over 4 with 8 groups of 32 threads and a row a stage vs multi-wave's 2.67" },
-	{ WSN_LAYERNORM_BWD, 4096, 6143, 4, 0, 0, 0, 0, 0, 0, "LayerNorm bwd 2K: 2.44 split over 4 vs 2.39 whole" },
-	{ WSN_LAYERNORM_BWD, 6144, 24575, 8, 0, 0, 0, 0, 0, 0,
+	{ WSN_LAYERNORM_BWD, 4096, 6143, 4, 0, 0, 0, 0, 0, 0, 0, "LayerNorm bwd 2K: 2.44 split over 4 vs 2.39 whole" },
+	{ WSN_LAYERNORM_BWD, 6144, 24575, 8, 0, 0, 0, 0, 0, 0, 0,
 	  "LayerNorm bwd 4K/8K: 2.62-2.65/2.71-2.72 split over 8 vs 2.50-2.54/2.60 whole" },
-	{ WSN_LAYERNORM_BWD, 24576, 49151, 2, 0, 0, 0, 0, 0, 0, "LayerNorm bwd 16K: 2.74-2.75 split over 2 vs 2.69 whole" },
-	{ WSN_RMSNORM_BWD, 6144, 12287, 8, 0, 0, 0, 0, 0, 0, "RMSNorm bwd 4K: 2.73-2.76 split over 8 vs 2.68-2.70 whole" },
-	{ WSN_RMSNORM_BWD, 12288, 49151, 2, 0, 0, 0, 0, 0, 0,
+	{ WSN_LAYERNORM_BWD, 24576, 49151, 2, 0, 0, 0, 0, 0, 0, 0, "LayerNorm bwd 16K: 2.74-2.75 split over 2 vs 2.69 whole" },
+	{ WSN_RMSNORM_BWD, 6144, 12287, 8, 0, 0, 0, 0, 0, 0, 0, "RMSNorm bwd 4K: 2.73-2.76 split over 8 vs 2.68-2.70 whole" },
+	{ WSN_RMSNORM_BWD, 12288, 49151, 2, 0, 0, 0, 0, 0, 0, 0,
 	  "RMSNorm bwd 8K/16K: 2.77-2.80/2.83 split over 2 vs 2.70-2.73/2.77 whole" },
 };
 
@@ -171,15 +200,16 @@ static int splits_whole(const struct wsn__kernel_plan *kp, int64_t hidden, unsig
 
 /* The first measured split for p after entry `after` (NULL: from the start); NULL: none. Entries with
  * a shape count only for sm_90 code, and those with a dtype only for it. */
-static const struct ws_split *measured_split(const struct wsn__kernel_plan *kp, const struct wsn__plan_params *p,
-					     const struct ws_split *after)
+static const struct ws_split *measured_split(const struct wsn__gpu_props *g, const struct wsn__kernel_plan *kp,
+					     const struct wsn__plan_params *p, const struct ws_split *after)
 {
-	int64_t bytes = p->hidden * (int64_t)wsn_dtype_size(p->dtype);
+	int64_t bytes = p->hidden * (int64_t)wsn_dtype_size(p->dtype), per_sm = p->rows / (g->sms > 0 ? g->sms : 1);
 
 	for (size_t i = after ? (size_t)(after - ws_splits) + 1 : 0; i < WSN_ARRAY_SIZE(ws_splits); i++)
 		if (ws_splits[i].op == p->op && bytes >= ws_splits[i].min_bytes && bytes <= ws_splits[i].max_bytes &&
 		    splits_whole(kp, p->hidden, ws_splits[i].cluster) && (!ws_splits[i].bdimx || kp->arch == 90) &&
-		    (!ws_splits[i].dtypes || (ws_splits[i].dtypes & DT(p->dtype))))
+		    (!ws_splits[i].dtypes || (ws_splits[i].dtypes & DT(p->dtype))) &&
+		    (!ws_splits[i].max_rows_per_sm || per_sm <= ws_splits[i].max_rows_per_sm))
 			return &ws_splits[i];
 	return NULL;
 }
@@ -191,8 +221,8 @@ static const struct ws_split *measured_split(const struct wsn__kernel_plan *kp, 
  * bench/NOTES.md v4): at 16384 rows (124 per SM) ws is ahead from 2K to 16K (LayerNorm bwd from 1K,
  * by 1-2 %: v7-v9); with fewer rows the short rows lose first (2K at 62 rows per SM: -9 % LayerNorm,
  * -1 % RMSNorm; at 15: -4 %) while 8K at 15 rows per SM still gains (+7 % LayerNorm, +4 % RMSNorm).
- * nvFuser's thresholds (> 16 LayerNorm, > 4 RMSNorm) hold for 4K-16K; rows of 1K-2K need > 96 rows
- * per SM. Past 16K the ws kernels split each row over a cluster while multi-wave re-reads it from L2
+ * nvFuser's thresholds (> 16 LayerNorm, > 4 RMSNorm) hold for 4K-16K. Rows of 1K-2K needed > 96 rows
+ * per SM until the shapes measured for few rows (v27): now ws leads there from 15 rows per SM. Past 16K the ws kernels split each row over a cluster while multi-wave re-reads it from L2
  * (or from memory, at 64K): ws at any row count.
  */
 static const struct ws_rule {
@@ -209,8 +239,9 @@ static const struct ws_rule {
 	{ WSN_LAYERNORM_BWD, 2049, 4095, 96,
 	  "ws 2.30 vs 2.18 TB/s at 3072 x 16384 rows in the search's shape; 2.79/2.70 at 3072/2560 in the measured "
 	  "shapes", 0 },
-	{ WSN_LAYERNORM_BWD, 1, 2048, 96,
-	  "ws 2.33 vs 2.29-2.31 / 2.40 vs 2.34 TB/s at 1K/2K x 16384 rows; 2K 1.83 vs 2.01 at 8192, 1.08 vs 1.13 at 2048", 0 },
+	{ WSN_LAYERNORM_BWD, 1, 2048, 12,
+	  "ws 1.30/1.82/2.18/2.38 vs 1.22/1.70/2.10/2.26 TB/s at 1K x 2048/4096/8192/12288 rows, 1.54/2.21/2.51/2.66 vs "
+	  "1.21/1.70/2.12/2.32 at 2K (bf16; f16 1.30/1.53 vs 1.21/1.20 at 2048 rows)", 0 },
 	{ WSN_RMSNORM_BWD, 4096, 16384, 4,
 	  "ws 2.66/2.73/2.76 vs 2.59/2.70/2.75 TB/s at 4K/8K/16K x 16384 rows; 8K x 2048 rows 1.89 vs 1.82", 0 },
 	{ WSN_RMSNORM_BWD, 16385, INT64_MAX, 0,
@@ -218,8 +249,9 @@ static const struct ws_rule {
 	{ WSN_RMSNORM_BWD, 2049, 4095, 96,
 	  "ws 2.76/2.77 vs 2.64/2.67 TB/s at 2560/3072 x 16384 rows in their measured shapes; elsewhere the search's "
 	  "shapes measured behind (3072: 2.61 vs 2.67)", 1 },
-	{ WSN_RMSNORM_BWD, 1, 2048, 96,
-	  "ws 2.26/2.49 vs 2.25/2.46 TB/s at 1K/2K x 16384 rows; 2K 2.19 vs 2.20 at 8192, 1.34 vs 1.40 at 2048", 0 },
+	{ WSN_RMSNORM_BWD, 1, 2048, 12,
+	  "ws 1.40/1.90/2.25/2.44 vs 1.39/1.87/2.21/2.38 TB/s at 1K x 2048/4096/8192/12288 rows, 1.73/2.24/2.55/2.67 "
+	  "vs 1.65/2.03/2.37/2.52 at 2K (bf16)", 0 },
 };
 
 /* One point of the search. */
@@ -754,7 +786,7 @@ int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *
 	/* nothing forced and a measured split for this shape: that cluster (with its measured shape, if it has
 	 * one), if it fits with a ring; a shape that does not fit passes to the next entry that matches */
 	forced = p->opts.cluster > 0 || f.bdimx || f.bdimy || f.unroll || f.stages;
-	for (split = forced ? NULL : measured_split(kp, p, NULL); split; split = measured_split(kp, p, split)) {
+	for (split = forced ? NULL : measured_split(g, kp, p, NULL); split; split = measured_split(g, kp, p, split)) {
 		t.n = 0;
 		steps[0] = 0;
 		if (passed)

@@ -162,7 +162,13 @@ struct wsn__tune_id {
 	enum wsn_dtype dtype;
 	int64_t hidden;
 	int has_weight, has_bias;
+	int64_t rows_class; /* wsn__tune_rows_class of the plan's rows */
 };
+/* Rows autotune times on, at most (more rows weigh the ring's fill and drain no less). */
+#define WSN__TUNE_MAX_ROWS 16384
+/* The class of a plan's rows an entry holds: the power of two at or above them, capped at
+ * WSN__TUNE_MAX_ROWS (the best shape moves with the rows each SM gets: NOTES v26-v27). */
+int64_t wsn__tune_rows_class(int64_t rows);
 struct wsn__tune_entry {
 	enum wsn_approach approach; /* the winner: multiwave or ws */
 	struct wsn__ws_shape shape; /* ws: the winning shape when it is not the planner's own (else all 0) */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* runtime/tunecache.c: the autotune cache: one small file per (GPU, driver, op, dtype, hidden), written whole then named. */
+/* runtime/tunecache.c: the autotune cache: one small file per (GPU, driver, op, dtype, hidden, rows class), written whole then named. */
 #include "internal.h"
 #include "io/io_internal.h"
 
@@ -17,7 +17,8 @@
 /*
  * Layout: $XDG_CACHE_HOME/wsnorm/tune/<key>, else $HOME/.cache/wsnorm/tune/<key>, with <key> the
  * wsnorm version (its kernels and rules change between versions), the GPU name, compute capability
- * and SM count, the driver version, op, dtype, hidden size and the affine flags, squeezed to [A-Za-z0-9._-]. Each entry is one line:
+ * and SM count, the driver version, op, dtype, hidden size, the affine flags and the rows class (the
+ * power of two at or above the plan's rows, at most 16384), squeezed to [A-Za-z0-9._-]. Each entry is one line:
  *   wsnorm-tune 3 approach=<multiwave|ws> shape=<c>,<bx>,<by>,<u>,<s> ws_us=<f> shape_us=<f> multiwave_us=<f>
  *     shapes=<n> rows=<n>
  * (shape: the winning ws shape's cluster, bdimx, bdimy, unroll and stages where it is not the
@@ -47,16 +48,26 @@ static int cache_dir(char *buf, size_t len)
 	return 0;
 }
 
+int64_t wsn__tune_rows_class(int64_t rows)
+{
+	int64_t c = 1;
+
+	while (c < rows && c < WSN__TUNE_MAX_ROWS)
+		c *= 2;
+	return c;
+}
+
 int wsn__tune_key(const struct wsn__tune_id *id, char *buf, size_t len)
 {
 	char raw[256];
 	size_t i, o = 0;
 	int n;
 
-	n = snprintf(raw, sizeof(raw), "wsnorm%s_%s_cc%d%d_%dsm_drv%d_%s_%s_h%lld_w%d_b%d", WSN_VERSION_STRING, id->gpu,
-		     id->cc_major, id->cc_minor, id->sms, id->driver, wsn_op_name(id->op) ? wsn_op_name(id->op) : "op",
+	n = snprintf(raw, sizeof(raw), "wsnorm%s_%s_cc%d%d_%dsm_drv%d_%s_%s_h%lld_w%d_b%d_r%lld", WSN_VERSION_STRING,
+		     id->gpu, id->cc_major, id->cc_minor, id->sms, id->driver,
+		     wsn_op_name(id->op) ? wsn_op_name(id->op) : "op",
 		     wsn_dtype_name(id->dtype) ? wsn_dtype_name(id->dtype) : "dt", (long long)id->hidden,
-		     id->has_weight, id->has_bias);
+		     id->has_weight, id->has_bias, (long long)id->rows_class);
 	if (n < 0 || (size_t)n >= sizeof(raw))
 		return wsn__error(WSN_ERANGE, "autotune cache: key too long");
 	for (i = 0; raw[i] && o + 1 < len; i++) {
@@ -192,22 +203,39 @@ static int make_dirs(char *dir)
 	return 0;
 }
 
+/* The text after the last occurrence of tag in name that is followed by a digit; NULL: none. */
+static const char *after_last(const char *name, const char *tag)
+{
+	const char *last = NULL;
+	size_t n = strlen(tag);
+
+	for (const char *p = strstr(name, tag); p; p = strstr(p + 1, tag))
+		if (p[n] >= '0' && p[n] <= '9')
+			last = p + n;
+	return last;
+}
+
 /*
  * A temporary file of a writer killed before its rename: the name the library's writer gives one
  * next to an entry (<key>.XXXXXX where the file system has no unnamed files, <key>.<pid>-<n> for
- * the moment between link and rename; every key ends in _b0 or _b1), or an older wsnorm's .tmp-*.
+ * the moment between link and rename; every key ends in _r<rows class>, an older wsnorm's in _b0 or
+ * _b1), or an older wsnorm's .tmp-*.
  */
 static int is_temporary(const char *name)
 {
-	const char *b = strstr(name, "_b");
+	const char *r = after_last(name, "_r"), *b = after_last(name, "_b");
 
 	if (!strncmp(name, ".tmp-", 5))
 		return 1;
 	if (strncmp(name, "wsnorm", 6))
 		return 0;
-	for (const char *n = b; n; n = strstr(n + 2, "_b"))
-		b = n;
-	return b && (b[2] == '0' || b[2] == '1') && b[3] == '.';
+	if (r) {
+		while (*r >= '0' && *r <= '9')
+			r++;
+		if (*r == '.')
+			return 1;
+	}
+	return b && (b[0] == '0' || b[0] == '1') && b[1] == '.';
 }
 
 /* Temporary files of killed writers: gone after 10 minutes (a live writer holds one for

@@ -554,8 +554,22 @@ static struct wsn__tune_id tune_id(int64_t hidden)
 	snprintf(id.gpu, sizeof(id.gpu), "NVIDIA H100 80GB/HBM3 (test)");
 	id.cc_major = 9, id.sms = 132, id.driver = 13000;
 	id.op = WSN_RMSNORM_BWD, id.dtype = WSN_BF16, id.hidden = hidden, id.has_weight = 1;
+	id.rows_class = wsn__tune_rows_class(16384);
 	return id;
 }
+
+START_TEST(test_tune_rows_class)
+{
+	/* the power of two at or above the rows, at most the rows autotune times on */
+	static const int64_t rows[][2] = { { 1, 1 },	   { 2, 2 },	     { 3, 4 },		{ 1000, 1024 },
+					   { 1024, 1024 }, { 1025, 2048 },   { 4096, 4096 },	{ 9000, 16384 },
+					   { 16384, 16384 }, { 16385, 16384 }, { INT64_MAX, 16384 } };
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		ck_assert_msg(wsn__tune_rows_class(rows[i][0]) == rows[i][1], "rows %lld: class %lld, want %lld",
+			      (long long)rows[i][0], (long long)wsn__tune_rows_class(rows[i][0]), (long long)rows[i][1]);
+}
+END_TEST
 
 START_TEST(test_tune_cache_roundtrip)
 {
@@ -568,6 +582,7 @@ START_TEST(test_tune_cache_roundtrip)
 	ck_assert_int_eq(wsn__tune_key(&id, key, sizeof(key)), 0);
 	ck_assert_ptr_null(strpbrk(key, " /()")); /* squeezed to a file name */
 	ck_assert_ptr_nonnull(strstr(key, "rmsnorm-bwd_bf16_h4096"));
+	ck_assert_msg(strstr(key, "_r16384"), "%s", key);
 	/* a new wsnorm version (new kernels, new rules) tunes afresh */
 	ck_assert_msg(!strncmp(key, "wsnorm" WSN_VERSION_STRING "_", strlen("wsnorm" WSN_VERSION_STRING "_")), "%s", key);
 	ck_assert_int_eq(wsn__tune_lookup(&id, &got), WSN_ENOENT);
@@ -622,6 +637,13 @@ START_TEST(test_tune_cache_roundtrip)
 	id = tune_id(4096);
 	id.driver = 12080;
 	ck_assert_int_eq(wsn__tune_lookup(&id, &got), WSN_ENOENT);
+	/* so is another rows class (the best shape moves with the rows each SM gets), but not more rows
+	 * past the rows autotune times on */
+	id = tune_id(4096);
+	id.rows_class = wsn__tune_rows_class(4096);
+	ck_assert_int_eq(wsn__tune_lookup(&id, &got), WSN_ENOENT);
+	id.rows_class = wsn__tune_rows_class(1 << 20);
+	ck_assert_int_eq(wsn__tune_lookup(&id, &got), 0);
 	/* a malformed entry is a miss (WSN_EFORMAT), not a crash; so is an older version's entry */
 	{
 #define V3 "wsnorm-tune 3 approach=ws shape="
@@ -741,6 +763,19 @@ START_TEST(test_tune_cache_roundtrip)
 			ck_assert_int_eq(stat(fresh, &st), 0); /* perhaps a writer at work */
 			unlink(fresh);
 		}
+		{ /* an older wsnorm's key ended in _b0/_b1; an entry with a dot elsewhere is no temporary file */
+			char old[4400], keep[4400];
+			snprintf(old, sizeof(old), "%s/wsnorm0.0.9_GPU_cc90_132sm_drv1_rmsnorm-bwd_bf16_h64_w1_b1.aB3dE9", tdir2);
+			snprintf(keep, sizeof(keep), "%s/wsnorm0.0.9_GPU_cc90_132sm_drv1_rmsnorm-bwd_bf16_h64_w1_b1_r64", tdir2);
+			tu_write_file(old, "x", 1);
+			tu_write_file(keep, "x", 1);
+			ck_assert_int_eq(utimensat(AT_FDCWD, old, t, 0), 0);
+			ck_assert_int_eq(utimensat(AT_FDCWD, keep, t, 0), 0);
+			ck_assert_int_eq(wsn__tune_store(&id, &e), 0);
+			ck_assert_msg(stat(old, &st) != 0, "%s was not swept", old);
+			ck_assert_msg(stat(keep, &st) == 0, "the entry %s was swept", keep);
+			unlink(keep);
+		}
 		ck_assert_int_eq(stat(other, &st), 0);
 		unlink(other);
 		snprintf(stale, sizeof(stale), "%s/%s", tdir2, key);
@@ -823,11 +858,13 @@ START_TEST(test_tune_cache_concurrent)
 	ck_assert_msg(hits > 0, "no read saw an entry while the writers ran: the check above checked nothing");
 	snprintf(tdir, sizeof(tdir), "%s/wsnorm/tune", dir);
 	ck_assert((d = opendir(tdir)) != NULL);
-	while ((de = readdir(d))) { /* only entries: names that end in _b0 or _b1 */
-		size_t l = strlen(de->d_name);
+	while ((de = readdir(d))) { /* only entries: names that end in _r<rows class> */
+		size_t l = strlen(de->d_name), k = l;
 
+		while (k > 0 && de->d_name[k - 1] >= '0' && de->d_name[k - 1] <= '9')
+			k--;
 		ck_assert_msg(de->d_name[0] == '.' ? !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") :
-			      l > 3 && (!strcmp(de->d_name + l - 3, "_b0") || !strcmp(de->d_name + l - 3, "_b1")),
+			      k < l && k > 2 && !strncmp(de->d_name + k - 2, "_r", 2),
 			      "temporary file left: %s", de->d_name);
 	}
 	closedir(d);
@@ -911,6 +948,7 @@ Suite *suite_core(void)
 	tcase_add_test(tc, test_plan_flatten_unit_dims);
 	tcase_add_test(tc, test_api_integer_edges);
 	tcase_add_test(tc, test_plan_options_autotune);
+	tcase_add_test(tc, test_tune_rows_class);
 	tcase_add_test(tc, test_tune_cache_roundtrip);
 	tcase_add_test(tc, test_tune_cache_concurrent);
 	tcase_add_test(tc, test_cpu_memory_limit);

@@ -567,6 +567,84 @@ START_TEST(test_fake_bench_check)
 END_TEST
 
 /*
+ * plan --autotune on the fake GPU (its kernels never run; its events keep a modelled clock): the
+ * candidates are compiled once each (one module each, all released), the entry is stored under the
+ * plan's rows class and hit again; another rows class is measured afresh; a JIT failure of one
+ * candidate fails the plan with the JIT's error and leaves nothing live.
+ */
+static long trace_calls(const char *err, const char *name)
+{
+	char want[96];
+	const char *s = strstr(err, "fake-cuda: calls:");
+	long n = 0;
+
+	ck_assert_msg(s != NULL, "no call trace:\n%s", clip(err));
+	snprintf(want, sizeof(want), " %s ", name);
+	if ((s = strstr(s, want)))
+		n = strtol(s + strlen(want), NULL, 10);
+	return n;
+}
+
+START_TEST(test_fake_autotune)
+{
+	struct fake f;
+	struct tu_proc p;
+	char *cache, xdg[4200], path[4300];
+	const char *line;
+	int cands = 0;
+
+	if (fake_setup(&f))
+		return;
+	cache = fake_path(&f, "cache");
+	snprintf(xdg, sizeof(xdg), "XDG_CACHE_HOME=%s", cache);
+	fake_exec(&f, NULL, ENV(xdg, "WSNORM_FAKE_CUDA_TRACE=1"),
+		  ARGS("plan", "--device", "cuda:0", "--op", "layernorm-bwd", "--hidden", "4096", "--rows", "3000",
+		       "--autotune"), &p);
+	ck_assert_msg(p.status == 0, "autotune: exit %d: %s", p.status, clip(p.err));
+	assert_clean(&p, "autotune");
+	line = strstr(p.out, "measured now (no entry): ws ");
+	ck_assert_msg(line, "%s", clip(p.out));
+	ck_assert_msg((line = strstr(line, " candidates compiled in ")), "%s", clip(p.out));
+	while (line[-1] >= '0' && line[-1] <= '9')
+		line--;
+	ck_assert_msg(sscanf(line, "%d candidates compiled in", &cands) == 1, "%s", clip(line));
+	/* multi-wave, the planner's ws and other ws shapes: one module each, compiled once */
+	ck_assert_int_gt(cands, 2);
+	ck_assert_int_eq(trace_calls(p.err, "cuModuleLoadDataEx"), cands);
+	/* timed as bench times: 3000 rows (74 MB a set) in 3 sets taken in turn, more than twice the 50 MB L2 */
+	ck_assert_msg(strstr(p.out, " at 3000 rows (3 input sets) -> "), "%s", clip(p.out));
+	tu_proc_free(&p);
+
+	/* the entry is the rows class's (4096): a plan of 2049-4096 rows hits it, one of 16384 does not */
+	fake_exec(&f, NULL, ENV(xdg), ARGS("plan", "--device", "cuda:0", "--op", "layernorm-bwd", "--hidden", "4096",
+					   "--rows", "2049", "--autotune"), &p);
+	ck_assert_msg(p.status == 0 && strstr(p.out, "cache hit ("), "exit %d: %s%s", p.status, clip(p.out), clip(p.err));
+	ck_assert_msg(strstr(p.out, "_r4096): "), "%s", clip(p.out));
+	assert_clean(&p, "autotune hit");
+	tu_proc_free(&p);
+	fake_exec(&f, NULL, ENV(xdg), ARGS("plan", "--device", "cuda:0", "--op", "layernorm-bwd", "--hidden", "4096",
+					   "--rows", "20000", "--autotune"), &p);
+	ck_assert_msg(p.status == 0 && strstr(p.out, "measured now (no entry)") && strstr(p.out, " at 16384 rows (1 input set) -> "),
+		      "exit %d: %s%s", p.status, clip(p.out), clip(p.err));
+	assert_clean(&p, "autotune, another rows class");
+	tu_proc_free(&p);
+
+	/* the third module's JIT fails: the plan fails with it, every other module is released */
+	snprintf(path, sizeof(path), "XDG_CACHE_HOME=%s/other", cache);
+	fake_exec(&f, NULL, ENV(path, "WSNORM_FAKE_CUDA_FAIL=cuModuleLoadDataEx:3:CUDA_ERROR_INVALID_PTX"),
+		  ARGS("plan", "--device", "cuda:0", "--op", "layernorm-bwd", "--hidden", "4096", "--rows", "3000",
+		       "--autotune"), &p);
+	ck_assert_msg(p.status == 3 && strstr(p.err, ": EJIT: ") &&
+		      strstr(p.err, "cuModuleLoadDataEx(): CUDA_ERROR_INVALID_PTX (218)"),
+		      "exit %d: %s", p.status, clip(p.err));
+	assert_clean(&p, "autotune, a JIT failure");
+	tu_proc_free(&p);
+	free(cache);
+	fake_teardown(&f);
+}
+END_TEST
+
+/*
  * plan --json on the (fake) GPU: the planner's fields, the compiled kernels as the driver reports
  * them (the fake's register count and SASS version), the measured grid, and the text alongside.
  */
@@ -635,6 +713,7 @@ Suite *suite_cuda_fake(void)
 	tcase_add_test(tc, test_fake_jit_failure);
 	tcase_add_test(tc, test_fake_bench_check);
 	tcase_add_test(tc, test_fake_plan_json);
+	tcase_add_test(tc, test_fake_autotune);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -491,11 +491,15 @@ START_TEST(test_ws_planner_corners)
 	ck_assert_int_eq(ws_plan_of(&h, WSN_RMSNORM_FWD, WSN_BF16, 4096, 132, 0, 0, &kp), 0);
 	ck_assert_uint_eq(kp.unroll, 1);
 	/* 264 rows: no group left idle, with the search (RMSNorm bwd 1.5K) and with a measured shape
-	 * (RMSNorm bwd 2K over 2: 4 groups, just enough); 263 rows leave the shape to the search */
+	 * (RMSNorm bwd f16 2K over 2: 4 groups, just enough; bf16 has its shape for few rows first, over 4
+	 * with 8 groups, just enough too); 263 rows leave the shape to the search */
 	ck_assert_int_eq(ws_plan_of(&h, WSN_RMSNORM_BWD, WSN_BF16, 1536, 264, 0, 0, &kp), 0);
 	ck_assert_msg(264 / kp.unroll >= 132 * kp.bdimy, "%s: unroll %u with %u groups", kp.entry, kp.unroll, kp.bdimy);
-	ck_assert_int_eq(ws_plan_of(&h, WSN_RMSNORM_BWD, WSN_BF16, 2048, 264, 0, 0, &kp), 0);
+	ck_assert_int_eq(ws_plan_of(&h, WSN_RMSNORM_BWD, WSN_F16, 2048, 264, 0, 0, &kp), 0);
 	ck_assert_msg(kp.cluster == 2 && kp.bdimy == 4 && kp.unroll == 1, "%s: %u groups, unroll %u: %s", kp.entry,
+		      kp.bdimy, kp.unroll, kp.why);
+	ck_assert_int_eq(ws_plan_of(&h, WSN_RMSNORM_BWD, WSN_BF16, 2048, 264, 0, 0, &kp), 0);
+	ck_assert_msg(kp.cluster == 4 && kp.bdimy == 8 && kp.unroll == 1, "%s: %u groups, unroll %u: %s", kp.entry,
 		      kp.bdimy, kp.unroll, kp.why);
 	ck_assert_int_eq(ws_plan_of(&h, WSN_RMSNORM_BWD, WSN_BF16, 2048, 263, 0, 0, &kp), 0);
 	ck_assert_msg(263 / kp.unroll >= 132 * kp.bdimy, "%s: unroll %u with %u groups", kp.entry, kp.unroll, kp.bdimy);
@@ -562,10 +566,16 @@ START_TEST(test_ws_auto)
 	auto_pick(&h, WSN_LAYERNORM_BWD, 4096, 1000, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 7 rows per SM <= 8");
 	auto_pick(&h, WSN_LAYERNORM_BWD, 4096, 132 * 9 + 5, WSN_APPROACH_WS, "auto: ws, ");
 	/* short rows need many more: 2K with 62 rows per SM stays multi-wave, 124 takes ws */
-	auto_pick(&h, WSN_LAYERNORM_BWD, 2048, 8192, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 62 rows per SM <= 96");
+	/* 1K-2K: ws from 13 rows per SM (measured ahead from 15) */
+	auto_pick(&h, WSN_LAYERNORM_BWD, 2048, 8192, WSN_APPROACH_WS, "auto: ws, heuristic good and 62 rows per SM > 12");
+	auto_pick(&h, WSN_LAYERNORM_BWD, 2048, 2048, WSN_APPROACH_WS, "auto: ws, heuristic good and 15 rows per SM > 12");
+	auto_pick(&h, WSN_LAYERNORM_BWD, 2048, 132 * 13 - 1, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 12 rows per SM <= 12");
 	auto_pick(&h, WSN_LAYERNORM_BWD, 2048, 16384, WSN_APPROACH_WS, "auto: ws, ");
-	auto_pick(&h, WSN_LAYERNORM_BWD, 1024, 8192, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 62 rows per SM <= 96");
+	auto_pick(&h, WSN_LAYERNORM_BWD, 1024, 4096, WSN_APPROACH_WS, "auto: ws, heuristic good and 31 rows per SM > 12");
+	auto_pick(&h, WSN_LAYERNORM_BWD, 1024, 1000, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 7 rows per SM <= 12");
 	auto_pick(&h, WSN_LAYERNORM_BWD, 1024, 16384, WSN_APPROACH_WS, "auto: ws, ");
+	auto_pick(&h, WSN_RMSNORM_BWD, 2048, 4096, WSN_APPROACH_WS, "auto: ws, heuristic good and 31 rows per SM > 12");
+	auto_pick(&h, WSN_RMSNORM_BWD, 1024, 8192, WSN_APPROACH_WS, "auto: ws, heuristic good and 62 rows per SM > 12");
 	/* between 2K and 4K: LayerNorm bwd measured ahead on ws at 3072; RMSNorm bwd only in its measured
 	 * shapes (2560 and 3072 16-bit, 2304 and 3584 bf16), not in the search's (2944; f32 3072) */
 	auto_pick(&h, WSN_LAYERNORM_BWD, 3072, 16384, WSN_APPROACH_WS, "auto: ws, ");
@@ -643,12 +653,14 @@ START_TEST(test_ws_auto)
 	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
 	ck_assert_int_eq(kp.approach, WSN_APPROACH_MULTIWAVE);
 	ck_assert_ptr_nonnull(strstr(kp.why, "no ws rule for layernorm-fwd"));
-	/* past 16K: ws (the row split over a cluster) at any row count */
+	/* past 16K: ws (the row split over a cluster) at any row count; at 1024 rows in the shape measured
+	 * for few rows */
 	params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 32768, 1024);
 	p.opts.approach = WSN_APPROACH_AUTO;
 	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
 	ck_assert_int_eq(kp.approach, WSN_APPROACH_WS);
-	ck_assert_uint_eq(kp.cluster, 2);
+	ck_assert_msg(kp.cluster == 8 && kp.bdimx == 128 && kp.bdimy == 2, "cluster %u %ux%u: %s", kp.cluster, kp.bdimx,
+		      kp.bdimy, kp.why);
 	ck_assert_ptr_nonnull(strstr(kp.why, "auto: ws, heuristic good and 7 rows per SM > 0"));
 	/* no ws kernel fits (an odd row does not split): multi-wave, saying why */
 	params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 32769, 16384);
@@ -753,6 +765,61 @@ START_TEST(test_ws_auto)
 			ck_assert_int_eq(kp.stats_ring, 0);
 			ck_assert_ptr_nonnull(strstr(kp.why, "statistics loaded by each row group a block ahead"));
 		}
+	}
+	/* measured shapes for fewer rows (NOTES v27): taken up to their rows per SM (rows / 132 on the H100),
+	 * past that the shape for more rows or the search's; not on the B200 model, not for f32 (bf16 and
+	 * f16 measured), and for RMSNorm 2K only in bf16 */
+	{
+		static const struct {
+			enum wsn_op op;
+			enum wsn_dtype dt;
+			int64_t hidden, max_per_sm;
+			unsigned cluster, bdimx, bdimy, unroll, stages;
+		} rs[] = {
+			{ WSN_LAYERNORM_BWD, WSN_BF16, 1024, 16, 1, 64, 4, 2, 16 },
+			{ WSN_LAYERNORM_BWD, WSN_F16, 1024, 16, 1, 64, 4, 2, 16 },
+			{ WSN_LAYERNORM_BWD, WSN_BF16, 2048, 16, 4, 32, 8, 1, 16 },
+			{ WSN_LAYERNORM_BWD, WSN_F16, 2048, 16, 4, 32, 8, 1, 16 },
+			{ WSN_RMSNORM_BWD, WSN_BF16, 2048, 16, 4, 32, 8, 1, 16 },
+			{ WSN_LAYERNORM_BWD, WSN_BF16, 4096, 92, 4, 64, 6, 1, 12 },
+			{ WSN_LAYERNORM_BWD, WSN_F16, 4096, 92, 4, 64, 6, 1, 12 },
+			{ WSN_RMSNORM_BWD, WSN_BF16, 4096, 92, 4, 64, 6, 1, 12 },
+			{ WSN_RMSNORM_BWD, WSN_F16, 4096, 92, 4, 64, 6, 1, 12 },
+			{ WSN_RMSNORM_BWD, WSN_BF16, 8192, 62, 8, 64, 6, 1, 12 },
+			{ WSN_RMSNORM_BWD, WSN_F16, 8192, 62, 8, 64, 6, 1, 12 },
+			{ WSN_LAYERNORM_BWD, WSN_BF16, 32768, 62, 8, 128, 2, 1, 8 },
+			{ WSN_LAYERNORM_BWD, WSN_F16, 32768, 62, 8, 128, 2, 1, 8 },
+			{ WSN_RMSNORM_BWD, WSN_BF16, 32768, 31, 8, 128, 2, 1, 8 },
+			{ WSN_RMSNORM_BWD, WSN_F16, 32768, 31, 8, 128, 2, 1, 8 },
+		};
+		struct wsn__gpu_props b;
+
+		wsn__gpu_props_b200(&b);
+		for (size_t i = 0; i < WSN_ARRAY_SIZE(rs); i++) {
+			/* 2048 rows, the most rows at the limit, the fewest past it */
+			const int64_t rows[3] = { 2048, (rs[i].max_per_sm + 1) * h.sms - 1, (rs[i].max_per_sm + 1) * h.sms };
+			for (int r = 0; r < 3; r++) {
+				int want = r < 2, got;
+				params(&p, rs[i].op, rs[i].dt, rs[i].hidden, rows[r]);
+				ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), 0);
+				check_ws_plan(&h, &kp);
+				got = kp.cluster == rs[i].cluster && kp.bdimx == rs[i].bdimx && kp.bdimy == rs[i].bdimy &&
+				      kp.unroll == rs[i].unroll && kp.stages == rs[i].stages &&
+				      strstr(kp.why, " per SM): ") != NULL;
+				ck_assert_msg(got == want, "%s at %lld rows: cluster %u %ux%u unroll %u stages %u, want the row-count "
+					      "shape %s: %s", kp.entry, (long long)rows[r], kp.cluster, kp.bdimy, kp.bdimx,
+					      kp.unroll, kp.stages, want ? "" : "no more", kp.why);
+				ck_assert_int_eq(wsn__ws_plan(&b, &p, &kp), 0);
+				ck_assert_msg(!strstr(kp.why, " per SM): "), "B200 model: %s", kp.why);
+			}
+			/* f32 of the same row bytes: not measured there */
+			params(&p, rs[i].op, WSN_F32, rs[i].hidden / 2, 2048);
+			if (wsn__ws_plan(&h, &p, &kp) == 0)
+				ck_assert_msg(!strstr(kp.why, " per SM): "), "f32 %lld: %s", (long long)rs[i].hidden / 2, kp.why);
+		}
+		params(&p, WSN_RMSNORM_BWD, WSN_F16, 2048, 2048);
+		ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), 0);
+		ck_assert_msg(!strstr(kp.why, " per SM): "), "RMSNorm bwd f16 2K: %s", kp.why);
 	}
 	/* the same row bytes in f16 and f32 (measured slower with the statistics in the stage): the
 	 * search's shape, the same here, with the statistics loaded; and too few rows for the groups */

@@ -137,12 +137,12 @@ err:
 
 /* ---- autotune: time the kernel families once on this GPU and cache the winner (tunecache.c) ---- */
 
-#define TUNE_MAX_ROWS 16384                 /* rows the candidates are timed on, at most */
 /* device bytes of scratch tensors, at most: room for 16384 rows of 32K bf16 (3.2 GB). Timed on fewer
  * rows, the ring's fill and drain weigh more: LayerNorm and RMSNorm bwd 32K picked shapes 1.3 % slower
  * on 16384 rows when timed on 5459 (NOTES v26). */
 #define TUNE_MAX_SCRATCH ((size_t)8 << 30)
 #define TUNE_FILL_BYTES ((size_t)4 << 20)   /* a random host pattern, copied over each input */
+#define TUNE_MAX_SETS 4096                  /* input sets the launches take in turn, at most */
 #define TUNE_WARMUP 3                       /* launches per candidate after a first one, untimed but for an estimate */
 #define TUNE_BATCHES 7                      /* event-timed batches per candidate (interleaved); the median counts */
 #define TUNE_BATCH_US 500.0                 /* launches per batch: enough for this long by the warm-up's estimate */
@@ -171,12 +171,19 @@ static const char *const t_names[T_N] = { "x", "dy", "weight", "bias", "y/dx", "
 
 struct tune_scratch {
 	int64_t rows;
-	CUdeviceptr t[T_N];
+	int nsets, seq;           /* input sets; the next launch takes ex[seq % nsets] */
+	CUdeviceptr t[T_N];       /* T_X, T_DY, T_OUT, T_MEAN, T_RSTD: nsets sets in turn */
 	CUstream s;
 	CUevent e0, e1;
-	struct wsn_args args;
-	struct wsn__exec ex;
+	struct wsn_args *args;
+	struct wsn__exec *ex;
 };
+
+/* Whether tensor i has one copy per input set (else one for all). */
+static int t_per_set(int i)
+{
+	return i == T_X || i == T_DY || i == T_OUT || i == T_MEAN || i == T_RSTD;
+}
 
 /* What decides the plan instead of autotune, in *buf; 0 when nothing is forced. */
 static int forced_by(const struct wsn__plan_params *p, char *buf, size_t len)
@@ -214,6 +221,7 @@ static void tune_id_of(const struct wsn__cu_device *d, const struct wsn__gpu_pro
 	id->hidden = p->hidden;
 	id->has_weight = p->opts.has_weight ? 1 : 0;
 	id->has_bias = p->opts.has_bias ? 1 : 0;
+	id->rows_class = wsn__tune_rows_class(p->rows);
 }
 
 static enum wsn_approach cand_approach(int c)
@@ -226,6 +234,19 @@ static void shape_text(const struct wsn__ws_shape *s, char *buf, size_t len)
 {
 	snprintf(buf, len, "cluster %u, %u row group%s of %u threads, %u row%s a stage, %u stages", s->cluster, s->bdimy,
 		 s->bdimy > 1 ? "s" : "", s->bdimx, s->unroll, s->unroll > 1 ? "s" : "", s->stages);
+}
+
+/* "ws candidate in shape cluster 2, ..." or "multiwave candidate" */
+static void cand_text(const struct candidate *cand, int c, char *buf, size_t len)
+{
+	char st[160];
+
+	if (c >= CAND_SHAPES) {
+		shape_text(&cand[c].shape, st, sizeof(st));
+		snprintf(buf, len, "ws candidate in shape %s", st);
+	} else {
+		snprintf(buf, len, "%s candidate", wsn_approach_name(cand_approach(c)));
+	}
 }
 
 /*
@@ -267,6 +288,8 @@ static void scratch_free(struct tune_scratch *sc)
 		wsn__cu.cuEventDestroy(sc->e1);
 	if (sc->s)
 		wsn__cu.cuStreamDestroy(sc->s);
+	free(sc->args);
+	free(sc->ex);
 	memset(sc, 0, sizeof(*sc));
 }
 
@@ -294,44 +317,61 @@ static int scratch_fill(struct wsn__cu_device *d, struct tune_scratch *sc, int i
 }
 
 /*
- * Scratch tensors for timing p: inputs filled with random values (x around 0.5, positive rstd),
- * outputs allocated, on rows = the plan's rows capped by TUNE_MAX_ROWS and TUNE_MAX_SCRATCH.
+ * Scratch tensors for timing p, as `wsnorm bench` times: rows = the plan's rows capped by
+ * WSN__TUNE_MAX_ROWS and TUNE_MAX_SCRATCH, in sets (x, dy, mean, rstd and the output) that the
+ * launches take in turn, enough of them that a pass over all does not fit in L2 twice over (a set
+ * of 2048 rows of 2K bf16 would stay in L2 and time the cache, not the memory: NOTES v27); inputs
+ * filled with random values (x around 0.5, positive rstd); weight, bias and their sums shared.
  */
 static int scratch_make(struct wsn__cu_device *d, const struct wsn__plan_params *p, struct tune_scratch *sc)
 {
 	enum wsn_dtype dt = p->dtype;
 	int bwd = wsn_op_is_backward(p->op), ln = p->op == WSN_LAYERNORM_FWD || p->op == WSN_LAYERNORM_BWD;
-	size_t es = wsn_dtype_size(dt), vec = (size_t)p->hidden * es, per_row, mat, stats, fixed;
-	size_t bytes[T_N] = { 0 };
+	size_t es = wsn_dtype_size(dt), vec = (size_t)p->hidden * es, per_row, mat, stats, fixed, set_bytes;
+	size_t amat, astats, bytes[T_N] = { 0 }, each[T_N] = { 0 }, l2 = (size_t)d->props.l2_bytes;
 	void *host = NULL;
 	int64_t rows;
-	int err;
+	int err, nsets = 1;
 
 	memset(sc, 0, sizeof(*sc));
 	per_row = (bwd ? 3 : 2) * vec + (ln ? 8 : 4);
 	fixed = 4 * vec;
-	rows = p->rows < TUNE_MAX_ROWS ? p->rows : TUNE_MAX_ROWS;
+	rows = p->rows < WSN__TUNE_MAX_ROWS ? p->rows : WSN__TUNE_MAX_ROWS;
 	if (fixed + (size_t)rows * per_row > TUNE_MAX_SCRATCH)
 		rows = fixed < TUNE_MAX_SCRATCH ? (int64_t)((TUNE_MAX_SCRATCH - fixed) / per_row) : 0;
 	if (rows < 1)
 		rows = 1;
+	set_bytes = (size_t)rows * per_row;
+	if (set_bytes < 2 * l2) { /* then the sets fit in the cap: 2 x L2 plus a set */
+		nsets = (int)((2 * l2 + set_bytes - 1) / set_bytes) + 1;
+		if (nsets > TUNE_MAX_SETS)
+			nsets = TUNE_MAX_SETS;
+	}
 	sc->rows = rows;
+	sc->nsets = nsets;
 	mat = (size_t)rows * vec;
 	stats = (size_t)rows * 4;
-	bytes[T_X] = mat;
-	bytes[T_OUT] = mat;
-	bytes[T_RSTD] = stats;
+	amat = (mat + 255) & ~(size_t)255;
+	astats = (stats + 255) & ~(size_t)255;
+	each[T_X] = each[T_OUT] = amat;
+	each[T_RSTD] = astats;
 	if (ln)
-		bytes[T_MEAN] = stats;
+		each[T_MEAN] = astats;
 	if (p->opts.has_weight)
-		bytes[T_W] = vec;
+		each[T_W] = vec;
 	if (p->opts.has_bias)
-		bytes[T_B] = vec;
+		each[T_B] = vec;
 	if (bwd) {
-		bytes[T_DY] = mat;
-		bytes[T_B] = 0; /* the backward ops do not read the bias */
-		bytes[T_DW] = p->opts.has_weight ? vec : 0;
-		bytes[T_DB] = p->opts.has_bias ? vec : 0;
+		each[T_DY] = amat;
+		each[T_B] = 0; /* the backward ops do not read the bias */
+		each[T_DW] = p->opts.has_weight ? vec : 0;
+		each[T_DB] = p->opts.has_bias ? vec : 0;
+	}
+	for (int i = 0; i < T_N; i++)
+		bytes[i] = each[i] * (t_per_set(i) ? (size_t)nsets : 1);
+	if (!(sc->args = calloc((size_t)nsets, sizeof(*sc->args))) || !(sc->ex = calloc((size_t)nsets, sizeof(*sc->ex)))) {
+		err = wsn__error(WSN_ENOMEM, "autotune: out of host memory for %d input sets", nsets);
+		goto err;
 	}
 	if ((err = WSN_CU(cuStreamCreate, (&sc->s, CU_STREAM_NON_BLOCKING), "creating the autotune stream on cuda:%d",
 			  d->index)) < 0 ||
@@ -342,50 +382,55 @@ static int scratch_make(struct wsn__cu_device *d, const struct wsn__plan_params 
 		goto err;
 	for (int i = 0; i < T_N; i++)
 		if (bytes[i] && (err = WSN_CU(cuMemAlloc, (&sc->t[i], bytes[i]),
-					      "allocating %zu bytes for the autotune tensor '%s' (%lld rows) on cuda:%d",
-					      bytes[i], t_names[i], (long long)rows, d->index)) < 0)
+					      "allocating %zu bytes for the autotune tensor '%s' (%lld rows, %d set%s) on "
+					      "cuda:%d", bytes[i], t_names[i], (long long)rows, nsets, nsets > 1 ? "s" : "",
+					      d->index)) < 0)
 			goto err;
-	if (!(host = malloc(mat < TUNE_FILL_BYTES ? (mat > stats ? mat : stats) : TUNE_FILL_BYTES))) {
+	if (!(host = malloc(TUNE_FILL_BYTES))) {
 		err = wsn__error(WSN_ENOMEM, "autotune: out of host memory for the random inputs");
 		goto err;
 	}
-	if ((err = scratch_fill(d, sc, T_X, mat, dt, 0.5f, 1.0f, host)) < 0 ||
+	if ((err = scratch_fill(d, sc, T_X, bytes[T_X], dt, 0.5f, 1.0f, host)) < 0 ||
 	    (bytes[T_W] && (err = scratch_fill(d, sc, T_W, vec, dt, 1.0f, 0.25f, host)) < 0) ||
 	    (bytes[T_B] && (err = scratch_fill(d, sc, T_B, vec, dt, 0.0f, 0.25f, host)) < 0))
 		goto err;
-	if (bwd && ((err = scratch_fill(d, sc, T_DY, mat, dt, 0.0f, 1.0f, host)) < 0 ||
-		    (ln && (err = scratch_fill(d, sc, T_MEAN, stats, WSN_F32, 0.5f, 0.1f, host)) < 0) ||
-		    (err = scratch_fill(d, sc, T_RSTD, stats, WSN_F32, 1.0f, 0.05f, host)) < 0))
+	if (bwd && ((err = scratch_fill(d, sc, T_DY, bytes[T_DY], dt, 0.0f, 1.0f, host)) < 0 ||
+		    (ln && (err = scratch_fill(d, sc, T_MEAN, bytes[T_MEAN], WSN_F32, 0.5f, 0.1f, host)) < 0) ||
+		    (err = scratch_fill(d, sc, T_RSTD, bytes[T_RSTD], WSN_F32, 1.0f, 0.05f, host)) < 0))
 		goto err;
 	free(host);
 	host = NULL;
 
-	/* the execution every launch repeats, as wsn_plan_execute would check and pass it */
-#define TPTR(i) ((void *)(uintptr_t)sc->t[i])
-	wsn_tensor_2d(&sc->args.x, TPTR(T_X), dt, WSN_MEM_DEVICE, rows, p->hidden);
-	if (bytes[T_W])
-		wsn_tensor_1d(&sc->args.weight, TPTR(T_W), dt, WSN_MEM_DEVICE, p->hidden);
-	if (bytes[T_B])
-		wsn_tensor_1d(&sc->args.bias, TPTR(T_B), dt, WSN_MEM_DEVICE, p->hidden);
-	if (bytes[T_MEAN])
-		wsn_tensor_1d(&sc->args.mean, TPTR(T_MEAN), WSN_F32, WSN_MEM_DEVICE, rows);
-	wsn_tensor_1d(&sc->args.rstd, TPTR(T_RSTD), WSN_F32, WSN_MEM_DEVICE, rows);
-	if (bwd) {
-		wsn_tensor_2d(&sc->args.dy, TPTR(T_DY), dt, WSN_MEM_DEVICE, rows, p->hidden);
-		wsn_tensor_2d(&sc->args.dx, TPTR(T_OUT), dt, WSN_MEM_DEVICE, rows, p->hidden);
-		if (bytes[T_DW])
-			wsn_tensor_1d(&sc->args.dweight, TPTR(T_DW), dt, WSN_MEM_DEVICE, p->hidden);
-		if (bytes[T_DB])
-			wsn_tensor_1d(&sc->args.dbias, TPTR(T_DB), dt, WSN_MEM_DEVICE, p->hidden);
-	} else {
-		wsn_tensor_2d(&sc->args.y, TPTR(T_OUT), dt, WSN_MEM_DEVICE, rows, p->hidden);
-	}
+	/* the executions the launches take in turn, as wsn_plan_execute would check and pass them */
+	for (int k = 0; k < nsets; k++) {
+		struct wsn_args *a = &sc->args[k];
+		struct wsn__exec *ex = &sc->ex[k];
+#define TPTR(i) ((void *)(uintptr_t)(sc->t[i] + (t_per_set(i) ? each[i] * (size_t)k : 0)))
+		wsn_tensor_2d(&a->x, TPTR(T_X), dt, WSN_MEM_DEVICE, rows, p->hidden);
+		if (bytes[T_W])
+			wsn_tensor_1d(&a->weight, TPTR(T_W), dt, WSN_MEM_DEVICE, p->hidden);
+		if (bytes[T_B])
+			wsn_tensor_1d(&a->bias, TPTR(T_B), dt, WSN_MEM_DEVICE, p->hidden);
+		if (bytes[T_MEAN])
+			wsn_tensor_1d(&a->mean, TPTR(T_MEAN), WSN_F32, WSN_MEM_DEVICE, rows);
+		wsn_tensor_1d(&a->rstd, TPTR(T_RSTD), WSN_F32, WSN_MEM_DEVICE, rows);
+		if (bwd) {
+			wsn_tensor_2d(&a->dy, TPTR(T_DY), dt, WSN_MEM_DEVICE, rows, p->hidden);
+			wsn_tensor_2d(&a->dx, TPTR(T_OUT), dt, WSN_MEM_DEVICE, rows, p->hidden);
+			if (bytes[T_DW])
+				wsn_tensor_1d(&a->dweight, TPTR(T_DW), dt, WSN_MEM_DEVICE, p->hidden);
+			if (bytes[T_DB])
+				wsn_tensor_1d(&a->dbias, TPTR(T_DB), dt, WSN_MEM_DEVICE, p->hidden);
+		} else {
+			wsn_tensor_2d(&a->y, TPTR(T_OUT), dt, WSN_MEM_DEVICE, rows, p->hidden);
+		}
 #undef TPTR
-	sc->ex.rows = rows;
-	sc->ex.hidden = p->hidden;
-	sc->ex.x_ld = sc->ex.dy_ld = sc->ex.y_ld = sc->ex.dx_ld = p->hidden;
-	sc->ex.stats_ld = 1;
-	sc->ex.args = &sc->args;
+		ex->rows = rows;
+		ex->hidden = p->hidden;
+		ex->x_ld = ex->dy_ld = ex->y_ld = ex->dx_ld = p->hidden;
+		ex->stats_ld = 1;
+		ex->args = a;
+	}
 	return 0;
 err:
 	free(host);
@@ -403,7 +448,7 @@ static int time_launches(struct wsn__cu_device *d, struct tune_scratch *sc, stru
 	if ((err = WSN_CU(cuEventRecord, (sc->e0, sc->s), "recording an autotune event on cuda:%d", d->index)) < 0)
 		return err;
 	for (unsigned k = 0; k < n; k++)
-		if ((err = wsn__cuda_execute(d, c->cp, &sc->ex, sc->s)) < 0)
+		if ((err = wsn__cuda_execute(d, c->cp, &sc->ex[sc->seq++ % sc->nsets], sc->s)) < 0)
 			return err;
 	if ((err = WSN_CU(cuEventRecord, (sc->e1, sc->s), "recording an autotune event on cuda:%d", d->index)) < 0 ||
 	    (err = WSN_CU(cuEventSynchronize, (sc->e1), "waiting for the autotune launches on cuda:%d", d->index)) < 0 ||
@@ -429,6 +474,7 @@ static int cmp_float(const void *a, const void *b)
  */
 static int time_candidates(struct wsn__cu_device *d, struct tune_scratch *sc, struct candidate *cand, int ncand)
 {
+	char what[200];
 	double us;
 	int c, err;
 
@@ -459,14 +505,30 @@ static int time_candidates(struct wsn__cu_device *d, struct tune_scratch *sc, st
 	}
 	return 0;
 err:
-	if (c >= CAND_SHAPES) {
-		char st[160];
-		shape_text(&cand[c].shape, st, sizeof(st));
-		return wsn__error_context(err, "autotune: timing the ws candidate in shape %s on %lld rows", st,
-					  (long long)sc->rows);
+	cand_text(cand, c, what, sizeof(what));
+	return wsn__error_context(err, "autotune: timing the %s on %lld rows", what, (long long)sc->rows);
+}
+
+/*
+ * Compile every candidate that plans, one after another: the driver's JIT takes 0.2-0.3 s a module
+ * and runs one at a time (26 candidates took 6.3-6.6 s on one thread and 6.2-7.1 s on eight; NOTES
+ * v27). 0, or the first failure, naming the candidate (those compiled are freed with the candidates).
+ */
+static int compile_candidates(const struct wsn__gpu_props *g, const struct wsn__plan_params *p, struct candidate *cand,
+			      int ncand)
+{
+	char what[200];
+	int err;
+
+	for (int c = 0; c < ncand; c++) {
+		if (!cand[c].plans)
+			continue;
+		if ((err = plan_compile(g, p, &cand[c].kp, &cand[c].cp)) < 0) {
+			cand_text(cand, c, what, sizeof(what));
+			return wsn__error_context(err, "autotune: compiling the %s", what);
+		}
 	}
-	return wsn__error_context(err, "autotune: timing the %s candidate on %lld rows", wsn_approach_name(cand_approach(c)),
-				  (long long)sc->rows);
+	return 0;
 }
 
 /*
@@ -487,7 +549,8 @@ static int autotune(struct wsn__cu_device *d, const struct wsn__gpu_props *g, co
 	struct tune_scratch sc;
 	struct wsn__ws_shape shapes[TUNE_MAX_SHAPES];
 	char where[1024], miss[320], st[160];
-	int err, hit, have_path, win = -1, nplans = 0, ncand = CAND_SHAPES, best = -1;
+	int err, hit, have_path, win = -1, nplans = 0, ncand = CAND_SHAPES, best = -1, nsets = 0;
+	double t0, compile_s = 0;
 
 	*out = NULL;
 	memset(&sc, 0, sizeof(sc));
@@ -572,9 +635,10 @@ static int autotune(struct wsn__cu_device *d, const struct wsn__gpu_props *g, co
 		goto err;
 	}
 	memset(&e, 0, sizeof(e));
-	for (int c = 0; c < ncand; c++)
-		if (cand[c].plans && (err = plan_compile(g, p, &cand[c].kp, &cand[c].cp)) < 0)
-			goto err;
+	t0 = wsn__now();
+	if ((err = compile_candidates(g, p, cand, ncand)) < 0)
+		goto err;
+	compile_s = wsn__now() - t0;
 	if (nplans == 1) {
 		for (win = 0; !cand[win].plans; win++)
 			;
@@ -583,6 +647,7 @@ static int autotune(struct wsn__cu_device *d, const struct wsn__gpu_props *g, co
 		if ((err = scratch_make(d, p, &sc)) < 0 || (err = time_candidates(d, &sc, cand, ncand)) < 0)
 			goto err;
 		e.rows = sc.rows;
+		nsets = sc.nsets;
 		scratch_free(&sc);
 		for (int c = CAND_SHAPES; c < ncand; c++)
 			if (best < 0 || cand[c].us < cand[best].us)
@@ -630,8 +695,9 @@ static int autotune(struct wsn__cu_device *d, const struct wsn__gpu_props *g, co
 				appendf(cp->tune, sizeof(cp->tune), &off, ", %d other ws shapes (the fastest %.2f us: %s)",
 					e.shapes, e.shape_us, st);
 			}
-			appendf(cp->tune, sizeof(cp->tune), &off, " at %lld rows -> %s%s; ", (long long)e.rows,
-				wsn_approach_name(e.approach), win >= CAND_SHAPES ? " in that shape" : "");
+			appendf(cp->tune, sizeof(cp->tune), &off, " at %lld rows (%d input set%s) -> %s%s; %d candidates compiled "
+				"in %.1f s; ", (long long)e.rows, nsets, nsets > 1 ? "s" : "", wsn_approach_name(e.approach),
+				win >= CAND_SHAPES ? " in that shape" : "", nplans, compile_s);
 		}
 		if (wsn__tune_store(&id, &e) < 0)
 			appendf(cp->tune, sizeof(cp->tune), &off, "not stored: %s", wsn_last_error());
