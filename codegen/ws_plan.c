@@ -51,7 +51,9 @@
  * shape does not fit f16 has its own entry or none; NOTES v25), and may have the producer copy each
  * row's statistics (mean, rstd) into the stage beside the row instead of each row group loading
  * them a block ahead: LayerNorm bwd bf16 2K ran
- * 2 % faster so (NOTES v20), the same shape in f16, f32 and RMSNorm 2K slower.
+ * 2 % faster so (NOTES v20), the same shape in f16, f32 and RMSNorm 2K slower. And a shape may hold
+ * only up to a number of rows per SM (the plan's rows over the SMs): with 62 rows per SM or fewer
+ * the shapes measured at 16384 rows (124 per SM) left 3-25 % (NOTES v27); those entries come first.
  */
 #define DT(d) (1 << (d))
 #define DT16 (DT(WSN_BF16) | DT(WSN_F16))
