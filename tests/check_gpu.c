@@ -898,7 +898,7 @@ START_TEST(test_ws_measured)
 		{ WSN_LAYERNORM_BWD, 7168, { 2, 0, 0 }, { 1, 0, 0 }, 0, 0 },
 		{ WSN_LAYERNORM_BWD, 14336, { 4, 4, 0 }, { 1, 1, 0 }, 0, 0 },
 		{ WSN_LAYERNORM_BWD, 24576, { 8, 8, 0 }, { 2, 2, 0 }, 0, 0 },
-		{ WSN_LAYERNORM_BWD, 32768, { 8, 0, 0 }, { 1, 0, 0 }, 0, 0 },
+		{ WSN_LAYERNORM_BWD, 32768, { 8, 8, 0 }, { 1, 1, 0 }, 0, 0 },
 		{ WSN_RMSNORM_BWD, 4608, { 2, 0, 0 }, { 1, 0, 0 }, 0, 0 },
 		{ WSN_RMSNORM_BWD, 7168, { 4, 0, 0 }, { 1, 0, 0 }, 0, 0 },
 		{ WSN_RMSNORM_BWD, 9216, { 4, 0, 0 }, { 1, 0, 0 }, 0, 0 },
@@ -911,6 +911,7 @@ START_TEST(test_ws_measured)
 		{ WSN_RMSNORM_BWD, 16384, { 8, 8, 0 }, { 1, 1, 0 }, 0, 0 },
 		{ WSN_LAYERNORM_BWD, 65536, { 8, 8, 0 }, { 1, 1, 0 }, 0, 0 },
 		{ WSN_RMSNORM_BWD, 65536, { 8, 8, 0 }, { 1, 1, 0 }, 0, 0 },
+		{ WSN_RMSNORM_BWD, 32768, { 0, 8, 0 }, { 0, 1, 0 }, 0, 0 },
 	};
 	struct wsn__cu_device *cd = gpu->ctx;
 	struct wsn__kernel_plan *kp = xcalloc(sizeof(*kp));

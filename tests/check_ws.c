@@ -733,6 +733,7 @@ START_TEST(test_ws_auto)
 			{ WSN_LAYERNORM_BWD, WSN_BF16, 12288, 8, 64, 2, 2, 10, 0, 2 },
 			{ WSN_LAYERNORM_BWD, WSN_F16, 12288, 8, 128, 2, 2, 10, 0, 2 },
 			{ WSN_LAYERNORM_BWD, WSN_BF16, 16384, 8, 128, 3, 1, 15, 0, 2 },
+			{ WSN_LAYERNORM_BWD, WSN_F16, 16384, 8, 128, 3, 1, 15, 0, 2 },
 			{ WSN_RMSNORM_BWD, WSN_BF16, 2304, 2, 32, 4, 1, 16, 0, 1 },
 			{ WSN_RMSNORM_BWD, WSN_BF16, 3584, 4, 64, 6, 1, 12, 0, 8 },
 			{ WSN_RMSNORM_BWD, WSN_BF16, 4608, 4, 64, 4, 1, 16, 0, 8 },
@@ -791,6 +792,7 @@ START_TEST(test_ws_auto)
 			{ WSN_LAYERNORM_BWD, WSN_F16, 32768, 62, 8, 128, 2, 1, 8 },
 			{ WSN_RMSNORM_BWD, WSN_BF16, 32768, 31, 8, 128, 2, 1, 8 },
 			{ WSN_RMSNORM_BWD, WSN_F16, 32768, 31, 8, 128, 2, 1, 8 },
+			{ WSN_RMSNORM_BWD, WSN_F16, 16384, 31, 8, 64, 4, 1, 16 },
 		};
 		struct wsn__gpu_props b;
 
