@@ -629,13 +629,14 @@ START_TEST(test_fake_autotune)
 	assert_clean(&p, "autotune, another rows class");
 	tu_proc_free(&p);
 
-	/* the third module's JIT fails: the plan fails with it, every other module is released */
+	/* the third module's JIT fails: the plan fails with it, naming the candidate, and every other module
+	 * is released */
 	snprintf(path, sizeof(path), "XDG_CACHE_HOME=%s/other", cache);
 	fake_exec(&f, NULL, ENV(path, "WSNORM_FAKE_CUDA_FAIL=cuModuleLoadDataEx:3:CUDA_ERROR_INVALID_PTX"),
 		  ARGS("plan", "--device", "cuda:0", "--op", "layernorm-bwd", "--hidden", "4096", "--rows", "3000",
 		       "--autotune"), &p);
-	ck_assert_msg(p.status == 3 && strstr(p.err, ": EJIT: ") &&
-		      strstr(p.err, "cuModuleLoadDataEx(): CUDA_ERROR_INVALID_PTX (218)"),
+	ck_assert_msg(p.status == 3 && strstr(p.err, ": EJIT: ") && strstr(p.err, ": autotune: compiling the ") &&
+		      strstr(p.err, " candidate") && strstr(p.err, "cuModuleLoadDataEx(): CUDA_ERROR_INVALID_PTX (218)"),
 		      "exit %d: %s", p.status, clip(p.err));
 	assert_clean(&p, "autotune, a JIT failure");
 	tu_proc_free(&p);
