@@ -977,7 +977,7 @@ START_TEST(test_ws_stats_layouts)
 	struct wsn_plan *gp;
 	int fails;
 
-	/* ws forced: at 2999 rows auto takes multi-wave; nothing else forced, so the measured shape holds */
+	/* ws forced (auto would take it too at 2999 rows); nothing else forced, so the measured shape holds */
 	wsn_plan_options_init(&po, op);
 	po.approach = WSN_APPROACH_WS;
 	ck_assert_msg(ws_plan_get(op, WSN_BF16, h, r, kp), "%s", wsn_last_error());

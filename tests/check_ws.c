@@ -562,28 +562,38 @@ START_TEST(test_ws_auto)
 	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
 	ck_assert_int_eq(kp.approach, WSN_APPROACH_WS);
 	ck_assert_msg(!strncmp(kp.why, "auto: ws, ", 10), "%s", kp.why);
-	/* few rows per SM: multi-wave (LayerNorm backward 4K-16K needs > 8) */
-	auto_pick(&h, WSN_LAYERNORM_BWD, 4096, 1000, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 7 rows per SM <= 8");
-	auto_pick(&h, WSN_LAYERNORM_BWD, 4096, 132 * 9 + 5, WSN_APPROACH_WS, "auto: ws, ");
-	/* short rows need many more: 2K with 62 rows per SM stays multi-wave, 124 takes ws */
-	/* 1K-2K: ws from 13 rows per SM (measured ahead from 15) */
-	auto_pick(&h, WSN_LAYERNORM_BWD, 2048, 8192, WSN_APPROACH_WS, "auto: ws, heuristic good and 62 rows per SM > 12");
-	auto_pick(&h, WSN_LAYERNORM_BWD, 2048, 2048, WSN_APPROACH_WS, "auto: ws, heuristic good and 15 rows per SM > 12");
-	auto_pick(&h, WSN_LAYERNORM_BWD, 2048, 132 * 13 - 1, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 12 rows per SM <= 12");
+	/* few rows per SM (NOTES v28: both families from 128 to 12288 rows): ws at any row count from 2049
+	 * (LayerNorm) and from 4K (RMSNorm); the short rows keep multi-wave below their limits */
+	auto_pick(&h, WSN_LAYERNORM_BWD, 4096, 128, WSN_APPROACH_WS, "auto: ws, heuristic good and 0 rows per SM > 0");
+	auto_pick(&h, WSN_LAYERNORM_BWD, 16384, 1000, WSN_APPROACH_WS, "auto: ws, heuristic good and 7 rows per SM > 0");
+	auto_pick(&h, WSN_RMSNORM_BWD, 4096, 256, WSN_APPROACH_WS, "auto: ws, heuristic good and 1 rows per SM > 0");
+	auto_pick(&h, WSN_RMSNORM_BWD, 8192, 131, WSN_APPROACH_WS, "auto: ws, heuristic good and 0 rows per SM > 0");
+	/* LayerNorm 1025-2048: ws from 2 rows per SM; 1-1024 from 3 */
+	auto_pick(&h, WSN_LAYERNORM_BWD, 2048, 8192, WSN_APPROACH_WS, "auto: ws, heuristic good and 62 rows per SM > 1");
+	auto_pick(&h, WSN_LAYERNORM_BWD, 2048, 132 * 2, WSN_APPROACH_WS, "auto: ws, heuristic good and 2 rows per SM > 1 "
+		  "(rule for layernorm-bwd hidden 1025-2048: ");
+	auto_pick(&h, WSN_LAYERNORM_BWD, 2048, 132 * 2 - 1, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 1 rows per SM <= 1");
 	auto_pick(&h, WSN_LAYERNORM_BWD, 2048, 16384, WSN_APPROACH_WS, "auto: ws, ");
-	auto_pick(&h, WSN_LAYERNORM_BWD, 1024, 4096, WSN_APPROACH_WS, "auto: ws, heuristic good and 31 rows per SM > 12");
-	auto_pick(&h, WSN_LAYERNORM_BWD, 1024, 1000, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 7 rows per SM <= 12");
+	auto_pick(&h, WSN_LAYERNORM_BWD, 1536, 512, WSN_APPROACH_WS, "auto: ws, heuristic good and 3 rows per SM > 1");
+	auto_pick(&h, WSN_LAYERNORM_BWD, 1024, 132 * 3, WSN_APPROACH_WS, "auto: ws, heuristic good and 3 rows per SM > 2 "
+		  "(rule for layernorm-bwd hidden 1-1024: ");
+	auto_pick(&h, WSN_LAYERNORM_BWD, 1024, 132 * 3 - 1, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 2 rows per SM <= 2");
 	auto_pick(&h, WSN_LAYERNORM_BWD, 1024, 16384, WSN_APPROACH_WS, "auto: ws, ");
-	auto_pick(&h, WSN_RMSNORM_BWD, 2048, 4096, WSN_APPROACH_WS, "auto: ws, heuristic good and 31 rows per SM > 12");
-	auto_pick(&h, WSN_RMSNORM_BWD, 1024, 8192, WSN_APPROACH_WS, "auto: ws, heuristic good and 62 rows per SM > 12");
-	/* between 2K and 4K: LayerNorm bwd measured ahead on ws at 3072; RMSNorm bwd only in its measured
-	 * shapes (2560 and 3072 16-bit, 2304 and 3584 bf16), not in the search's (2944; f32 3072) */
+	/* RMSNorm 1025-2048 from 7 rows per SM; 1-1024 from 13 */
+	auto_pick(&h, WSN_RMSNORM_BWD, 2048, 132 * 7, WSN_APPROACH_WS, "auto: ws, heuristic good and 7 rows per SM > 6");
+	auto_pick(&h, WSN_RMSNORM_BWD, 2048, 132 * 7 - 1, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 6 rows per SM <= 6");
+	auto_pick(&h, WSN_RMSNORM_BWD, 1024, 132 * 13, WSN_APPROACH_WS, "auto: ws, heuristic good and 13 rows per SM > 12");
+	auto_pick(&h, WSN_RMSNORM_BWD, 1024, 132 * 13 - 1, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 12 rows per SM <= 12");
+	/* between 2K and 4K: LayerNorm bwd ws at any row count; RMSNorm bwd only in its measured shapes
+	 * (2560 and 3072 16-bit, 2304 and 3584 bf16), not in the search's (2944; f32 3072), from 2 rows
+	 * per SM */
 	auto_pick(&h, WSN_LAYERNORM_BWD, 3072, 16384, WSN_APPROACH_WS, "auto: ws, ");
-	auto_pick(&h, WSN_LAYERNORM_BWD, 3072, 8192, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 62 rows per SM <= 96");
-	auto_pick(&h, WSN_RMSNORM_BWD, 3072, 16384, WSN_APPROACH_WS, "auto: ws, heuristic good and 124 rows per SM > 96 "
+	auto_pick(&h, WSN_LAYERNORM_BWD, 3072, 1024, WSN_APPROACH_WS, "auto: ws, heuristic good and 7 rows per SM > 0");
+	auto_pick(&h, WSN_RMSNORM_BWD, 3072, 16384, WSN_APPROACH_WS, "auto: ws, heuristic good and 124 rows per SM > 1 "
 		  "(rule for rmsnorm-bwd hidden 2049-4095: ");
 	auto_pick(&h, WSN_RMSNORM_BWD, 2560, 16384, WSN_APPROACH_WS, "auto: ws, ");
-	auto_pick(&h, WSN_RMSNORM_BWD, 3072, 8192, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 62 rows per SM <= 96");
+	auto_pick(&h, WSN_RMSNORM_BWD, 3072, 1024, WSN_APPROACH_WS, "auto: ws, heuristic good and 7 rows per SM > 1");
+	auto_pick(&h, WSN_RMSNORM_BWD, 3584, 132 * 2 - 1, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 1 rows per SM <= 1");
 	auto_pick(&h, WSN_RMSNORM_BWD, 2944, 16384, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, no ws rule");
 	auto_pick(&h, WSN_RMSNORM_BWD, 2304, 16384, WSN_APPROACH_WS, "auto: ws, ");
 	auto_pick(&h, WSN_RMSNORM_BWD, 3584, 16384, WSN_APPROACH_WS, "auto: ws, ");
