@@ -236,36 +236,44 @@ static const struct ws_rule {
 	int64_t min_rows_per_sm;
 	const char *basis;
 	int shape_only; /* the rule holds only where the ws plan took a measured shape */
+	int dtypes;     /* the rule only for these dtypes (DT()); 0: any */
 } ws_rules[] = {
+	/* f32 rows carry twice the bytes: at 1024-2048 rows multi-wave stays ahead at 1K-1536 */
+	{ WSN_LAYERNORM_BWD, 1, 2048, 12,
+	  "ws 1.83-1.88/1.77-1.79/2.15-2.17 vs 1.92/1.99/2.08 TB/s at 1K/1536/2K x 2048 rows, 1.25-1.28/0.93-1.30 "
+	  "vs 1.46/1.55 at 1K/1536 x 1024", 0, DT(WSN_F32) },
+	{ WSN_RMSNORM_BWD, 1, 2048, 12,
+	  "ws 1.94-1.97/1.90-1.92/2.23-2.25 vs 2.01/2.10/2.22 TB/s at 1K/1536/2K x 2048 rows, 1.40/1.65-1.67 vs "
+	  "1.67/1.85 at 1536/2K x 1024", 0, DT(WSN_F32) },
 	{ WSN_LAYERNORM_BWD, 4096, 16384, 0,
 	  "ws 2.52/2.61/2.67 vs 2.41/2.32/2.61 TB/s at 4K/8K/16K x 16384 rows; 0.42/0.77/1.14 vs 0.26/0.19/0.21 at "
-	  "128 rows, 1.76/2.11/2.31 vs 0.93/1.00/1.06 at 1024", 0 },
+	  "128 rows, 1.76/2.11/2.31 vs 0.93/1.00/1.06 at 1024", 0, 0 },
 	{ WSN_LAYERNORM_BWD, 16385, INT64_MAX, 0,
-	  "ws split over a cluster 2.78-2.81/2.74 vs 1.88/0.28 TB/s at 32K/64K x 16384 rows; 32K x 1024 rows 1.61 vs 0.88", 0 },
+	  "ws split over a cluster 2.78-2.81/2.74 vs 1.88/0.28 TB/s at 32K/64K x 16384 rows; 32K x 1024 rows 1.61 vs 0.88", 0, 0 },
 	{ WSN_LAYERNORM_BWD, 2049, 4095, 0,
 	  "ws 2.79/2.70 vs 2.18 TB/s at 3072/2560 x 16384 rows in the measured shapes; at 3072 0.22-0.35/1.55/2.35 vs "
-	  "0.12/0.47/1.24 at 128/1024/4096 rows, 2560 and 3584 ahead by 1.3-2.3x at 1024-8192 rows", 0 },
+	  "0.12/0.47/1.24 at 128/1024/4096 rows, 2560 and 3584 ahead by 1.3-2.3x at 1024-8192 rows", 0, 0 },
 	{ WSN_LAYERNORM_BWD, 1025, 2048, 1,
 	  "ws 1.67-1.69/2.21/2.51 vs 1.21/1.70/2.12 TB/s at 2K x 2048/4096/8192 rows, 0.83-0.86/1.31 vs 0.44/0.76-0.77 "
-	  "at 512/1024 (bf16; f16 1.30/1.74-1.78 vs 1.21/1.20 at 2048 rows); 0.36-0.44 vs 0.35 at 256", 0 },
+	  "at 512/1024 (bf16; f16 1.30/1.74-1.78 vs 1.21/1.20 at 2048 rows); 0.36-0.44 vs 0.35 at 256", 0, 0 },
 	{ WSN_LAYERNORM_BWD, 1, 1024, 2,
 	  "ws 1.30/1.82/2.18/2.38 vs 1.22/1.70/2.10/2.26 TB/s at 1K x 2048/4096/8192/12288 rows, 0.44-0.53/0.85-0.90 vs "
-	  "0.43-0.46/0.81 at 512/1024; multi-wave ahead at 256 (0.25-0.26 vs 0.23-0.24)", 0 },
+	  "0.43-0.46/0.81 at 512/1024; multi-wave ahead at 256 (0.25-0.26 vs 0.23-0.24)", 0, 0 },
 	{ WSN_RMSNORM_BWD, 4096, 16384, 0,
 	  "ws 2.66/2.73/2.76 vs 2.59/2.70/2.75 TB/s at 4K/8K/16K x 16384 rows; 0.39-0.42/0.79-0.89/0.57-0.58 vs "
-	  "0.35/0.43/0.37 at 128 rows", 0 },
+	  "0.35/0.43/0.37 at 128 rows", 0, 0 },
 	{ WSN_RMSNORM_BWD, 16385, INT64_MAX, 0,
-	  "ws split over a cluster 2.85/2.78 vs 2.68/0.60 TB/s at 32K/64K x 16384 rows; 32K x 1024 rows 1.95 vs 1.53", 0 },
+	  "ws split over a cluster 2.85/2.78 vs 2.68/0.60 TB/s at 32K/64K x 16384 rows; 32K x 1024 rows 1.95 vs 1.53", 0, 0 },
 	{ WSN_RMSNORM_BWD, 2049, 4095, 1,
 	  "ws 2.76/2.77 vs 2.64/2.67 TB/s at 2560/3072 x 16384 rows in their measured shapes, 1.91-2.19 vs 1.67-1.76 at "
 	  "2048 rows; 3072 ahead from 256 rows (0.64-0.67 vs 0.54-0.56), 2560 behind at 1024 (0.93 vs 1.15); elsewhere "
-	  "the search's shapes measured behind (3072: 2.61 vs 2.67)", 1 },
+	  "the search's shapes measured behind (3072: 2.61 vs 2.67)", 1, 0 },
 	{ WSN_RMSNORM_BWD, 1025, 2048, 6,
 	  "ws 1.80-1.85/2.24/2.55/2.67 vs 1.65/2.03/2.37/2.52 TB/s at 2K x 2048/4096/8192/12288 rows, 1.41-1.42 vs "
-	  "1.16 at 1024 (bf16; f16 1.25-1.27 vs 1.21-1.22); level at 512, multi-wave ahead at 128-256", 0 },
+	  "1.16 at 1024 (bf16; f16 1.25-1.27 vs 1.21-1.22); level at 512, multi-wave ahead at 128-256", 0, 0 },
 	{ WSN_RMSNORM_BWD, 1, 1024, 12,
 	  "ws 1.40/1.90/2.25/2.44 vs 1.39/1.87/2.21/2.38 TB/s at 1K x 2048/4096/8192/12288 rows; level or behind at "
-	  "128-1024", 0 },
+	  "128-1024", 0, 0 },
 };
 
 /* One point of the search. */
@@ -1069,12 +1077,14 @@ int wsn__ws_auto_pick(const struct wsn__gpu_props *g, const struct wsn__kernel_p
 		const struct ws_rule *r = &ws_rules[i];
 		char range[48];
 		if (r->op != ws->op || ws->hidden < r->min_hidden || ws->hidden > r->max_hidden ||
-		    (r->shape_only && !ws->ws_shape))
+		    (r->shape_only && !ws->ws_shape) || (r->dtypes && !(r->dtypes & DT(ws->dtype))))
 			continue;
 		if (r->max_hidden == INT64_MAX)
 			snprintf(range, sizeof(range), "%lld and up", (long long)r->min_hidden);
 		else
 			snprintf(range, sizeof(range), "%lld-%lld", (long long)r->min_hidden, (long long)r->max_hidden);
+		if (r->dtypes) /* which dtypes the rule is for */
+			snprintf(range + strlen(range), sizeof(range) - strlen(range), ", %s", wsn_dtype_name(ws->dtype));
 		if (!ws->ws_good) {
 			snprintf(buf, len, "auto: multi-wave, the ws heuristic is not good here");
 			return 0;

@@ -579,6 +579,26 @@ START_TEST(test_ws_auto)
 		  "(rule for layernorm-bwd hidden 1-1024: ");
 	auto_pick(&h, WSN_LAYERNORM_BWD, 1024, 132 * 3 - 1, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 2 rows per SM <= 2");
 	auto_pick(&h, WSN_LAYERNORM_BWD, 1024, 16384, WSN_APPROACH_WS, "auto: ws, ");
+	/* f32 (rows of twice the bytes) keeps 13 rows per SM at 1-2048 */
+	{
+		static const enum wsn_op ops[] = { WSN_LAYERNORM_BWD, WSN_RMSNORM_BWD };
+		for (size_t i = 0; i < 2; i++) {
+			params(&p, ops[i], WSN_F32, 1536, 132 * 13 - 1);
+			p.opts.approach = WSN_APPROACH_AUTO;
+			ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
+			ck_assert_msg(kp.approach == WSN_APPROACH_MULTIWAVE && strstr(kp.why, "12 rows per SM <= 12 (rule for ") &&
+				      strstr(kp.why, " hidden 1-2048, f32)"), "%s", kp.why);
+			params(&p, ops[i], WSN_F32, 1536, 132 * 13);
+			p.opts.approach = WSN_APPROACH_AUTO;
+			ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
+			ck_assert_msg(kp.approach == WSN_APPROACH_WS && strstr(kp.why, " hidden 1-2048, f32: ws "), "%s", kp.why);
+		}
+		params(&p, WSN_LAYERNORM_BWD, WSN_F32, 4096, 1024); /* wider f32: the any-dtype rule */
+		p.opts.approach = WSN_APPROACH_AUTO;
+		ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
+		ck_assert_msg(kp.approach == WSN_APPROACH_WS && strstr(kp.why, "7 rows per SM > 0 (rule for layernorm-bwd hidden "
+									"4096-16384: "), "%s", kp.why);
+	}
 	/* RMSNorm 1025-2048 from 7 rows per SM; 1-1024 from 13 */
 	auto_pick(&h, WSN_RMSNORM_BWD, 2048, 132 * 7, WSN_APPROACH_WS, "auto: ws, heuristic good and 7 rows per SM > 6");
 	auto_pick(&h, WSN_RMSNORM_BWD, 2048, 132 * 7 - 1, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 6 rows per SM <= 6");
