@@ -225,9 +225,9 @@ static const struct ws_split *measured_split(const struct wsn__gpu_props *g, con
  * uncovered); else multi-wave. Measured on the H100 (bf16, TB/s ws / multi-wave, copy 2.97 TB/s;
  * bench/NOTES.md v4): at 16384 rows (124 per SM) ws is ahead from 2K to 16K (LayerNorm bwd from 1K,
  * by 1-2 %: v7-v9). The row-count limits came from v4's kernels; v28 measured both families again
- * from 128 to 12288 rows (1-93 per SM): ws now leads at every row count from 2049 wide (LayerNorm,
- * RMSNorm from 4K; RMSNorm 2049-4095 from 2 per SM where it has a measured shape), and the short
- * rows keep multi-wave only below 2-7 rows per SM. Past 16K the ws kernels split each row over a
+ * from 128 to 12288 rows (1-93 per SM), timed on the GPU behind a stream hold: in 16-bit ws now
+ * leads at every row count but RMSNorm 1025-2048 at 1 row per SM or fewer (and RMSNorm 2049-4095
+ * where it has no measured shape); f32 rows of 1-2048 keep multi-wave up to 12 rows per SM. Past 16K the ws kernels split each row over a
  * cluster while multi-wave re-reads it from L2 (or from memory, at 64K): ws at any row count.
  */
 static const struct ws_rule {
@@ -253,12 +253,12 @@ static const struct ws_rule {
 	{ WSN_LAYERNORM_BWD, 2049, 4095, 0,
 	  "ws 2.79/2.70 vs 2.18 TB/s at 3072/2560 x 16384 rows in the measured shapes; at 3072 0.22-0.35/1.55/2.35 vs "
 	  "0.12/0.47/1.24 at 128/1024/4096 rows, 2560 and 3584 ahead by 1.3-2.3x at 1024-8192 rows", 0, 0 },
-	{ WSN_LAYERNORM_BWD, 1025, 2048, 1,
-	  "ws 1.67-1.69/2.21/2.51 vs 1.21/1.70/2.12 TB/s at 2K x 2048/4096/8192 rows, 0.83-0.86/1.31 vs 0.44/0.76-0.77 "
-	  "at 512/1024 (bf16; f16 1.30/1.74-1.78 vs 1.21/1.20 at 2048 rows); 0.36-0.44 vs 0.35 at 256", 0, 0 },
-	{ WSN_LAYERNORM_BWD, 1, 1024, 2,
-	  "ws 1.30/1.82/2.18/2.38 vs 1.22/1.70/2.10/2.26 TB/s at 1K x 2048/4096/8192/12288 rows, 0.44-0.53/0.85-0.90 vs "
-	  "0.43-0.46/0.81 at 512/1024; multi-wave ahead at 256 (0.25-0.26 vs 0.23-0.24)", 0, 0 },
+	{ WSN_LAYERNORM_BWD, 1025, 2048, 0,
+	  "ws 1.67-1.69/2.21/2.51 vs 1.21/1.70/2.12 TB/s at 2K x 2048/4096/8192 rows, 0.29/0.50/0.85/1.29 vs "
+	  "0.19/0.34/0.45/0.79 at 128/256/512/1024 (bf16; f16 1.30/1.74-1.78 vs 1.21/1.20 at 2048 rows)", 0, 0 },
+	{ WSN_LAYERNORM_BWD, 1, 1024, 0,
+	  "ws 1.30/1.82/2.18/2.38 vs 1.22/1.70/2.10/2.26 TB/s at 1K x 2048/4096/8192/12288 rows, 0.17/0.31/0.54/0.89 "
+	  "vs 0.14/0.27/0.50/0.82 at 128/256/512/1024", 0, 0 },
 	{ WSN_RMSNORM_BWD, 4096, 16384, 0,
 	  "ws 2.66/2.73/2.76 vs 2.59/2.70/2.75 TB/s at 4K/8K/16K x 16384 rows; 0.39-0.42/0.79-0.89/0.57-0.58 vs "
 	  "0.35/0.43/0.37 at 128 rows", 0, 0 },
@@ -268,12 +268,13 @@ static const struct ws_rule {
 	  "ws 2.76/2.77 vs 2.64/2.67 TB/s at 2560/3072 x 16384 rows in their measured shapes, 1.91-2.19 vs 1.67-1.76 at "
 	  "2048 rows; 3072 ahead from 256 rows (0.64-0.67 vs 0.54-0.56), 2560 behind at 1024 (0.93 vs 1.15); elsewhere "
 	  "the search's shapes measured behind (3072: 2.61 vs 2.67)", 1, 0 },
-	{ WSN_RMSNORM_BWD, 1025, 2048, 6,
-	  "ws 1.80-1.85/2.24/2.55/2.67 vs 1.65/2.03/2.37/2.52 TB/s at 2K x 2048/4096/8192/12288 rows, 1.41-1.42 vs "
-	  "1.16 at 1024 (bf16; f16 1.25-1.27 vs 1.21-1.22); level at 512, multi-wave ahead at 128-256", 0, 0 },
-	{ WSN_RMSNORM_BWD, 1, 1024, 12,
-	  "ws 1.40/1.90/2.25/2.44 vs 1.39/1.87/2.21/2.38 TB/s at 1K x 2048/4096/8192/12288 rows; level or behind at "
-	  "128-1024", 0, 0 },
+	{ WSN_RMSNORM_BWD, 1025, 2048, 1,
+	  "ws 1.80-1.85/2.24/2.55/2.67 vs 1.65/2.03/2.37/2.52 TB/s at 2K x 2048/4096/8192/12288 rows, 0.91/1.39 vs "
+	  "0.79/1.16 at 512/1024 (bf16; f16 1.25-1.27 vs 1.21-1.22 at 1024); multi-wave ahead at 128/256 (0.24/0.46 vs "
+	  "0.19/0.36)", 0, 0 },
+	{ WSN_RMSNORM_BWD, 1, 1024, 0,
+	  "ws 1.40/1.90/2.25/2.44 vs 1.39/1.87/2.21/2.38 TB/s at 1K x 2048/4096/8192/12288 rows, 0.19/0.35/0.60/0.99 "
+	  "vs 0.17/0.33/0.60/0.97 at 128/256/512/1024", 0, 0 },
 };
 
 /* One point of the search. */

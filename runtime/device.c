@@ -423,6 +423,25 @@ WSN_API int wsn_event_record(struct wsn_event *e, struct wsn_stream *s)
 	return e->dev->ops->event_record(e->dev->ctx, e->impl, s ? s->impl : NULL);
 }
 
+WSN_API int wsn_event_query(struct wsn_event *e)
+{
+	if (!e)
+		return wsn__error(WSN_EINVAL, "event query: no event");
+	NEED(e->dev, event_query, "event query");
+	return e->dev->ops->event_query(e->dev->ctx, e->impl);
+}
+
+WSN_API int wsn_stream_hold(struct wsn_stream *s, uint64_t ns)
+{
+	if (!s)
+		return wsn__error(WSN_EINVAL, "stream hold: no stream");
+	if (ns > WSN_HOLD_MAX_NS)
+		return wsn__error(WSN_EINVAL, "stream hold: %llu ns is longer than the most, %llu ns (10 s)",
+				  (unsigned long long)ns, (unsigned long long)WSN_HOLD_MAX_NS);
+	NEED(s->dev, stream_hold, "stream hold");
+	return s->dev->ops->stream_hold(s->dev->ctx, s->impl, ns);
+}
+
 WSN_API int wsn_event_sync(struct wsn_event *e)
 {
 	if (!e)

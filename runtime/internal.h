@@ -96,10 +96,14 @@ struct wsn__backend_ops {
 	int (*stream_destroy)(void *ctx, void *s);
 	int (*stream_sync)(void *ctx, void *s); /* s NULL: whole device */
 	int (*stream_wait_event)(void *ctx, void *s, void *e);
+	/* Hold stream s on the device for ns nanoseconds (work queued behind it waits). */
+	int (*stream_hold)(void *ctx, void *s, uint64_t ns);
 	int (*event_create)(void *ctx, void **out);
 	int (*event_destroy)(void *ctx, void *e);
 	int (*event_record)(void *ctx, void *e, void *s);
 	int (*event_sync)(void *ctx, void *e);
+	/* 1 when the work before the event's last record is done (or it was never recorded), 0 when not. */
+	int (*event_query)(void *ctx, void *e);
 	int (*event_elapsed)(void *ctx, void *start, void *end, float *ms);
 
 	int (*plan_create)(void *ctx, const struct wsn__plan_params *p, void **out);

@@ -927,6 +927,15 @@ START_TEST(test_backend_table)
 	ck_assert_int_eq(wsn_event_elapsed(e0, e1, &ms), 0);
 	ck_assert_msg(ms >= 15.0f && ms < 5000.0f, "elapsed %g ms over a 20 ms sleep", (double)ms);
 	ck_assert_int_eq(wsn_event_elapsed(e0, e2, &ms), WSN_EINVAL);
+	/* the CPU runs work as it is submitted: every event is done, and there is no stream to hold */
+	ck_assert_int_eq(wsn_event_query(e1), 1);
+	ck_assert_int_eq(wsn_event_query(e2), 1); /* never recorded */
+	ck_assert_int_eq(wsn_event_query(NULL), WSN_EINVAL);
+	ck_assert_int_eq(wsn_stream_hold(s, 1000), WSN_ENOTSUP);
+	ck_assert_msg(strstr(wsn_last_error(), "stream hold") && strstr(wsn_last_error(), "cpu"), "%s", wsn_last_error());
+	ck_assert_int_eq(wsn_stream_hold(NULL, 1000), WSN_EINVAL);
+	ck_assert_int_eq(wsn_stream_hold(s, WSN_HOLD_MAX_NS + 1), WSN_EINVAL);
+	ck_assert_msg(strstr(wsn_last_error(), "longer than the most"), "%s", wsn_last_error());
 	ck_assert_int_eq(wsn_event_destroy(e0), 0);
 	ck_assert_int_eq(wsn_event_destroy(e1), 0);
 	ck_assert_int_eq(wsn_event_destroy(e2), 0);

@@ -503,6 +503,20 @@ START_TEST(test_fake_jit_failure)
 }
 END_TEST
 
+/* How many times the traced run called entry point name (its "fake-cuda: calls:" line). */
+static long trace_calls(const char *err, const char *name)
+{
+	char want[96];
+	const char *s = strstr(err, "fake-cuda: calls:");
+	long n = 0;
+
+	ck_assert_msg(s != NULL, "no call trace:\n%s", clip(err));
+	snprintf(want, sizeof(want), " %s ", name);
+	if ((s = strstr(s, want)))
+		n = strtol(s + strlen(want), NULL, 10);
+	return n;
+}
+
 /*
  * bench on the fake GPU, whose kernels never run: the check after the timing finds each point's
  * poisoned outputs (every element not finite), FAIL on every row and exit status 1, and nothing is
@@ -556,10 +570,17 @@ START_TEST(test_fake_bench_check)
 	ck_assert_msg(strstr(p.err, "the outputs differ from the CPU reference"), "%s", clip(p.err));
 	tu_proc_free(&p);
 
-	fake_exec(&f, NULL, NULL, ARGS("bench", "--device", "cuda:0", "--op", "layernorm-bwd", "--hidden", "4096",
-				       "--rows", "64", "--iters", "1", "--copy-size", "1M", "--no-verify"), &p);
+	/* every timed batch queues behind a stream hold and asks whether the hold outlasted the host's
+	 * submission; the fake's events are done at once, so the first batch is timed 8 times, behind
+	 * holds twice as long each time (and later batches until the hold reaches its 2 s cap) */
+	fake_exec(&f, NULL, ENV("WSNORM_FAKE_CUDA_TRACE=1"), ARGS("bench", "--device", "cuda:0", "--op", "layernorm-bwd",
+				       "--hidden", "4096", "--rows", "64", "--iters", "1", "--copy-size", "1M", "--no-verify"), &p);
 	ck_assert_msg(p.status == 0, "bench --no-verify: exit %d: %s", p.status, clip(p.err));
 	ck_assert_msg(strstr(p.out, " off   auto+"), "%s", clip(p.out));
+	{
+		long q = trace_calls(p.err, "cuEventQuery");
+		ck_assert_msg(q >= 8, "%ld event queries: %s", q, clip(p.err));
+	}
 	assert_clean(&p, "bench --no-verify");
 	tu_proc_free(&p);
 	fake_teardown(&f);
@@ -572,19 +593,6 @@ END_TEST
  * plan's rows class and hit again; another rows class is measured afresh; a JIT failure of one
  * candidate fails the plan with the JIT's error and leaves nothing live.
  */
-static long trace_calls(const char *err, const char *name)
-{
-	char want[96];
-	const char *s = strstr(err, "fake-cuda: calls:");
-	long n = 0;
-
-	ck_assert_msg(s != NULL, "no call trace:\n%s", clip(err));
-	snprintf(want, sizeof(want), " %s ", name);
-	if ((s = strstr(s, want)))
-		n = strtol(s + strlen(want), NULL, 10);
-	return n;
-}
-
 START_TEST(test_fake_autotune)
 {
 	struct fake f;

@@ -1165,6 +1165,16 @@ START_TEST(test_pinned_async)
 		OK(wsn_event_elapsed(e0, e1, &ms));
 		ck_assert_msg(ms >= 0 && ms < 10000, "elapsed %g ms", (double)ms);
 		printf("pinned %zu bytes: H2D + D2D in %.3f ms\n", n, (double)ms);
+		/* a hold of 3 ms: the event behind it is not done right after it is queued, and the two
+		 * events around it lie 3 ms or more apart */
+		OK(wsn_event_record(e0, s1));
+		OK(wsn_stream_hold(s1, 3000000));
+		OK(wsn_event_record(e1, s1));
+		ck_assert_int_eq(wsn_event_query(e1), 0);
+		OK(wsn_event_sync(e1));
+		ck_assert_int_eq(wsn_event_query(e1), 1);
+		OK(wsn_event_elapsed(e0, e1, &ms));
+		ck_assert_msg(ms >= 2.99f && ms < 100.0f, "a 3 ms hold measured %g ms", (double)ms);
 		/* synchronous copies from pageable memory, and memset */
 		page = xcalloc(n);
 		OK(wsn_mem_set(gpu, d1, 0x5a, n, NULL));

@@ -568,16 +568,14 @@ START_TEST(test_ws_auto)
 	auto_pick(&h, WSN_LAYERNORM_BWD, 16384, 1000, WSN_APPROACH_WS, "auto: ws, heuristic good and 7 rows per SM > 0");
 	auto_pick(&h, WSN_RMSNORM_BWD, 4096, 256, WSN_APPROACH_WS, "auto: ws, heuristic good and 1 rows per SM > 0");
 	auto_pick(&h, WSN_RMSNORM_BWD, 8192, 131, WSN_APPROACH_WS, "auto: ws, heuristic good and 0 rows per SM > 0");
-	/* LayerNorm 1025-2048: ws from 2 rows per SM; 1-1024 from 3 */
-	auto_pick(&h, WSN_LAYERNORM_BWD, 2048, 8192, WSN_APPROACH_WS, "auto: ws, heuristic good and 62 rows per SM > 1");
-	auto_pick(&h, WSN_LAYERNORM_BWD, 2048, 132 * 2, WSN_APPROACH_WS, "auto: ws, heuristic good and 2 rows per SM > 1 "
+	/* LayerNorm 1-2048 in 16-bit: ws at any row count too */
+	auto_pick(&h, WSN_LAYERNORM_BWD, 2048, 8192, WSN_APPROACH_WS, "auto: ws, heuristic good and 62 rows per SM > 0");
+	auto_pick(&h, WSN_LAYERNORM_BWD, 2048, 128, WSN_APPROACH_WS, "auto: ws, heuristic good and 0 rows per SM > 0 "
 		  "(rule for layernorm-bwd hidden 1025-2048: ");
-	auto_pick(&h, WSN_LAYERNORM_BWD, 2048, 132 * 2 - 1, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 1 rows per SM <= 1");
 	auto_pick(&h, WSN_LAYERNORM_BWD, 2048, 16384, WSN_APPROACH_WS, "auto: ws, ");
-	auto_pick(&h, WSN_LAYERNORM_BWD, 1536, 512, WSN_APPROACH_WS, "auto: ws, heuristic good and 3 rows per SM > 1");
-	auto_pick(&h, WSN_LAYERNORM_BWD, 1024, 132 * 3, WSN_APPROACH_WS, "auto: ws, heuristic good and 3 rows per SM > 2 "
+	auto_pick(&h, WSN_LAYERNORM_BWD, 1536, 512, WSN_APPROACH_WS, "auto: ws, heuristic good and 3 rows per SM > 0");
+	auto_pick(&h, WSN_LAYERNORM_BWD, 1024, 256, WSN_APPROACH_WS, "auto: ws, heuristic good and 1 rows per SM > 0 "
 		  "(rule for layernorm-bwd hidden 1-1024: ");
-	auto_pick(&h, WSN_LAYERNORM_BWD, 1024, 132 * 3 - 1, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 2 rows per SM <= 2");
 	auto_pick(&h, WSN_LAYERNORM_BWD, 1024, 16384, WSN_APPROACH_WS, "auto: ws, ");
 	/* f32 (rows of twice the bytes) keeps 13 rows per SM at 1-2048 */
 	{
@@ -599,11 +597,12 @@ START_TEST(test_ws_auto)
 		ck_assert_msg(kp.approach == WSN_APPROACH_WS && strstr(kp.why, "7 rows per SM > 0 (rule for layernorm-bwd hidden "
 									"4096-16384: "), "%s", kp.why);
 	}
-	/* RMSNorm 1025-2048 from 7 rows per SM; 1-1024 from 13 */
-	auto_pick(&h, WSN_RMSNORM_BWD, 2048, 132 * 7, WSN_APPROACH_WS, "auto: ws, heuristic good and 7 rows per SM > 6");
-	auto_pick(&h, WSN_RMSNORM_BWD, 2048, 132 * 7 - 1, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 6 rows per SM <= 6");
-	auto_pick(&h, WSN_RMSNORM_BWD, 1024, 132 * 13, WSN_APPROACH_WS, "auto: ws, heuristic good and 13 rows per SM > 12");
-	auto_pick(&h, WSN_RMSNORM_BWD, 1024, 132 * 13 - 1, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 12 rows per SM <= 12");
+	/* RMSNorm 1025-2048 from 2 rows per SM; 1-1024 at any row count */
+	auto_pick(&h, WSN_RMSNORM_BWD, 2048, 132 * 2, WSN_APPROACH_WS, "auto: ws, heuristic good and 2 rows per SM > 1 "
+		  "(rule for rmsnorm-bwd hidden 1025-2048: ");
+	auto_pick(&h, WSN_RMSNORM_BWD, 2048, 132 * 2 - 1, WSN_APPROACH_MULTIWAVE, "auto: multi-wave, 1 rows per SM <= 1");
+	auto_pick(&h, WSN_RMSNORM_BWD, 1024, 128, WSN_APPROACH_WS, "auto: ws, heuristic good and 0 rows per SM > 0 "
+		  "(rule for rmsnorm-bwd hidden 1-1024: ");
 	/* between 2K and 4K: LayerNorm bwd ws at any row count; RMSNorm bwd only in its measured shapes
 	 * (2560 and 3072 16-bit, 2304 and 3584 bf16), not in the search's (2944; f32 3072), from 2 rows
 	 * per SM */

@@ -114,6 +114,12 @@ WSN_API int wsn_event_record(struct wsn_event *e, struct wsn_stream *s);
 WSN_API int wsn_event_sync(struct wsn_event *e);
 /* Make stream s wait for event e (GPU-side ordering). */
 WSN_API int wsn_stream_wait_event(struct wsn_stream *s, struct wsn_event *e);
+/* Hold stream s on the device for ns nanoseconds: work queued behind the hold starts once it ends
+ * (GPUs only). For timing work back to back without timing the host's submission of it. */
+WSN_API int wsn_stream_hold(struct wsn_stream *s, uint64_t ns);
+#define WSN_HOLD_MAX_NS 10000000000ull
+/* 1 when the work recorded before e is done (or e was never recorded), 0 while it is not. */
+WSN_API int wsn_event_query(struct wsn_event *e);
 /* Milliseconds between two recorded, completed events. */
 WSN_API int wsn_event_elapsed(struct wsn_event *start, struct wsn_event *end, float *ms);
 

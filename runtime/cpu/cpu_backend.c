@@ -509,6 +509,12 @@ static int cpu_event_sync(void *ctx, void *e)
 	return 0;
 }
 
+static int cpu_event_query(void *ctx, void *e)
+{
+	(void)ctx, (void)e;
+	return 1; /* the CPU runs work as it is submitted */
+}
+
 static int cpu_event_elapsed(void *ctx, void *start, void *end, float *ms)
 {
 	const struct cpu_event *a = start, *b = end;
@@ -616,6 +622,7 @@ const struct wsn__backend_ops wsn__cpu_ops = {
 	.event_destroy = cpu_event_destroy,
 	.event_record = cpu_event_record,
 	.event_sync = cpu_event_sync,
+	.event_query = cpu_event_query,
 	.event_elapsed = cpu_event_elapsed,
 	.plan_create = cpu_plan_create,
 	.plan_destroy = cpu_plan_destroy,

@@ -246,6 +246,70 @@ static void host_block_release(struct wsn__cu_host_block *b)
 	free(b);
 }
 
+/*
+ * Stream hold: one warp of one CTA sleeps until the global timer has advanced ns nanoseconds.
+ * PTX for sm_70 (%globaltimer, nanosleep), JIT-compiled for whatever GPU this is on first use.
+ */
+struct wsn__cu_hold {
+	struct wsn__cu_module mod;
+	struct wsn__cu_kernel k;
+};
+
+static const char hold_ptx[] =
+	"// wsnorm stream hold: sleep until %globaltimer has advanced ns nanoseconds\n"
+	".version 7.0\n"
+	".target sm_70\n"
+	".address_size 64\n"
+	".visible .entry wsn_stream_hold(.param .u64 ns)\n"
+	"{\n"
+	"\t.reg .u64 %end, %now;\n"
+	"\t.reg .pred %wait;\n"
+	"\tld.param.u64 %end, [ns];\n"
+	"\tmov.u64 %now, %globaltimer;\n"
+	"\tadd.u64 %end, %end, %now;\n"
+	"$Lsleep:\n"
+	"\tnanosleep.u32 2000;\n"
+	"\tmov.u64 %now, %globaltimer;\n"
+	"\tsetp.lt.u64 %wait, %now, %end;\n"
+	"\t@%wait bra $Lsleep;\n"
+	"\tret;\n"
+	"}\n";
+
+static void hold_free(struct wsn__cu_hold *h)
+{
+	if (!h)
+		return;
+	wsn__cu_module_unload(&h->mod);
+	free(h);
+}
+
+static int cuda_stream_hold(void *ctx, void *s, uint64_t ns)
+{
+	struct wsn__cu_device *d = ctx;
+	struct wsn__cu_hold *h;
+	void *params[] = { &ns };
+	int err = 0;
+	WSN_CU_SCOPE(scope);
+
+	if ((err = wsn__cu_enter(d, &scope)) < 0)
+		return err;
+	pthread_mutex_lock(&d->lock);
+	if (!(h = d->hold)) {
+		if (!(h = calloc(1, sizeof(*h))))
+			err = wsn__error(WSN_ENOMEM, "stream hold on cuda:%d: out of memory", d->index);
+		else if ((err = wsn__cu_module_load(&h->mod, hold_ptx, "the stream-hold kernel")) == 0)
+			err = wsn__cu_kernel_get(&h->mod, "wsn_stream_hold", 32, 0, &h->k);
+		if (err < 0)
+			hold_free(h);
+		else
+			d->hold = h;
+	}
+	pthread_mutex_unlock(&d->lock);
+	if (err < 0)
+		return err;
+	return wsn__cu_launch(&h->k, 1, 1, stream_of(s), params);
+}
+
 static void cuda_device_close(void *ctx)
 {
 	struct wsn__cu_device *d = ctx;
@@ -261,6 +325,7 @@ static void cuda_device_close(void *ctx)
 		WSN_CU_SCOPE(scope);
 
 		wsn__cu_enter_quiet(d, &scope);
+		hold_free(d->hold);
 		while (d->host) {
 			struct wsn__cu_host_block *b = d->host;
 			d->host = b->next;
@@ -562,6 +627,22 @@ static int cuda_event_sync(void *ctx, void *e)
 	return WSN_CU(cuEventSynchronize, ((CUevent)e), "waiting for an event on cuda:%d", d->index);
 }
 
+static int cuda_event_query(void *ctx, void *e)
+{
+	struct wsn__cu_device *d = ctx;
+	CUresult r;
+	int err;
+	WSN_CU_SCOPE(scope);
+
+	if ((err = wsn__cu_enter(d, &scope)) < 0)
+		return err;
+	if ((r = wsn__cu.cuEventQuery((CUevent)e)) == CUDA_ERROR_NOT_READY)
+		return 0;
+	if ((err = wsn__cu_result(r, "cuEventQuery", "asking whether an event is done on cuda:%d", d->index)) < 0)
+		return err;
+	return 1;
+}
+
 static int cuda_event_elapsed(void *ctx, void *start, void *end, float *ms)
 {
 	struct wsn__cu_device *d = ctx;
@@ -592,10 +673,12 @@ const struct wsn__backend_ops wsn__cuda_ops = {
 	.stream_destroy = cuda_stream_destroy,
 	.stream_sync = cuda_stream_sync,
 	.stream_wait_event = cuda_stream_wait_event,
+	.stream_hold = cuda_stream_hold,
 	.event_create = cuda_event_create,
 	.event_destroy = cuda_event_destroy,
 	.event_record = cuda_event_record,
 	.event_sync = cuda_event_sync,
+	.event_query = cuda_event_query,
 	.event_elapsed = cuda_event_elapsed,
 	.plan_create = wsn__cuda_plan_create,
 	.plan_destroy = wsn__cuda_plan_destroy,

@@ -57,6 +57,7 @@
 	X(cuEventDestroy, 12000)                          \
 	X(cuEventRecord, 12000)                           \
 	X(cuEventSynchronize, 12000)                      \
+	X(cuEventQuery, 12000)                            \
 	X(cuEventElapsedTime, 12000)                      \
 	X(cuModuleLoadDataEx, 12000)                      \
 	X(cuModuleUnload, 12000)                          \
@@ -166,6 +167,7 @@ int wsn__cu_result_as(int err, CUresult r, const char *call, const char *fmt, ..
 /* ---- devices ---- */
 
 struct wsn__cu_host_block; /* one pinned host allocation (cuda_backend.c) */
+struct wsn__cu_hold;       /* the stream-hold kernel (cuda_backend.c) */
 
 /* An open device: what device_open returns as the backend's ctx. */
 struct wsn__cu_device {
@@ -176,8 +178,9 @@ struct wsn__cu_device {
 	int arch;             /* 90 (sm_90a) or 100 (sm_100a); 0: no kernels for this device */
 	char name[128];
 	struct wsn__gpu_props props;
-	pthread_mutex_t lock; /* guards host */
+	pthread_mutex_t lock; /* guards host and hold */
 	struct wsn__cu_host_block *host;
+	struct wsn__cu_hold *hold; /* the stream-hold kernel, loaded at its first use */
 };
 
 /*
