@@ -789,29 +789,29 @@ static CUresult fake_cuEventRecord(CUevent e, CUstream s)
 	return leave(CUDA_SUCCESS);
 }
 
-static CUresult fake_cuEventSynchronize(CUevent e)
+/* Work on the fake GPU is done when it is submitted: waiting for a known event, or asking whether it is
+ * done, returns at once with its device's fault (if any). Called after BEGIN, under the lock. */
+static CUresult event_done(const char *call, CUevent e)
 {
 	struct object *o;
 
-	BEGIN(cuEventSynchronize);
 	if (!(o = find(K_EVENT, (uintptr_t)e))) {
-		bug("cuEventSynchronize of unknown event %p", (void *)e);
+		bug("%s of unknown event %p", call, (void *)e);
 		return leave(CUDA_ERROR_INVALID_HANDLE);
 	}
 	return leave(fault_of(o->dev));
 }
 
-/* Work on the fake GPU is done when it is submitted: every recorded event is complete. */
+static CUresult fake_cuEventSynchronize(CUevent e)
+{
+	BEGIN(cuEventSynchronize);
+	return event_done("cuEventSynchronize", e);
+}
+
 static CUresult fake_cuEventQuery(CUevent e)
 {
-	struct object *o;
-
 	BEGIN(cuEventQuery);
-	if (!(o = find(K_EVENT, (uintptr_t)e))) {
-		bug("cuEventQuery of unknown event %p", (void *)e);
-		return leave(CUDA_ERROR_INVALID_HANDLE);
-	}
-	return leave(fault_of(o->dev));
+	return event_done("cuEventQuery", e);
 }
 
 static CUresult fake_cuEventElapsedTime(float *ms, CUevent start, CUevent end)
