@@ -293,7 +293,7 @@ struct launcher {
 	int nsets, seq; /* the next launch takes sets[seq % nsets] */
 	struct timer *t;
 	int hold;         /* hold the stream before each timed batch (GPUs; 0 where unsupported) */
-	uint64_t hold_ns; /* the last hold that outlasted its batch's submission */
+	uint64_t hold_ns; /* the next hold: 20 us a launch or more, doubled after one that ended too early */
 };
 
 /* Stream holds: at least HOLD_NS_PER_LAUNCH a launch (the host submits a backward call in 7-9 us
