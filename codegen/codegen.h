@@ -36,12 +36,17 @@ void wsn__gpu_props_b200(struct wsn__gpu_props *g);
  *   forward  (entry):        x, weight, bias, y, mean, rstd, rows:u64, x_ld:u64, y_ld:u64, eps:f32
  *                            (mean/rstd outputs are skipped when their pointer is 0)
  *   backward (entry):        dy, x, weight, mean, rstd, dx, ws, rows:u64, dy_ld:u64, x_ld:u64,
- *                            dx_ld:u64, stats_ld:u64
+ *                            dx_ld:u64, stats_ld:u64, flags:u32, done:u64, wait_seq:u64
+ *                            (flags bit 0: start without waiting for the previous grid, see
+ *                            wsn__kernel_early_start, and then first until the u64 at done
+ *                            holds wait_seq or more, when wait_seq is not 0)
  *                            (stats_ld: elements between rows' mean/rstd, 1 for [rows] and
  *                            [rows, 1]; ws: f32 workspace of ws_bytes, partial dweight sums
  *                            [grid][hidden] followed by partial dbias sums [grid][hidden])
- *   backward finish (finish_entry): ws, dweight, dbias, nparts:u32
- *                            (sums the grid partials in a fixed order: deterministic)
+ *   backward finish (finish_entry): ws, dweight, dbias, nparts:u32, done:u64, seq:u64
+ *                            (sums the grid partials in a fixed order: deterministic; once
+ *                            the main grid is done, stores seq into the u64 at done unless
+ *                            done is 0)
  * Row strides (ld) are in elements. Launch: grid = wsn__kernel_grid(plan, rows) CTAs of
  * block_threads threads with smem_bytes of dynamic shared memory; the finish kernel
  * finish_grid x finish_threads, no dynamic shared memory.
@@ -184,5 +189,12 @@ int wsn__describe_kernel_plan(const struct wsn__kernel_plan *kp, char *buf, size
 int wsn__kernel_plan_json(const struct wsn__kernel_plan *kp, void *o);
 /* CTAs to launch for rows (<= max_grid). */
 unsigned wsn__kernel_grid(const struct wsn__kernel_plan *kp, int64_t rows);
+/*
+ * Whether the plan's backward kernel honours bit 0 of its flags parameter (start without the
+ * dependent-launch wait, wait before the first workspace write and the exit instead): backward
+ * kernels whose dweight/dbias sums stay in registers or shared memory until the loop is over, so
+ * that nothing in the workspace is written before that wait. 0 for the forward.
+ */
+int wsn__kernel_early_start(const struct wsn__kernel_plan *kp);
 
 #endif

@@ -581,6 +581,7 @@ static int gen_backward(struct rk_gen *g)
 	bwd_path(g, rows, row0, rstride, pr, dyld, xld, dxld, sld, txoff, &dw, &db);
 	ptx_label(k, join);
 	g->vecpath = 1;
+	wsn__rk_griddep_end(g);
 	if (accs[0] || accs[1])
 		wsn__rk_bwd_epilogue(g, accs, pr[6]);
 	ptx_ret(k);

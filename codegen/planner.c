@@ -716,3 +716,10 @@ unsigned wsn__kernel_grid(const struct wsn__kernel_plan *kp, int64_t rows)
 		return need < 0x7fffffff ? (unsigned)need : 0x7fffffffu;
 	return need < (int64_t)kp->max_grid ? (unsigned)need : kp->max_grid;
 }
+
+int wsn__kernel_early_start(const struct wsn__kernel_plan *kp)
+{
+	if (!wsn_op_is_backward(kp->op))
+		return 0;
+	return !(kp->has_weight && kp->dw_store == WSN_STORE_GLOBAL) && !(kp->has_bias && kp->db_store == WSN_STORE_GLOBAL);
+}

@@ -699,6 +699,55 @@ void wsn__rk_griddep(struct ptx_kernel *k)
 	ptx_griddep_launch_dependents(k);
 }
 
+void wsn__rk_griddep_start(struct rk_gen *g)
+{
+	struct ptx_kernel *k = g->k;
+
+	if (!g->p_early) {
+		wsn__rk_griddep(k);
+		return;
+	}
+	ptx_comment(k, "dependent launch: the previous grid's writes are visible past this point, unless the");
+	ptx_comment(k, "call started early (flags bit 0: it touches nothing the calls still running touch)");
+	ptx_guard(k, g->p_early, 1);
+	ptx_griddep_wait(k);
+	ptx_griddep_launch_dependents(k);
+	/* an early call that reuses an older call's buffers: until that call's finish kernel has said
+	 * its main grid is done (the data it wrote is then read through the bulk copies' proxy too);
+	 * thread 0 asks, the CTA waits for it (one acquire per CTA: every thread's cost 0.8 us a call
+	 * at LayerNorm bwd 2K, bench/NOTES.md v29) */
+	const char *pw = ptx_tmp(k, PTX_PRED), *v = ptx_tmp(k, PTX_U64), *pr = ptx_tmp(k, PTX_PRED);
+	const char *t = ptx_tmp(k, PTX_U32), *pt = ptx_tmp(k, PTX_PRED);
+	const char *poll = ptx_label_new(k, "done_poll"), *ready = ptx_label_new(k, "done_ready");
+	const char *skip = ptx_label_new(k, "done_skip");
+	ptx_ins(k, "setp.ne.and.u64 %s, %s, 0, %s", pw, g->wait_seq, g->p_early);
+	ptx_guard(k, pw, 1);
+	ptx_bra_div(k, skip);
+	ptx_sreg(k, t, "%tid.x");
+	ptx_ins(k, "setp.ne.u32 %s, %s, 0", pt, t);
+	ptx_guard(k, pt, 0);
+	ptx_bra_div(k, ready);
+	ptx_label(k, poll);
+	ptx_ins(k, "ld.acquire.gpu.global.u64 %s, [%s]", v, g->done);
+	ptx_ins(k, "setp.lt.u64 %s, %s, %s", pr, v, g->wait_seq);
+	ptx_guard(k, pr, 1);
+	ptx_bra_div(k, ready);
+	ptx_ins(k, "nanosleep.u32 128");
+	ptx_bra_div(k, poll);
+	ptx_label(k, ready);
+	ptx_ins(k, "fence.proxy.async.global");
+	ptx_bar_sync(k, 0, 0);
+	ptx_label(k, skip);
+}
+
+void wsn__rk_griddep_end(struct rk_gen *g)
+{
+	if (!g->p_early)
+		return;
+	ptx_comment(g->k, "an early start waits here: the earlier calls are done before the workspace is written");
+	ptx_griddep_wait(g->k);
+}
+
 void wsn__rk_abi_params(struct rk_gen *g, int bwd, struct rk_abi *a)
 {
 	static const char *const fwd_ptr[] = { "x", "weight", "bias", "y", "mean", "rstd" };
@@ -714,10 +763,14 @@ void wsn__rk_abi_params(struct rk_gen *g, int bwd, struct rk_abi *a)
 	ptx_param(k, PTX_U64, "rows");
 	for (int i = 0; i < nl; i++)
 		ptx_param(k, PTX_U64, ln[i]);
-	if (bwd)
+	if (bwd) {
 		ptx_param(k, PTX_U64, "stats_ld");
-	else
+		ptx_param(k, PTX_U32, "flags");
+		ptx_param(k, PTX_U64, "done");
+		ptx_param(k, PTX_U64, "wait_seq");
+	} else {
 		ptx_param(k, PTX_F32, "eps");
+	}
 	for (int i = 0; i < np; i++) {
 		a->pr[i] = ptx_reg(k, PTX_U64, "p_%s", pn[i]);
 		ptx_ld_param(k, PTX_U64, a->pr[i], pn[i]);
@@ -725,23 +778,37 @@ void wsn__rk_abi_params(struct rk_gen *g, int bwd, struct rk_abi *a)
 	a->rows = ptx_reg(k, PTX_U64, "rows");
 	for (int i = 0; i < nl; i++)
 		a->ld[i] = ptx_reg(k, PTX_U64, "%sb", ln[i]);
-	if (bwd)
+	if (bwd) {
 		a->sld = ptx_reg(k, PTX_U64, "stats_ldb");
-	else
+		a->flags = ptx_reg(k, PTX_U32, "flags");
+	} else {
 		a->eps = ptx_reg(k, PTX_F32, "eps");
+	}
 	ptx_ld_param(k, PTX_U64, a->rows, "rows");
 	for (int i = 0; i < nl; i++)
 		ptx_ld_param(k, PTX_U64, a->ld[i], ln[i]);
-	if (bwd)
+	if (bwd) {
+		const char *t = ptx_tmp(k, PTX_U32);
 		ptx_ld_param(k, PTX_U64, a->sld, "stats_ld");
-	else
+		ptx_ld_param(k, PTX_U32, a->flags, "flags");
+		if (wsn__kernel_early_start(g->kp)) {
+			g->p_early = ptx_reg(k, PTX_PRED, "p_early");
+			ptx_ins(k, "and.b32 %s, %s, 1", t, a->flags);
+			ptx_ins(k, "setp.ne.u32 %s, %s, 0", g->p_early, t);
+			g->done = ptx_reg(k, PTX_U64, "p_done");
+			g->wait_seq = ptx_reg(k, PTX_U64, "wait_seq");
+			ptx_ld_param(k, PTX_U64, g->done, "done");
+			ptx_ld_param(k, PTX_U64, g->wait_seq, "wait_seq");
+		}
+	} else {
 		ptx_ld_param(k, PTX_F32, a->eps, "eps");
+	}
 	for (int i = 0; i < nl; i++)
 		ptx_ins(k, "mul.lo.u64 %s, %s, %d", a->ld[i], a->ld[i], g->E);
 	if (bwd)
 		ptx_ins(k, "shl.b64 %s, %s, 2", a->sld, a->sld);
 	if (!g->griddep_later)
-		wsn__rk_griddep(k);
+		wsn__rk_griddep_start(g);
 }
 
 int wsn__rk_acc_home(struct rk_gen *g, struct rk_acc *a, unsigned smem_off)
@@ -1016,6 +1083,8 @@ int wsn__rk_gen_finish(struct ptx_module *m, const struct wsn__kernel_plan *kp)
 	ptx_param(k, PTX_U64, "dweight");
 	ptx_param(k, PTX_U64, "dbias");
 	ptx_param(k, PTX_U32, "nparts");
+	ptx_param(k, PTX_U64, "done");
+	ptx_param(k, PTX_U64, "seq");
 	ptx_kernel_launch_bounds(k, kp->finish_threads, 0);
 	ptx_kernel_shared(k, "fin_red", (unsigned)(2 * SL * 32 * 4), 16);
 	const char *wsp = ptx_reg(k, PTX_U64, "p_ws"), *dwp = ptx_reg(k, PTX_U64, "p_dweight");
@@ -1024,6 +1093,9 @@ int wsn__rk_gen_finish(struct ptx_module *m, const struct wsn__kernel_plan *kp)
 	ptx_ld_param(k, PTX_U64, dwp, "dweight");
 	ptx_ld_param(k, PTX_U64, dbp, "dbias");
 	ptx_ld_param(k, PTX_U32, np, "nparts");
+	const char *donep = ptx_reg(k, PTX_U64, "p_done"), *seq = ptx_reg(k, PTX_U64, "seq");
+	ptx_ld_param(k, PTX_U64, donep, "done");
+	ptx_ld_param(k, PTX_U64, seq, "seq");
 	const char *tid = ptx_reg(k, PTX_U32, "thread"), *cx = ptx_reg(k, PTX_U32, "cx"), *sy = ptx_reg(k, PTX_U32, "sy");
 	const char *col = ptx_reg(k, PTX_U32, "col"), *pcol = ptx_reg(k, PTX_PRED, "p_col");
 	ptx_sreg(k, tid, "%tid.x");
@@ -1070,7 +1142,26 @@ int wsn__rk_gen_finish(struct ptx_module *m, const struct wsn__kernel_plan *kp)
 		}
 		ptx_label(k, done);
 	}
-	wsn__rk_griddep(k);
+	/*
+	 * The next grid may launch at once: every kernel waits for this one at its start except a
+	 * backward that started early, which the runtime lets start only when its tensors are not
+	 * dweight/dbias or anything else the calls still running use, and which waits for this grid
+	 * before its exit (wsn__rk_griddep_end); its CTAs then take the SMs as the main grid leaves them.
+	 */
+	ptx_comment(k, "dependent launch: the next grid may start now; the main grid's sums are visible past the wait");
+	ptx_griddep_launch_dependents(k);
+	ptx_griddep_wait(k);
+	{
+		/* the main grid is done: its call's number into the stream's word, for calls that reuse
+		 * its buffers and start early (runtime/overlap.c) */
+		const char *pub = ptx_tmp(k, PTX_PRED), *c0 = ptx_tmp(k, PTX_U32), *t = ptx_tmp(k, PTX_U32);
+		ptx_sreg(k, c0, "%ctaid.x");
+		ptx_ins(k, "or.b32 %s, %s, %s", t, c0, tid);
+		ptx_ins(k, "setp.eq.u32 %s, %s, 0", pub, t);
+		ptx_ins(k, "setp.ne.and.u64 %s, %s, 0, %s", pub, donep, pub);
+		ptx_guard(k, pub, 0);
+		ptx_ins(k, "st.release.gpu.global.u64 [%s], %s", donep, seq);
+	}
 	const char *pp = ptx_reg(k, PTX_U32, "part"), *p = ptx_reg(k, PTX_PRED, "p_more");
 	const char *addr = ptx_reg(k, PTX_U64, "addr"), *po = ptx_tmp(k, PTX_U64);
 	struct ptx_loop lp;

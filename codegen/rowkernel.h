@@ -62,6 +62,12 @@ struct rk_gen {
 	/* The kernel emits the dependent-launch wait itself, after a prologue without global accesses
 	 * (the ws kernels' barrier set-up); 0: right after the parameters. */
 	int griddep_later;
+	/* Backward kernels: bit 0 of their flags parameter, set when the runtime found that this call
+	 * shares no memory with the calls that may still run before it (runtime/overlap.c): the kernel
+	 * then starts without the dependent-launch wait and waits before its partial sums instead
+	 * (wsn__rk_griddep_start, wsn__rk_griddep_end). NULL: always wait at the start. */
+	const char *p_early;
+	const char *done, *wait_seq; /* with p_early: the stream's word and the number it must reach */
 	const char *invH;
 	const char *cnt, *rcnt; /* LayerNorm forward: elements this thread owns and 1 / that */
 	/* Opaque zero of the current pass (NULL: none). Registers held across a row reduction are
@@ -89,6 +95,7 @@ struct rk_abi {
 	const char *rows;
 	const char *ld[3];  /* row strides in bytes: fwd x, y; bwd dy, x, dx */
 	const char *sld;    /* bwd: bytes between rows' mean/rstd */
+	const char *flags;  /* bwd: .u32 flags (bit 0: start early, g->p_early) */
 	const char *eps;    /* fwd */
 };
 void wsn__rk_abi_params(struct rk_gen *g, int bwd, struct rk_abi *a);
@@ -99,6 +106,14 @@ void wsn__rk_abi_params(struct rk_gen *g, int bwd, struct rk_abi *a);
  * wsn__rk_abi_params emits it last unless g->griddep_later.
  */
 void wsn__rk_griddep(struct ptx_kernel *k);
+/*
+ * The same for a backward kernel: the wait skipped when g->p_early, the launch of the next grid
+ * (its finish kernel) not. A kernel that may skip it calls wsn__rk_griddep_end before its first
+ * write to the workspace and before it exits, so that its completion still implies the previous
+ * grids': its finish kernel then sums after every earlier call, and the next call's in turn.
+ */
+void wsn__rk_griddep_start(struct rk_gen *g);
+void wsn__rk_griddep_end(struct rk_gen *g);
 /*
  * Before that wait, thread tid == 0 prefetches into L2 the line at base[i] + row * ld[i] (ld in bytes)
  * of n tensors: their address translations and first lines are ready when the wait passes. A

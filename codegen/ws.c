@@ -937,7 +937,7 @@ static void prologue(struct ws *w)
 		wsn__rk_prefetch_row(&w->g, tid, r, base, ld, 3);
 	}
 	/* the set-up above overlaps the previous grid's tail; global memory only from here on */
-	wsn__rk_griddep(k);
+	wsn__rk_griddep_start(&w->g);
 	ptx_ins(k, "setp.ge.u32 %s, %s, %u", pp, tid, kp->producer_threads);
 	ptx_guard(k, pp, 0);
 	ptx_bra(k, rowgroups);
@@ -1032,6 +1032,7 @@ static int gen_backward(struct ws *w)
 	bwd_path(w, &ka, &dw, &db);
 	ptx_label(k, join);
 	g->vecpath = 1;
+	wsn__rk_griddep_end(g);
 	if (accs[0] || accs[1]) {
 		/* the fold buffer reuses the ring, last written by the bulk copies */
 		ptx_fence_proxy_async(k);

@@ -303,9 +303,20 @@ WSN_API int wsn_mem_free(struct wsn_device *dev, void *ptr)
 	return ptr ? dev->ops->mem_free(dev->ctx, ptr) : 0;
 }
 
+/* Work other than an op queued on s: the calls after it wait at their start (runtime/overlap.c). */
+static void stream_other_work(struct wsn_stream *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	wsn__ovl_reset(&s->ovl, 0);
+	pthread_mutex_unlock(&s->lock);
+}
+
 WSN_API int wsn_mem_set(struct wsn_device *dev, void *ptr, int value, size_t bytes, struct wsn_stream *s)
 {
 	NEED(dev, mem_set, "device memset");
+	stream_other_work(s);
 	return dev->ops->mem_set(dev->ctx, ptr, value, bytes, s ? s->impl : NULL);
 }
 
@@ -334,6 +345,7 @@ WSN_API int wsn_memcpy(struct wsn_device *dev, void *dst, const void *src, size_
 		return 0;
 	if (!dst || !src)
 		return wsn__error(WSN_EINVAL, "memcpy: NULL pointer");
+	stream_other_work(s);
 	return dev->ops->memcpy(dev->ctx, dst, src, bytes, kind, s ? s->impl : NULL);
 }
 
@@ -352,6 +364,19 @@ WSN_API int wsn_stream_create(struct wsn_device *dev, struct wsn_stream **out)
 		free(s);
 		return err;
 	}
+	/* on a GPU, the word the finish kernels store their call's number into (runtime/overlap.c),
+	 * zeroed on the stream before any kernel there reads it */
+	if (dev->ops->exec_mem == WSN_MEM_DEVICE && dev->ops->mem_alloc && dev->ops->mem_set && dev->ops->mem_free &&
+	    ((err = dev->ops->mem_alloc(dev->ctx, sizeof(uint64_t), &s->done)) < 0 ||
+	     (err = dev->ops->mem_set(dev->ctx, s->done, 0, sizeof(uint64_t), s->impl)) < 0)) {
+		if (s->done)
+			dev->ops->mem_free(dev->ctx, s->done);
+		dev->ops->stream_destroy(dev->ctx, s->impl);
+		free(s);
+		return err;
+	}
+	pthread_mutex_init(&s->lock, NULL);
+	wsn__ovl_reset(&s->ovl, 1);
 	*out = s;
 	return 0;
 }
@@ -364,16 +389,30 @@ WSN_API int wsn_stream_destroy(struct wsn_stream *s)
 		return 0;
 	if (s->dev->ops->stream_destroy)
 		err = s->dev->ops->stream_destroy(s->dev->ctx, s->impl);
+	if (s->done) {
+		/* after the stream: a free waits for the work still queued, which may store into it */
+		int ferr = s->dev->ops->mem_free(s->dev->ctx, s->done);
+		if (!err)
+			err = ferr;
+	}
+	pthread_mutex_destroy(&s->lock);
 	free(s);
 	return err;
 }
 
 WSN_API int wsn_stream_sync(struct wsn_device *dev, struct wsn_stream *s)
 {
+	int err;
+
 	if (!dev && s)
 		dev = s->dev;
 	NEED(dev, stream_sync, "stream sync");
-	return dev->ops->stream_sync(dev->ctx, s ? s->impl : NULL);
+	if ((err = dev->ops->stream_sync(dev->ctx, s ? s->impl : NULL)) < 0 || !s)
+		return err;
+	pthread_mutex_lock(&s->lock);
+	wsn__ovl_reset(&s->ovl, 1); /* nothing runs ahead now */
+	pthread_mutex_unlock(&s->lock);
+	return 0;
 }
 
 WSN_API int wsn_stream_wait_event(struct wsn_stream *s, struct wsn_event *e)
@@ -381,6 +420,7 @@ WSN_API int wsn_stream_wait_event(struct wsn_stream *s, struct wsn_event *e)
 	if (!s || !e)
 		return wsn__error(WSN_EINVAL, "stream wait: bad arguments");
 	NEED(s->dev, stream_wait_event, "stream wait");
+	stream_other_work(s);
 	return s->dev->ops->stream_wait_event(s->dev->ctx, s->impl, e->impl);
 }
 
@@ -439,6 +479,7 @@ WSN_API int wsn_stream_hold(struct wsn_stream *s, uint64_t ns)
 		return wsn__error(WSN_EINVAL, "stream hold: %llu ns is longer than the most, %llu ns (10 s)",
 				  (unsigned long long)ns, (unsigned long long)WSN_HOLD_MAX_NS);
 	NEED(s->dev, stream_hold, "stream hold");
+	stream_other_work(s);
 	return s->dev->ops->stream_hold(s->dev->ctx, s->impl, ns);
 }
 

@@ -6,6 +6,7 @@
 #include "config.h"
 #include "wsnorm.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 
@@ -68,6 +69,13 @@ struct wsn__exec {
 	/* elements between consecutive rows' mean/rstd (1 for [rows] and contiguous [rows, 1]) */
 	int64_t stats_ld;
 	const struct wsn_args *args;
+	/* backward on a stream (runtime/overlap.c): early: the call may start without waiting for the
+	 * calls ahead of it, once the word done holds wait_seq or more (0: at once); a backend whose
+	 * kernel cannot may ignore it. seq: the call's number, which its finish kernel stores into done
+	 * once the main grid is done (done NULL: nothing stored). */
+	int early;
+	uint64_t seq, wait_seq;
+	void *done;
 };
 
 /*
@@ -135,9 +143,45 @@ struct wsn_device {
 	void *ctx;
 	struct wsn_device_info info;
 };
+/* ---- consecutive calls on a stream (runtime/overlap.c) ---- */
+struct wsn__span {
+	uintptr_t lo, hi; /* bytes [lo, hi) */
+};
+/* What one call reads and writes: rd and wr while its kernel runs, fin (dweight, dbias) by its finish
+ * kernel; seq its number on the stream. */
+struct wsn__ovl_call {
+	struct wsn__span rd[5], wr[3], fin[2];
+	int nrd, nwr, nfin;
+	int publishes; /* its finish kernel stores seq into the stream's done word */
+	int main_done; /* its main grid is known to be done (its finish kernel may still run) */
+	uint64_t seq;
+};
+#define WSN__OVL_DEPTH 8
+/* The calls that may still run on a stream: since the last one that waited at its start. */
+struct wsn__ovl {
+	int known; /* 0: other work may run ahead (the next call waits) */
+	int n;
+	uint64_t seq; /* the last call's number */
+	struct wsn__ovl_call c[WSN__OVL_DEPTH];
+};
+/* The tensors of a call wsn_plan_execute has checked. */
+void wsn__ovl_call_of(const struct wsn__plan_params *pp, const struct wsn_args *a, struct wsn__ovl_call *c);
+/* 1 when c may start beside the calls in o; *wait_seq: the call number the stream's done word must
+ * reach first (0: none). */
+int wsn__ovl_may_start_early(const struct wsn__ovl *o, const struct wsn__ovl_call *c, uint64_t *wait_seq);
+/* c was queued (numbered here): after the calls in o if it started early, else alone. */
+void wsn__ovl_record(struct wsn__ovl *o, struct wsn__ovl_call *c, int early, uint64_t wait_seq);
+/* Other work was queued (known 0) or the stream is idle (known 1). */
+void wsn__ovl_reset(struct wsn__ovl *o, int known);
+/* 0 when WSNORM_OVERLAP=0. */
+int wsn__ovl_enabled(void);
+
 struct wsn_stream {
 	struct wsn_device *dev;
 	void *impl;
+	pthread_mutex_t lock; /* guards ovl */
+	struct wsn__ovl ovl;
+	void *done; /* device word: the number of the last call whose main grid is done (NULL: none) */
 };
 struct wsn_event {
 	struct wsn_device *dev;

@@ -885,8 +885,14 @@ static int launch_backward(struct cuda_plan *cp, const struct wsn__exec *ex, uns
 	uint64_t dx_ld = (uint64_t)ex->dx_ld, stats_ld = (uint64_t)ex->stats_ld;
 	unsigned cluster = cp->kp.cluster > 1 ? cp->kp.cluster : 1;
 	uint32_t nparts = grid / cluster; /* a cluster writes one partial row */
-	void *params[] = { &dy, &x, &w, &mean, &rstd, &dx, &ws, &rows, &dy_ld, &x_ld, &dx_ld, &stats_ld };
-	void *fparams[] = { &ws, &dw, &db, &nparts };
+	/* bit 0: start without waiting for the grid ahead (runtime/overlap.c found the call independent
+	 * of the calls still running; without a dependent launch there is nothing to gain) */
+	uint32_t flags = ex->early && cp->main.pdl && wsn__kernel_early_start(&cp->kp);
+	CUdeviceptr done = (CUdeviceptr)(uintptr_t)ex->done;
+	uint64_t wait_seq = flags ? ex->wait_seq : 0, seq = ex->seq;
+	void *params[] = { &dy, &x, &w, &mean, &rstd, &dx, &ws, &rows, &dy_ld, &x_ld, &dx_ld, &stats_ld, &flags, &done,
+			   &wait_seq };
+	void *fparams[] = { &ws, &dw, &db, &nparts, &done, &seq };
 	int err;
 
 	if (dw && !cp->p.opts.has_weight)
