@@ -977,6 +977,7 @@ START_TEST(test_overlap_decisions)
 	uint64_t wait;
 #define SET(k) ((k) + 1) * 4 * M, ((k) + 1) * 4 * M + M, ((k) + 1) * 4 * M + 2 * M, ((k) + 1) * 4 * M + 3 * M
 
+	memset(&o, 0, sizeof(o)); /* as a new stream's (calloc) */
 	wsn__ovl_reset(&o, 1);
 	ov_call(&c, SET(0), W, DW, 128);
 	ck_assert(ov_queue(&o, &c, &wait) && wait == 0 && o.n == 1 && c.seq == 1);
