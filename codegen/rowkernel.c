@@ -778,22 +778,20 @@ void wsn__rk_abi_params(struct rk_gen *g, int bwd, struct rk_abi *a)
 	a->rows = ptx_reg(k, PTX_U64, "rows");
 	for (int i = 0; i < nl; i++)
 		a->ld[i] = ptx_reg(k, PTX_U64, "%sb", ln[i]);
-	if (bwd) {
+	if (bwd)
 		a->sld = ptx_reg(k, PTX_U64, "stats_ldb");
-		a->flags = ptx_reg(k, PTX_U32, "flags");
-	} else {
+	else
 		a->eps = ptx_reg(k, PTX_F32, "eps");
-	}
 	ptx_ld_param(k, PTX_U64, a->rows, "rows");
 	for (int i = 0; i < nl; i++)
 		ptx_ld_param(k, PTX_U64, a->ld[i], ln[i]);
 	if (bwd) {
-		const char *t = ptx_tmp(k, PTX_U32);
 		ptx_ld_param(k, PTX_U64, a->sld, "stats_ld");
-		ptx_ld_param(k, PTX_U32, a->flags, "flags");
-		if (wsn__kernel_early_start(g->kp)) {
+		if (wsn__kernel_early_start(g->kp)) { /* else the flags go unread: the kernel always waits */
+			const char *flags = ptx_reg(k, PTX_U32, "flags"), *t = ptx_tmp(k, PTX_U32);
+			ptx_ld_param(k, PTX_U32, flags, "flags");
 			g->p_early = ptx_reg(k, PTX_PRED, "p_early");
-			ptx_ins(k, "and.b32 %s, %s, 1", t, a->flags);
+			ptx_ins(k, "and.b32 %s, %s, 1", t, flags);
 			ptx_ins(k, "setp.ne.u32 %s, %s, 0", g->p_early, t);
 			g->done = ptx_reg(k, PTX_U64, "p_done");
 			g->wait_seq = ptx_reg(k, PTX_U64, "wait_seq");

@@ -95,7 +95,6 @@ struct rk_abi {
 	const char *rows;
 	const char *ld[3];  /* row strides in bytes: fwd x, y; bwd dy, x, dx */
 	const char *sld;    /* bwd: bytes between rows' mean/rstd */
-	const char *flags;  /* bwd: .u32 flags (bit 0: start early, g->p_early) */
 	const char *eps;    /* fwd */
 };
 void wsn__rk_abi_params(struct rk_gen *g, int bwd, struct rk_abi *a);

@@ -365,8 +365,9 @@ WSN_API int wsn_stream_create(struct wsn_device *dev, struct wsn_stream **out)
 		return err;
 	}
 	/* on a GPU, the word the finish kernels store their call's number into (runtime/overlap.c),
-	 * zeroed on the stream before any kernel there reads it */
+	 * zeroed on the stream before any kernel there reads it; none with WSNORM_OVERLAP=0 */
 	if (dev->ops->exec_mem == WSN_MEM_DEVICE && dev->ops->mem_alloc && dev->ops->mem_set && dev->ops->mem_free &&
+	    wsn__ovl_enabled() &&
 	    ((err = dev->ops->mem_alloc(dev->ctx, sizeof(uint64_t), &s->done)) < 0 ||
 	     (err = dev->ops->mem_set(dev->ctx, s->done, 0, sizeof(uint64_t), s->impl)) < 0)) {
 		if (s->done)

@@ -167,10 +167,11 @@ struct wsn__ovl {
 /* The tensors of a call wsn_plan_execute has checked. */
 void wsn__ovl_call_of(const struct wsn__plan_params *pp, const struct wsn_args *a, struct wsn__ovl_call *c);
 /* 1 when c may start beside the calls in o; *wait_seq: the call number the stream's done word must
- * reach first (0: none). */
+ * reach first (0: none, and always when it returns 0). */
 int wsn__ovl_may_start_early(const struct wsn__ovl *o, const struct wsn__ovl_call *c, uint64_t *wait_seq);
-/* c was queued (numbered here): after the calls in o if it started early, else alone. */
-void wsn__ovl_record(struct wsn__ovl *o, struct wsn__ovl_call *c, int early, uint64_t wait_seq);
+/* c (numbered c->seq = ++o->seq before it was queued) was queued: after the calls in o if it
+ * started early (as wsn__ovl_may_start_early said, with wait_seq), else alone. */
+void wsn__ovl_record(struct wsn__ovl *o, const struct wsn__ovl_call *c, int early, uint64_t wait_seq);
 /* Other work was queued (known 0) or the stream is idle (known 1). */
 void wsn__ovl_reset(struct wsn__ovl *o, int known);
 /* 0 when WSNORM_OVERLAP=0. */
@@ -181,7 +182,8 @@ struct wsn_stream {
 	void *impl;
 	pthread_mutex_t lock; /* guards ovl */
 	struct wsn__ovl ovl;
-	void *done; /* device word: the number of the last call whose main grid is done (NULL: none) */
+	void *done; /* device word: the number of the last call whose main grid is done (NULL: none, and
+		     * no call starts early: on the CPU, or with WSNORM_OVERLAP=0 when it was made) */
 };
 struct wsn_event {
 	struct wsn_device *dev;

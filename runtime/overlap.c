@@ -108,6 +108,8 @@ static int conflicts(const struct wsn__ovl_call *c, const struct wsn__span *rd, 
 
 int wsn__ovl_may_start_early(const struct wsn__ovl *o, const struct wsn__ovl_call *c, uint64_t *wait_seq)
 {
+	uint64_t w = 0;
+
 	*wait_seq = 0;
 	if (!o->known || o->n >= WSN__OVL_DEPTH)
 		return 0;
@@ -120,18 +122,18 @@ int wsn__ovl_may_start_early(const struct wsn__ovl *o, const struct wsn__ovl_cal
 		/* its main grid: wait for its finish kernel's word, unless it is the call right before */
 		if (i == o->n - 1 || !p->publishes)
 			return 0;
-		if (p->seq > *wait_seq)
-			*wait_seq = p->seq;
+		if (p->seq > w)
+			w = p->seq;
 	}
+	*wait_seq = w;
 	return 1;
 }
 
-void wsn__ovl_record(struct wsn__ovl *o, struct wsn__ovl_call *c, int early, uint64_t wait_seq)
+void wsn__ovl_record(struct wsn__ovl *o, const struct wsn__ovl_call *c, int early, uint64_t wait_seq)
 {
 	int k = 0;
 
-	c->seq = ++o->seq;
-	if (early && o->known && o->n < WSN__OVL_DEPTH) {
+	if (early) { /* wsn__ovl_may_start_early said so: o is known and has room */
 		/* past wait_seq's main grid every earlier call is done: calls up to it end their main
 		 * grids before it ends, and their finish kernels before the next main grid's end */
 		for (int i = 0; i < o->n; i++) {

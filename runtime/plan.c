@@ -439,10 +439,8 @@ WSN_API int wsn_plan_execute(struct wsn_plan *p, const struct wsn_args *a, struc
 	struct wsn__ovl_call call;
 	wsn__ovl_call_of(pp, a, &call);
 	pthread_mutex_lock(&s->lock);
-	ex.early = bwd && s->done && wsn__ovl_enabled() && wsn__ovl_may_start_early(&s->ovl, &call, &ex.wait_seq);
-	if (!ex.early)
-		ex.wait_seq = 0;
-	ex.seq = s->ovl.seq + 1;
+	ex.early = bwd && s->done && wsn__ovl_may_start_early(&s->ovl, &call, &ex.wait_seq);
+	ex.seq = call.seq = ++s->ovl.seq;
 	ex.done = s->done;
 	if ((err = p->dev->ops->execute(p->dev->ctx, p->impl, &ex, s->impl)) < 0)
 		wsn__ovl_reset(&s->ovl, 0);

@@ -958,6 +958,7 @@ static int ov_queue(struct wsn__ovl *o, struct wsn__ovl_call *c, uint64_t *wait)
 {
 	int early = wsn__ovl_may_start_early(o, c, wait);
 
+	c->seq = ++o->seq; /* as wsn_plan_execute numbers it */
 	wsn__ovl_record(o, c, early, *wait);
 	return early;
 }
