@@ -50,8 +50,8 @@
  * was measured in (a mask: f16 needs more registers per vector than bf16, so where bf16's best
  * shape does not fit f16 has its own entry or none; NOTES v25), and may have the producer copy each
  * row's statistics (mean, rstd) into the stage beside the row instead of each row group loading
- * them a block ahead: LayerNorm bwd bf16 2K ran
- * 2 % faster so (NOTES v20), the same shape in f16, f32 and RMSNorm 2K slower. And a shape may hold
+ * them a block ahead: LayerNorm bwd 2K ran 2 % faster so in v20's shape and 2 % in v30's (NOTES),
+ * f32 1K and RMSNorm 2K slower. And a shape may hold
  * only up to a number of rows per SM (the plan's rows over the SMs): with 62 rows per SM or fewer
  * the shapes measured at 16384 rows (124 per SM) left 3-25 % (NOTES v27); those entries come first.
  */
@@ -99,10 +99,11 @@ static const struct ws_split {
 	{ WSN_RMSNORM_BWD, 65536, 73727, 8, 128, 2, 1, 8, 0, DT16, 31,
 	  "RMSNorm bwd 32K at 2048/4096 rows (15/31 per SM): 2.71/2.74 over 8 with 2 groups of 128 threads and a "
 	  "row a stage vs 2.41/2.65 with the search's shape (f16 2.71/2.74 vs 2.50/2.63)" },
-	{ WSN_LAYERNORM_BWD, 4096, 4607, 4, 32, 8, 2, 16, 1, DT(WSN_BF16), 0,
-	  "LayerNorm bwd bf16 2K: 2.72-2.74 over 4 with the statistics copied into each stage vs 2.67-2.68 with "
-	  "each row group loading them, in the search's shape; f16 2K 2.64-2.65 vs 2.66-2.68 and f32 1K 2.68 vs "
-	  "2.70-2.72 stay with the loads" },
+	{ WSN_LAYERNORM_BWD, 4096, 4607, 2, 64, 4, 2, 12, 1, DT16, 0,
+	  "LayerNorm bwd 2K: 2.82-2.85 over 2 with 4 groups of 64 threads, 2 rows a stage, 12 stages and the "
+	  "statistics copied into each stage vs 2.69-2.73 over 4 with 8 groups of 32 (f16 2.83-2.85 vs 2.75-2.77), "
+	  "each call starting on the SMs the one before leaves; 2.60-2.62 vs 2.69-2.70 where each call waits for "
+	  "the one before" },
 	/* LayerNorm bwd between the measured powers of two: the search's 2 rows a stage over the table's
 	 * cluster leaves a thread's vectors part empty there and ran 0.77-0.81 of the copy (NOTES v25) */
 	{ WSN_LAYERNORM_BWD, 4608, 5119, 4, 32, 8, 2, 16, 0, DT(WSN_BF16), 0,

@@ -865,7 +865,7 @@ END_TEST
 
 /*
  * The ws backward's measured shapes on sm_90 (the split table's entries: RMSNorm rows of 2 KB whole
- * and of 4 KB over 2; LayerNorm bf16 rows of 4 KB over 4 with the statistics copied into each
+ * and of 4 KB over 2; LayerNorm 16-bit rows of 4 KB over 2 with the statistics copied into each
  * stage; the widths between the powers of two, a row or two a stage, some for one 16-bit dtype
  * only; autotune's winners), each in every dtype at the same row bytes (where a dtype has no shape
  * there: another plan, without the statistics in the stage), on aligned rows and on strided rows
@@ -878,13 +878,13 @@ START_TEST(test_ws_measured)
 		enum wsn_op op;
 		int64_t row_bytes;
 		unsigned cluster[3], unroll[3]; /* bf16, f16, f32; cluster 0: no measured shape in that dtype */
-		int ring;                       /* bf16: the statistics in the stage */
+		int ring;                       /* the statistics in the stage: bit 0 bf16, bit 1 f16 */
 		int64_t rows;                   /* planned for (0: 2999): the shapes for few rows need fewer */
 	} m[] = {
 		{ WSN_RMSNORM_BWD, 2048, { 1, 1, 1 }, { 1, 1, 1 }, 0, 0 },
 		{ WSN_RMSNORM_BWD, 4096, { 2, 2, 2 }, { 1, 1, 1 }, 0, 0 },
 		{ WSN_LAYERNORM_BWD, 16384, { 8, 8, 8 }, { 1, 1, 1 }, 0, 0 },
-		{ WSN_LAYERNORM_BWD, 4096, { 4, 0, 0 }, { 2, 0, 0 }, 1, 0 },
+		{ WSN_LAYERNORM_BWD, 4096, { 2, 2, 0 }, { 2, 2, 0 }, 3, 0 },
 		{ WSN_LAYERNORM_BWD, 4608, { 4, 2, 0 }, { 2, 1, 0 }, 0, 0 },
 		{ WSN_LAYERNORM_BWD, 9216, { 8, 2, 0 }, { 2, 1, 0 }, 0, 0 },
 		{ WSN_LAYERNORM_BWD, 5120, { 2, 2, 0 }, { 1, 1, 0 }, 0, 0 },
@@ -925,7 +925,7 @@ START_TEST(test_ws_measured)
 		ck_assert_msg(ws_plan_get(m[i].op, dt, h, r, kp), "%s", wsn_last_error());
 		if (cd->props.arch == 90 && m[i].cluster[d])
 			ck_assert_msg(strstr(kp->why, "measured shape: ") && (kp->cluster > 1 ? kp->cluster : 1) == m[i].cluster[d] &&
-					      kp->unroll == m[i].unroll[d] && kp->stats_ring == (d ? 0 : m[i].ring),
+					      kp->unroll == m[i].unroll[d] && kp->stats_ring == (m[i].ring >> d & 1),
 				      "%s: cluster %u unroll %u ring %d: %s", kp->entry, kp->cluster, kp->unroll, kp->stats_ring,
 				      kp->why);
 		else
