@@ -711,11 +711,11 @@ void wsn__rk_griddep_start(struct rk_gen *g)
 	ptx_comment(k, "call started early (flags bit 0: it touches nothing the calls still running touch)");
 	ptx_guard(k, g->p_early, 1);
 	ptx_griddep_wait(k);
-	ptx_griddep_launch_dependents(k);
 	/* an early call that reuses an older call's buffers: until that call's finish kernel has said
 	 * its main grid is done (the data it wrote is then read through the bulk copies' proxy too);
 	 * thread 0 asks, the CTA waits for it (one acquire per CTA: every thread's cost 0.8 us a call
-	 * at LayerNorm bwd 2K, bench/NOTES.md v29) */
+	 * at LayerNorm bwd 2K, bench/NOTES.md v29). The next grid launches only past this wait: the
+	 * runtime counts that call's main grid as done for every call after this one (wsn__ovl_record) */
 	const char *pw = ptx_tmp(k, PTX_PRED), *v = ptx_tmp(k, PTX_U64), *pr = ptx_tmp(k, PTX_PRED);
 	const char *t = ptx_tmp(k, PTX_U32), *pt = ptx_tmp(k, PTX_PRED);
 	const char *poll = ptx_label_new(k, "done_poll"), *ready = ptx_label_new(k, "done_ready");
@@ -738,6 +738,7 @@ void wsn__rk_griddep_start(struct rk_gen *g)
 	ptx_ins(k, "fence.proxy.async.global");
 	ptx_bar_sync(k, 0, 0);
 	ptx_label(k, skip);
+	ptx_griddep_launch_dependents(k);
 }
 
 void wsn__rk_griddep_end(struct rk_gen *g)

@@ -135,7 +135,9 @@ void wsn__ovl_record(struct wsn__ovl *o, const struct wsn__ovl_call *c, int earl
 
 	if (early) { /* wsn__ovl_may_start_early said so: o is known and has room */
 		/* past wait_seq's main grid every earlier call is done: calls up to it end their main
-		 * grids before it ends, and their finish kernels before the next main grid's end */
+		 * grids before it ends, and their finish kernels before the next main grid's end. A later
+		 * call starts only once this call's CTAs have all seen that (their kernel lets the next grid
+		 * launch after its wait for the word), so the record keeps only the calls from it on */
 		for (int i = 0; i < o->n; i++) {
 			if (o->c[i].seq < wait_seq)
 				continue;
