@@ -50,8 +50,8 @@
  * was measured in (a mask: f16 needs more registers per vector than bf16, so where bf16's best
  * shape does not fit f16 has its own entry or none; NOTES v25), and may have the producer copy each
  * row's statistics (mean, rstd) into the stage beside the row instead of each row group loading
- * them a block ahead: LayerNorm bwd 2K ran 2 % faster so in v20's shape and 2 % in v30's (NOTES),
- * f32 1K and RMSNorm 2K slower. And a shape may hold
+ * them a block ahead: LayerNorm bwd 2K ran 2 % faster so in v20's shape and 0-2.5 % in v30's, by
+ * machine (NOTES), f32 1K and RMSNorm 2K slower. And a shape may hold
  * only up to a number of rows per SM (the plan's rows over the SMs): with 62 rows per SM or fewer
  * the shapes measured at 16384 rows (124 per SM) left 3-25 % (NOTES v27); those entries come first.
  */
