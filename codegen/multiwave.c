@@ -657,7 +657,7 @@ int wsn__generate_ptx(const struct wsn__kernel_plan *kp, char **ptx)
 	memset(&g, 0, sizeof(g));
 	g.kp = kp;
 	g.bwd = wsn_op_is_backward(kp->op);
-	g.ln = kp->op == WSN_LAYERNORM_FWD || kp->op == WSN_LAYERNORM_BWD;
+	g.ln = wsn_op_is_layernorm(kp->op);
 	g.E = (int)wsn_dtype_size(kp->dtype);
 	g.vec = 16 / g.E;
 	g.nv = (int)kp->nvec;

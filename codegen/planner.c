@@ -41,11 +41,6 @@ void wsn__gpu_props_b200(struct wsn__gpu_props *g)
 /* Register cap that lets a forward CTA share its SM with a second one (see fits()). */
 #define FWD_SQUEEZE_REGS 64
 
-static int is_layernorm(enum wsn_op op)
-{
-	return op == WSN_LAYERNORM_FWD || op == WSN_LAYERNORM_BWD;
-}
-
 static const char *store_name(int s)
 {
 	return s == WSN_STORE_REG ? "registers" : s == WSN_STORE_SMEM ? "shared memory" : "global";
@@ -116,7 +111,7 @@ static unsigned round_up(unsigned v, unsigned m)
 static unsigned estimate_regs(const struct wsn__kernel_plan *kp, const struct arrangement *a, unsigned nv,
 			      unsigned bdimx)
 {
-	int bwd = wsn_op_is_backward(kp->op), ln = is_layernorm(kp->op);
+	int bwd = wsn_op_is_backward(kp->op), ln = wsn_op_is_layernorm(kp->op);
 	unsigned r, vec = kp->vec;
 	unsigned nparams = (unsigned)(kp->has_weight + (ln && kp->has_bias && !bwd));
 	unsigned stage = nv < 4 ? nv : 4;
@@ -148,7 +143,7 @@ static unsigned estimate_regs(const struct wsn__kernel_plan *kp, const struct ar
 static unsigned smem_bytes(const struct wsn__kernel_plan *kp, const struct arrangement *a, unsigned bdimx,
 			   unsigned bdimy, unsigned nv)
 {
-	int bwd = wsn_op_is_backward(kp->op), ln = is_layernorm(kp->op);
+	int bwd = wsn_op_is_backward(kp->op), ln = wsn_op_is_layernorm(kp->op);
 	unsigned nw = bdimx / 32, padded = nv * bdimx; /* vectors covered by the block row */
 	unsigned s = 0;
 
@@ -274,7 +269,7 @@ static int better(const struct kp_score *a, const struct kp_score *b, int bwd)
  * reduction loses with more warps per row. */
 static int rms_long_row(const struct wsn__kernel_plan *kp)
 {
-	return !wsn_op_is_backward(kp->op) && !is_layernorm(kp->op) &&
+	return !wsn_op_is_backward(kp->op) && !wsn_op_is_layernorm(kp->op) &&
 	       kp->hidden * (int64_t)wsn_dtype_size(kp->dtype) >= 32768;
 }
 
@@ -320,7 +315,7 @@ int wsn__plan_begin(const struct wsn__gpu_props *g, const struct wsn__plan_param
 	kp->hidden = p->hidden;
 	kp->rows = p->rows;
 	kp->has_weight = p->opts.has_weight ? 1 : 0;
-	kp->has_bias = is_layernorm(p->op) && p->opts.has_bias ? 1 : 0;
+	kp->has_bias = wsn_op_is_layernorm(p->op) && p->opts.has_bias ? 1 : 0;
 	kp->arch = arch;
 	kp->vec = 16 / (unsigned)wsn_dtype_size(p->dtype);
 	kp->smem_limit = g->smem_per_block_optin > 0 ? (unsigned)g->smem_per_block_optin : 0;
@@ -333,7 +328,7 @@ static int plan_multiwave(const struct wsn__gpu_props *g, const struct wsn__plan
 			  struct wsn__kernel_plan *kp)
 {
 	const char *opname = wsn_op_name(p->op), *dtname = wsn_dtype_name(p->dtype);
-	int bwd = wsn_op_is_backward(p->op), ln = is_layernorm(p->op);
+	int bwd = wsn_op_is_backward(p->op), ln = wsn_op_is_layernorm(p->op);
 	const struct arrangement *arr = bwd ? bwd_arr : fwd_arr;
 	int narr = bwd ? (int)WSN_ARRAY_SIZE(bwd_arr) : (int)WSN_ARRAY_SIZE(fwd_arr);
 	unsigned fbx = (unsigned)(p->opts.block_threads > 0 ? p->opts.block_threads : 0);

@@ -68,14 +68,9 @@ static unsigned align_up(unsigned v, unsigned a)
 	return (v + a - 1) / a * a;
 }
 
-static int is_ln(enum wsn_op op)
-{
-	return op == WSN_LAYERNORM_FWD || op == WSN_LAYERNORM_BWD;
-}
-
 unsigned wsn__ws_stats_bytes(const struct wsn__kernel_plan *kp)
 {
-	return kp->stats_ring && wsn_op_is_backward(kp->op) ? align_up(kp->unroll * 4 * (is_ln(kp->op) ? 2 : 1), 16) : 0;
+	return kp->stats_ring && wsn_op_is_backward(kp->op) ? align_up(kp->unroll * 4 * (wsn_op_is_layernorm(kp->op) ? 2 : 1), 16) : 0;
 }
 
 int64_t wsn__kernel_cols(const struct wsn__kernel_plan *kp)
@@ -85,7 +80,7 @@ int64_t wsn__kernel_cols(const struct wsn__kernel_plan *kp)
 
 void wsn__ws_layout(const struct wsn__kernel_plan *kp, struct wsn__ws_layout *l)
 {
-	int bwd = wsn_op_is_backward(kp->op), ln = is_ln(kp->op);
+	int bwd = wsn_op_is_backward(kp->op), ln = wsn_op_is_layernorm(kp->op);
 	unsigned nw = kp->bdimx / 32, padded = kp->nvec * kp->bdimx, U = kp->unroll, off, nred;
 	uint64_t end;
 	unsigned C = kp->cluster > 1 ? kp->cluster : 1;
@@ -1149,7 +1144,7 @@ int wsn__ws_generate(const struct wsn__kernel_plan *kp, char **ptx)
 	struct rk_gen *g = &w->g;
 	g->kp = kp;
 	g->bwd = wsn_op_is_backward(kp->op);
-	g->ln = is_ln(kp->op);
+	g->ln = wsn_op_is_layernorm(kp->op);
 	g->E = (int)wsn_dtype_size(kp->dtype);
 	g->vec = 16 / g->E;
 	g->nv = (int)kp->nvec;

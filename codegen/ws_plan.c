@@ -308,11 +308,6 @@ static void tr(struct trace *t, const char *fmt, ...)
 		t->n += (size_t)k;
 }
 
-static int is_ln(enum wsn_op op)
-{
-	return op == WSN_LAYERNORM_FWD || op == WSN_LAYERNORM_BWD;
-}
-
 static unsigned round_down8(unsigned v)
 {
 	return v / 8 * 8;
@@ -362,12 +357,12 @@ static unsigned cluster_regs(const struct wsn__kernel_plan *kp, unsigned unroll)
 {
 	if (kp->cluster < 2 || !wsn_op_is_backward(kp->op))
 		return 0;
-	return WS_CLUSTER_REGS + unroll * (is_ln(kp->op) ? 2 : 1) * kp->cluster / 2;
+	return WS_CLUSTER_REGS + unroll * (wsn_op_is_layernorm(kp->op) ? 2 : 1) * kp->cluster / 2;
 }
 
 static unsigned estimate_regs(const struct wsn__kernel_plan *kp, const struct cfg *c)
 {
-	int bwd = wsn_op_is_backward(kp->op), ln = is_ln(kp->op);
+	int bwd = wsn_op_is_backward(kp->op), ln = wsn_op_is_layernorm(kp->op);
 	unsigned nv = c->nvec, vec = kp->vec, U = c->unroll, nw = c->bdimx / 32, r;
 
 	if (bwd) {
@@ -753,7 +748,7 @@ static int search_all(const struct wsn__gpu_props *g, struct wsn__kernel_plan *k
 int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *p, struct wsn__kernel_plan *kp)
 {
 	const char *opname = wsn_op_name(p->op), *dtname = wsn_dtype_name(p->dtype), *verdict;
-	int bwd = wsn_op_is_backward(p->op), ln = is_ln(p->op), fit, err;
+	int bwd = wsn_op_is_backward(p->op), ln = wsn_op_is_layernorm(p->op), fit, err;
 	struct forced f = { 0 };
 	struct cfg c;
 	int spill_ok = 0; /* fallback 3 keeps a ring of 2+ stages over the register budget */

@@ -260,7 +260,7 @@ static void fill_input(enum bench_in k, const struct wsn_tensor *t)
 static void point_args(const struct point *pt, enum wsn_mem mem, int64_t rows, const struct set *st, void *w,
 		       void *b, void *dw, void *db, struct wsn_args *a)
 {
-	int ln = pt->op == WSN_LAYERNORM_FWD || pt->op == WSN_LAYERNORM_BWD;
+	int ln = wsn_op_is_layernorm(pt->op);
 
 	memset(a, 0, sizeof(*a));
 	wsn_tensor_2d(&a->x, st->x, pt->dt, mem, rows, pt->hidden);
@@ -392,7 +392,7 @@ static int bench_verify(struct launcher *l, struct wsn_device *cpu, int inject, 
 {
 	struct wsn_device *dev = l->t->dev;
 	const struct set *s0 = &l->sets[0];
-	int bwd = wsn_op_is_backward(pt->op), ln = pt->op == WSN_LAYERNORM_FWD || pt->op == WSN_LAYERNORM_BWD;
+	int bwd = wsn_op_is_backward(pt->op), ln = wsn_op_is_layernorm(pt->op);
 	int sums = bwd && (pt->weight || pt->bias);
 	size_t es = wsn_dtype_size(pt->dt), rb = (size_t)pt->hidden * es, vec = rb;
 	size_t mat = (size_t)pt->rows * rb, stats = (size_t)pt->rows * 4;
@@ -992,7 +992,7 @@ int cmd_bench(int argc, char **argv)
 		goto out;
 	}
 	for (int i = 0; i < o.nops; i++)
-		any_bias |= ops[i] == WSN_LAYERNORM_FWD || ops[i] == WSN_LAYERNORM_BWD;
+		any_bias |= wsn_op_is_layernorm(ops[i]);
 	if (!o.json) {
 		printf("device %s (%s); device-to-device copy %.3f TB/s (read + write, %s)%s%s\n", di.spec, di.name,
 		       copy_bps / 1e12, size_text(o.copy_bytes, sz, sizeof(sz)), o.weight ? "" : "; no weight",
@@ -1007,7 +1007,7 @@ int cmd_bench(int argc, char **argv)
 						    .hidden = o.hidden[h], .rows = o.rows, .weight = o.weight };
 				const char *name = wsn_op_name(pt.op), *dtn = wsn_dtype_name(pt.dt);
 
-				pt.bias = o.bias && (pt.op == WSN_LAYERNORM_FWD || pt.op == WSN_LAYERNORM_BWD);
+				pt.bias = o.bias && wsn_op_is_layernorm(pt.op);
 				if ((ret = bench_point(&o, &t, &di, cpu, copy_bps, &pt)))
 					goto out;
 				if (pt.noplan[0]) {

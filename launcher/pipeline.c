@@ -34,7 +34,7 @@ void pl_shape_init(struct pl_shape *sh, enum wsn_op op, enum wsn_dtype dt, int64
 		   int has_bias, float eps)
 {
 	size_t es = wsn_dtype_size(dt), vec = (size_t)hidden * es;
-	int bwd = wsn_op_is_backward(op), ln = op == WSN_LAYERNORM_FWD || op == WSN_LAYERNORM_BWD;
+	int bwd = wsn_op_is_backward(op), ln = wsn_op_is_layernorm(op);
 
 	memset(sh, 0, sizeof(*sh));
 	sh->op = op;
@@ -583,7 +583,7 @@ static int check_shard(struct pl_dataset *ds, struct pl_shard *sh, int first, ch
 {
 	const struct wsn_st_entry *x = wsn_st_find(sh->st, "x"), *e;
 	struct pl_shape *s = &ds->shape;
-	int bwd = wsn_op_is_backward(s->op), ln = s->op == WSN_LAYERNORM_FWD || s->op == WSN_LAYERNORM_BWD;
+	int bwd = wsn_op_is_backward(s->op), ln = wsn_op_is_layernorm(s->op);
 	char t1[160], t2[160];
 	int64_t hidden;
 	int err;

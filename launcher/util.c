@@ -690,7 +690,7 @@ out:
 void cli_op_io(enum wsn_op op, struct cli_op_io *io)
 {
 	memset(io, 0, sizeof(*io));
-	io->mean = op == WSN_LAYERNORM_FWD || op == WSN_LAYERNORM_BWD;
+	io->mean = wsn_op_is_layernorm(op);
 	io->dy = io->stats_in = wsn_op_is_backward(op);
 	io->fwd = io->mean ? WSN_LAYERNORM_FWD : WSN_RMSNORM_FWD;
 }

@@ -64,7 +64,7 @@ static void add(struct wsn__span *v, int *n, const struct wsn_tensor *t)
 
 void wsn__ovl_call_of(const struct wsn__plan_params *pp, const struct wsn_args *a, struct wsn__ovl_call *c)
 {
-	int ln = pp->op == WSN_LAYERNORM_FWD || pp->op == WSN_LAYERNORM_BWD;
+	int ln = wsn_op_is_layernorm(pp->op);
 
 	/* the tensors wsn_plan_execute checked: the ones the plan uses, and the optional outputs given */
 	memset(c, 0, sizeof(*c));

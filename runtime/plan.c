@@ -44,7 +44,7 @@ WSN_API int wsn_op_is_backward(enum wsn_op op)
 	return op == WSN_LAYERNORM_BWD || op == WSN_RMSNORM_BWD;
 }
 
-static int is_layernorm(enum wsn_op op)
+WSN_API int wsn_op_is_layernorm(enum wsn_op op)
 {
 	return op == WSN_LAYERNORM_FWD || op == WSN_LAYERNORM_BWD;
 }
@@ -74,7 +74,7 @@ WSN_API void wsn_plan_options_init(struct wsn_plan_options *o, enum wsn_op op)
 	memset(o, 0, sizeof(*o));
 	o->eps = WSN_DEFAULT_EPS;
 	o->has_weight = 1;
-	o->has_bias = is_layernorm(op);
+	o->has_bias = wsn_op_is_layernorm(op);
 	o->approach = WSN_APPROACH_AUTO;
 	o->autotune = 0;
 }
@@ -89,9 +89,9 @@ WSN_API int64_t wsn_op_min_bytes(enum wsn_op op, int64_t rows, int64_t hidden, e
 		return 0;
 	/* backward: read dy, x, stats, weight; write dx, dweight, dbias. forward: read x, weight, bias;
 	 * write y, stats */
-	np = (has_weight ? 1 + bwd : 0) + (has_bias && is_layernorm(op) ? 1 : 0);
+	np = (has_weight ? 1 + bwd : 0) + (has_bias && wsn_op_is_layernorm(op) ? 1 : 0);
 	if (__builtin_mul_overflow(rows, hidden, &rh) || __builtin_mul_overflow(rh, s * (bwd ? 3 : 2), &total) ||
-	    __builtin_mul_overflow(rows, (int64_t)(is_layernorm(op) ? 8 : 4), &stats) ||
+	    __builtin_mul_overflow(rows, (int64_t)(wsn_op_is_layernorm(op) ? 8 : 4), &stats) ||
 	    __builtin_mul_overflow(hidden, s * np, &param) || __builtin_add_overflow(total, stats, &total) ||
 	    __builtin_add_overflow(total, param, &total))
 		return -1;
@@ -153,7 +153,7 @@ WSN_API int wsn_plan_create(struct wsn_device *dev, enum wsn_op op, int64_t rows
 		wsn_plan_options_init(&pp.opts, op);
 	if ((err = wsn__plan_check("plan", &pp)) < 0)
 		return err;
-	if (!is_layernorm(op))
+	if (!wsn_op_is_layernorm(op))
 		pp.opts.has_bias = 0;
 	if (!dev->ops->plan_create || !dev->ops->execute)
 		return wsn__error(WSN_ENOTSUP, "plan: normalization kernels are not implemented for %s devices (%s)",

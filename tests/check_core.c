@@ -261,6 +261,11 @@ START_TEST(test_op_names)
 		ck_assert_int_eq(op, i);
 	}
 	ck_assert_int_eq(wsn_op_parse("batchnorm-fwd", &op), WSN_EINVAL);
+	/* each op is exactly one of LayerNorm/RMSNorm and one of forward/backward */
+	ck_assert(wsn_op_is_layernorm(WSN_LAYERNORM_FWD) && wsn_op_is_layernorm(WSN_LAYERNORM_BWD));
+	ck_assert(!wsn_op_is_layernorm(WSN_RMSNORM_FWD) && !wsn_op_is_layernorm(WSN_RMSNORM_BWD));
+	ck_assert(!wsn_op_is_backward(WSN_LAYERNORM_FWD) && wsn_op_is_backward(WSN_LAYERNORM_BWD));
+	ck_assert(!wsn_op_is_backward(WSN_RMSNORM_FWD) && wsn_op_is_backward(WSN_RMSNORM_BWD));
 	ck_assert_int_eq(wsn_approach_parse("ws", &a), 0);
 	ck_assert_int_eq(a, WSN_APPROACH_WS);
 	ck_assert_int_eq(wsn_approach_parse("fast", &a), WSN_EINVAL);

@@ -177,11 +177,6 @@ static uint64_t mix(uint64_t x)
 	return x ^ (x >> 31);
 }
 
-static int is_layernorm(enum wsn_op op)
-{
-	return op == WSN_LAYERNORM_FWD || op == WSN_LAYERNORM_BWD;
-}
-
 /*
  * With hidden <= 3 an output element, or a whole short row of them, can be a near-total
  * cancellation by chance (a LayerNorm row whose values nearly agree: x - mean; dx, which is g
@@ -240,7 +235,7 @@ static double *grad_scale(const struct wsn_args *a, int64_t rows, int64_t hidden
 static void run_case(struct wsn_plan *plan, enum wsn_op op, enum wsn_dtype dt, int64_t rows, int64_t hidden,
 		     const struct variant *v, uint64_t seed)
 {
-	const int bwd = wsn_op_is_backward(op), ln = is_layernorm(op);
+	const int bwd = wsn_op_is_backward(op), ln = wsn_op_is_layernorm(op);
 	const int64_t ld = hidden + v->pad;
 	const double tol = dt == WSN_F32 ? TOL_F32 : TOL_HALF;
 	const double eps = (double)WSN_DEFAULT_EPS;
@@ -391,7 +386,7 @@ START_TEST(test_ops_against_reference)
 
 			wsn_plan_options_init(&o, op);
 			o.has_weight = v->weight;
-			o.has_bias = v->bias && is_layernorm(op);
+			o.has_bias = v->bias && wsn_op_is_layernorm(op);
 			o.threads = v->threads;
 			rc = wsn_plan_create(dev, op, MAX_ROWS, hiddens[h], dt, &o, &plan);
 			ck_assert_msg(rc == 0, "%s hidden %lld: plan: %s", name, (long long)hiddens[h], wsn_last_error());
@@ -462,7 +457,7 @@ START_TEST(test_threads_bit_identical)
 	const enum wsn_op op = cfg[_i].op;
 	const enum wsn_dtype dt = cfg[_i].dt;
 	const int64_t rows = 300, hidden = 1000, ld = 1003;
-	const int ln = is_layernorm(op);
+	const int ln = wsn_op_is_layernorm(op);
 	struct buf x = { 0 }, dy = { 0 }, w = { 0 }, dx = { 0 }, dw = { 0 }, db = { 0 }, mean = { 0 }, rstd = { 0 };
 	void *first_dx = NULL, *first_dw = NULL, *first_db = NULL;
 	size_t es = wsn_dtype_size(dt);
@@ -645,7 +640,7 @@ START_TEST(test_half_is_f32_rounded)
 	static const enum wsn_dtype halves[] = { WSN_F16, WSN_BF16 };
 	const enum wsn_op op = (enum wsn_op)_i;
 	const int64_t rows = 40, hidden = 300, n = rows * hidden;
-	const int bwd = wsn_op_is_backward(op), ln = is_layernorm(op);
+	const int bwd = wsn_op_is_backward(op), ln = wsn_op_is_layernorm(op);
 	uint64_t seed;
 	struct wsn_device *dev;
 	char name[64];

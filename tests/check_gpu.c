@@ -237,7 +237,7 @@ static struct wsn_args args_of(const struct setup *s, enum wsn_op op, int64_t r,
 {
 	enum wsn_mem m = on_gpu ? WSN_MEM_DEVICE : WSN_MEM_HOST;
 	int64_t h = s->hidden;
-	int ln = op == WSN_LAYERNORM_FWD || op == WSN_LAYERNORM_BWD;
+	int ln = wsn_op_is_layernorm(op);
 	struct wsn_args a;
 
 	memset(&a, 0, sizeof(a));
@@ -323,7 +323,7 @@ static int run_rows(struct setup *s, enum wsn_op op, struct wsn_plan *gp, struct
 		    double *worst)
 {
 	size_t rh = (size_t)(r * s->hidden) * s->es, hb = (size_t)s->hidden * s->es;
-	int ln = op == WSN_LAYERNORM_FWD || op == WSN_LAYERNORM_BWD, fails = 0, e;
+	int ln = wsn_op_is_layernorm(op), fails = 0, e;
 	struct wsn_args ca = args_of(s, op, r, 0), ga = args_of(s, op, r, 1);
 	double tol = tolerance(s->dt);
 	char what[160];

@@ -25,6 +25,8 @@ WSN_API const char *wsn_op_name(enum wsn_op op);
 WSN_API int wsn_op_parse(const char *s, enum wsn_op *out);
 /* Non-zero for the two backward ops. */
 WSN_API int wsn_op_is_backward(enum wsn_op op);
+/* Non-zero for the two LayerNorm ops (they center the row and have a bias). */
+WSN_API int wsn_op_is_layernorm(enum wsn_op op);
 
 /* Kernel family a GPU plan uses. */
 enum wsn_approach {

@@ -326,7 +326,7 @@ static int scratch_fill(struct wsn__cu_device *d, struct tune_scratch *sc, int i
 static int scratch_make(struct wsn__cu_device *d, const struct wsn__plan_params *p, struct tune_scratch *sc)
 {
 	enum wsn_dtype dt = p->dtype;
-	int bwd = wsn_op_is_backward(p->op), ln = p->op == WSN_LAYERNORM_FWD || p->op == WSN_LAYERNORM_BWD;
+	int bwd = wsn_op_is_backward(p->op), ln = wsn_op_is_layernorm(p->op);
 	size_t es = wsn_dtype_size(dt), vec = (size_t)p->hidden * es, per_row, mat, stats, fixed, set_bytes;
 	size_t amat, astats, bytes[T_N] = { 0 }, each[T_N] = { 0 }, l2 = (size_t)d->props.l2_bytes;
 	void *host = NULL;
