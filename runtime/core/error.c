@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* runtime/error.c: error names and messages from the one table, and per-thread failure details. */
+/* runtime/core/error.c: error names and messages from the one table, and per-thread failure details. */
 #include "internal.h"
 
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* runtime/dtype.c: dtype names, sizes, parsing, and f32 <-> f16/bf16 conversion. */
+/* runtime/core/dtype.c: dtype names, sizes, parsing, and f32 <-> f16/bf16 conversion. */
 #include "internal.h"
 
 #include <string.h>
