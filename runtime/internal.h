@@ -10,55 +10,13 @@
 #include <stdarg.h>
 #include <stdbool.h>
 
-#define WSN_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-#define WSN_PRINTF(a, b) __attribute__((format(printf, a, b)))
-
-/* ---- errors (runtime/error.c) ---- */
-/* Record a detailed message for the calling thread and return err (a negative WSN_E* code). */
-int wsn__error(int err, const char *fmt, ...) WSN_PRINTF(2, 3);
-/* As wsn__error, and remember the raw driver status and its name. */
-int wsn__driver_error(int err, int raw, const char *raw_name, const char *fmt, ...) WSN_PRINTF(4, 5);
-/* Prefix the current detail with "prefix: " (context added on the way up). Returns err. */
-int wsn__error_context(int err, const char *fmt, ...) WSN_PRINTF(2, 3);
-/* The calling thread's failure details, kept across work whose own failures must not show. */
-#define WSN__DETAIL_MAX 1024
-struct wsn__error_saved {
-	char detail[WSN__DETAIL_MAX];
-	int code;
-	const char *name;
-	int valid;
-};
-void wsn__error_save(struct wsn__error_saved *s);
-void wsn__error_restore(const struct wsn__error_saved *s);
-
-/*
- * Host memory this process holds for wsnorm (CPU device memory, reader buffers), counted against
- * what the machine (or the memory cgroup) has available: 0, or WSN_ENOMEM naming what (the
- * request, what is held, what is available). Give back what was held with wsn__host_release.
- */
-int wsn__host_hold(uint64_t bytes, const char *what);
-void wsn__host_release(uint64_t bytes);
-
-/* ---- time ---- */
-double wsn__now(void); /* monotonic seconds */
-
-/* ---- plans: what every backend is given ---- */
-struct wsn__plan_params {
-	enum wsn_op op;
-	int64_t rows;   /* max rows */
-	int64_t hidden;
-	enum wsn_dtype dtype;
-	struct wsn_plan_options opts; /* defaults filled in */
-	int tuned;      /* ws: opts' cluster and parameters are a shape autotune times, not the user's */
-};
-
-/* A ws kernel shape, as the parameters a user could force (0: the planner's own). */
-struct wsn__ws_shape {
-	unsigned cluster, bdimx, bdimy, unroll, stages;
-};
-
-/* The checks every planner entry shares (op, dtype, shape, eps, approach, threads, forced parameters). */
-int wsn__plan_check(const char *what, const struct wsn__plan_params *p);
+#include "core/clock.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/hostmem.h"
+#include "core/json.h"
+#include "core/op.h"
+#include "core/params.h"
 
 /* A host-side view of one execution's tensors, checked by shared code before a backend sees it. */
 struct wsn__exec {
@@ -123,11 +81,6 @@ struct wsn__backend_ops {
 	/* Tensors in ex were validated against the plan; memory kinds match the backend. */
 	int (*execute)(void *ctx, void *plan, const struct wsn__exec *ex, void *stream);
 };
-
-/* A JSON string (json_t *) of text: as it is where it is valid UTF-8, else escaped as
- * wsn_text_escape() does (a path from the environment, text cut inside a character); NULL only
- * when out of memory. */
-void *wsn__json_text(const char *s);
 
 extern const struct wsn__backend_ops wsn__cpu_ops;
 #ifdef WSN_HAVE_CUDA
@@ -240,40 +193,5 @@ int wsn__tune_path(const struct wsn__tune_id *id, char *buf, size_t len);
 int wsn__tune_lookup(const struct wsn__tune_id *id, struct wsn__tune_entry *out);
 /* Write an entry atomically (temporary file + rename). 0, WSN_EINVAL (not an entry) or an error naming the path. */
 int wsn__tune_store(const struct wsn__tune_id *id, const struct wsn__tune_entry *e);
-
-/* ---- dtype helpers (runtime/dtype.c), inline for the CPU kernels ---- */
-static inline float wsn__bf16_to_f32(uint16_t h)
-{
-	union { uint32_t u; float f; } v = { .u = (uint32_t)h << 16 };
-	return v.f;
-}
-static inline uint16_t wsn__f32_to_bf16(float f)
-{
-	union { uint32_t u; float f; } v = { .f = f };
-	if ((v.u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it a quiet NaN */
-		return (uint16_t)((v.u >> 16) | 0x40u);
-	uint32_t rounding = 0x7fffu + ((v.u >> 16) & 1u);
-	return (uint16_t)((v.u + rounding) >> 16);
-}
-float wsn__f16_to_f32(uint16_t h);
-uint16_t wsn__f32_to_f16(float f);
-
-/* Load element i of a buffer of dtype dt as f32; store f32 as dt. */
-static inline float wsn__load(const void *p, enum wsn_dtype dt, int64_t i)
-{
-	switch (dt) {
-	case WSN_F32: return ((const float *)p)[i];
-	case WSN_F16: return wsn__f16_to_f32(((const uint16_t *)p)[i]);
-	default: return wsn__bf16_to_f32(((const uint16_t *)p)[i]);
-	}
-}
-static inline void wsn__store(void *p, enum wsn_dtype dt, int64_t i, float v)
-{
-	switch (dt) {
-	case WSN_F32: ((float *)p)[i] = v; break;
-	case WSN_F16: ((uint16_t *)p)[i] = wsn__f32_to_f16(v); break;
-	default: ((uint16_t *)p)[i] = wsn__f32_to_bf16(v); break;
-	}
-}
 
 #endif

@@ -1,140 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* runtime/plan.c: op names, plan creation and execution, with every tensor checked once here. */
+/* runtime/plan.c: plan creation, description and execution, with every tensor checked once here. */
 #include "internal.h"
 
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static const char *const op_names[WSN_OP_COUNT] = {
-	[WSN_LAYERNORM_FWD] = "layernorm-fwd",
-	[WSN_LAYERNORM_BWD] = "layernorm-bwd",
-	[WSN_RMSNORM_FWD] = "rmsnorm-fwd",
-	[WSN_RMSNORM_BWD] = "rmsnorm-bwd",
-};
-
-static const char *const approach_names[] = { "auto", "multiwave", "ws" };
-
-/* Largest hidden size any backend accepts: keeps rows * hidden and every byte count in range. */
-#define WSN_MAX_HIDDEN (1 << 24)
-
-WSN_API const char *wsn_op_name(enum wsn_op op)
-{
-	return (unsigned)op < WSN_OP_COUNT ? op_names[op] : NULL;
-}
-
-WSN_API int wsn_op_parse(const char *s, enum wsn_op *out)
-{
-	if (!out)
-		return wsn__error(WSN_EINVAL, "op: the output pointer is NULL");
-	for (int i = 0; s && out && i < WSN_OP_COUNT; i++) {
-		if (!strcmp(s, op_names[i])) {
-			*out = (enum wsn_op)i;
-			return 0;
-		}
-	}
-	return wsn__error(WSN_EINVAL,
-			  "unknown op '%s' (expected layernorm-fwd, layernorm-bwd, rmsnorm-fwd or rmsnorm-bwd)",
-			  s ? s : "");
-}
-
-WSN_API int wsn_op_is_backward(enum wsn_op op)
-{
-	return op == WSN_LAYERNORM_BWD || op == WSN_RMSNORM_BWD;
-}
-
-WSN_API int wsn_op_is_layernorm(enum wsn_op op)
-{
-	return op == WSN_LAYERNORM_FWD || op == WSN_LAYERNORM_BWD;
-}
-
-WSN_API const char *wsn_approach_name(enum wsn_approach a)
-{
-	return (unsigned)a < WSN_ARRAY_SIZE(approach_names) ? approach_names[a] : NULL;
-}
-
-WSN_API int wsn_approach_parse(const char *s, enum wsn_approach *out)
-{
-	if (!out)
-		return wsn__error(WSN_EINVAL, "approach: the output pointer is NULL");
-	for (size_t i = 0; s && out && i < WSN_ARRAY_SIZE(approach_names); i++) {
-		if (!strcmp(s, approach_names[i])) {
-			*out = (enum wsn_approach)i;
-			return 0;
-		}
-	}
-	return wsn__error(WSN_EINVAL, "unknown approach '%s' (expected auto, multiwave or ws)", s ? s : "");
-}
-
-WSN_API void wsn_plan_options_init(struct wsn_plan_options *o, enum wsn_op op)
-{
-	if (!o)
-		return;
-	memset(o, 0, sizeof(*o));
-	o->eps = WSN_DEFAULT_EPS;
-	o->has_weight = 1;
-	o->has_bias = wsn_op_is_layernorm(op);
-	o->approach = WSN_APPROACH_AUTO;
-	o->autotune = 0;
-}
-
-WSN_API int64_t wsn_op_min_bytes(enum wsn_op op, int64_t rows, int64_t hidden, enum wsn_dtype dt,
-				 int has_weight, int has_bias)
-{
-	int64_t s = (int64_t)wsn_dtype_size(dt), rh, stats, param, total;
-	int np, bwd = wsn_op_is_backward(op);
-
-	if (!wsn_op_name(op) || !s || rows < 0 || hidden < 0)
-		return 0;
-	/* backward: read dy, x, stats, weight; write dx, dweight, dbias. forward: read x, weight, bias;
-	 * write y, stats */
-	np = (has_weight ? 1 + bwd : 0) + (has_bias && wsn_op_is_layernorm(op) ? 1 : 0);
-	if (__builtin_mul_overflow(rows, hidden, &rh) || __builtin_mul_overflow(rh, s * (bwd ? 3 : 2), &total) ||
-	    __builtin_mul_overflow(rows, (int64_t)(wsn_op_is_layernorm(op) ? 8 : 4), &stats) ||
-	    __builtin_mul_overflow(hidden, s * np, &param) || __builtin_add_overflow(total, stats, &total) ||
-	    __builtin_add_overflow(total, param, &total))
-		return -1;
-	return total;
-}
-
-/* What every planner entry checks before a backend or the GPU planner sees p. */
-int wsn__plan_check(const char *what, const struct wsn__plan_params *p)
-{
-	const struct wsn_plan_options *o = &p->opts;
-	const struct {
-		const char *name;
-		int v;
-	} forced[] = { { "block_threads", o->block_threads }, { "groups", o->groups }, { "unroll", o->unroll },
-		       { "stages", o->stages }, { "cluster", o->cluster } };
-
-	if (!wsn_op_name(p->op))
-		return wsn__error(WSN_EINVAL, "%s: invalid op %d", what, (int)p->op);
-	if (!wsn_dtype_name(p->dtype) || !wsn_dtype_size(p->dtype))
-		return wsn__error(WSN_EDTYPE, "%s: invalid dtype %d", what, (int)p->dtype);
-	if (p->rows < 1 || p->hidden < 1)
-		return wsn__error(WSN_ESHAPE, "%s: impossible shape %lld x %lld (rows and hidden must be >= 1)", what,
-				  (long long)p->rows, (long long)p->hidden);
-	if (p->hidden > WSN_MAX_HIDDEN)
-		return wsn__error(WSN_ESHAPE, "%s: hidden %lld is too large (at most %d)", what, (long long)p->hidden,
-				  WSN_MAX_HIDDEN);
-	if (p->rows > INT64_MAX / 8 / p->hidden)
-		return wsn__error(WSN_ESHAPE, "%s: shape %lld x %lld is too large (rows x hidden must stay below 2^60)",
-				  what, (long long)p->rows, (long long)p->hidden);
-	if (!(o->eps > 0.0f) || o->eps > 1.0f) /* NaN included */
-		return wsn__error(WSN_EINVAL, "%s: eps %g is outside (0, 1]", what, (double)o->eps);
-	if ((unsigned)o->approach > WSN_APPROACH_WS)
-		return wsn__error(WSN_EINVAL, "%s: invalid approach %d", what, (int)o->approach);
-	if (o->threads < 0)
-		return wsn__error(WSN_EINVAL, "%s: negative thread count %d", what, o->threads);
-	for (size_t i = 0; i < WSN_ARRAY_SIZE(forced); i++)
-		if (forced[i].v < 0)
-			return wsn__error(WSN_EINVAL, "%s: forced %s %d is negative (0 lets the planner choose)", what,
-					  forced[i].name, forced[i].v);
-	if (o->cluster > 8 || (o->cluster & (o->cluster - 1)))
-		return wsn__error(WSN_EINVAL, "%s: cluster %d (expected 0, 1, 2, 4 or 8)", what, o->cluster);
-	return 0;
-}
 
 WSN_API int wsn_plan_create(struct wsn_device *dev, enum wsn_op op, int64_t rows, int64_t hidden,
 			    enum wsn_dtype dt, const struct wsn_plan_options *opts,
@@ -198,20 +69,6 @@ WSN_API int wsn_plan_describe(const struct wsn_plan *p, char *buf, size_t len)
 			return m;
 	}
 	return n + m;
-}
-
-void *wsn__json_text(const char *s)
-{
-	size_t cap = strlen(s) * 4 + 1;
-	json_t *j = json_string(s);
-	char *t;
-
-	if (j || !(t = malloc(cap)))
-		return j;
-	wsn_text_escape(t, cap, s);
-	j = json_string(t);
-	free(t);
-	return j;
 }
 
 WSN_API int wsn_plan_describe_json(const struct wsn_plan *p, char *buf, size_t len)

@@ -885,7 +885,7 @@ START_TEST(test_cpu_memory_limit)
 	struct wsn_device *a, *b;
 	void *p = NULL, *q = NULL;
 
-	wsn__cpu_mem_limit(limit); /* as if the machine had 64 MiB available */
+	wsn__host_limit(limit); /* as if the machine had 64 MiB available */
 	ck_assert_int_eq(wsn_device_open("cpu", &a), 0);
 	ck_assert_int_eq(wsn_device_open("cpu", &b), 0);
 	ck_assert_int_eq(wsn_host_alloc(a, big, &p), 0);
@@ -924,7 +924,7 @@ START_TEST(test_cpu_memory_limit)
 		wsn_reader_destroy(r2);
 	}
 	wsn_device_close(b);
-	wsn__cpu_mem_limit(0);
+	wsn__host_limit(0);
 	/* the machine's own limit: more than it has fails at once, touching nothing */
 	ck_assert_int_eq(wsn_device_open("cpu", &a), 0);
 	ck_assert_int_eq(wsn_host_alloc(a, (size_t)1 << 60, &p), WSN_ENOMEM);

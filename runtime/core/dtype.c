@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* runtime/core/dtype.c: dtype names, sizes, parsing, and f32 <-> f16/bf16 conversion. */
-#include "internal.h"
+#include "core/dtype.h"
+#include "core/error.h"
 
 #include <string.h>
 #include <strings.h>

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* runtime/core/error.c: error names and messages from the one table, and per-thread failure details. */
-#include "internal.h"
+#include "core/error.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #define DETAIL_MAX WSN__DETAIL_MAX
 
@@ -186,12 +186,4 @@ void wsn__error_restore(const struct wsn__error_saved *s)
 	drv_code = s->code;
 	drv_name = s->name;
 	drv_valid = s->valid;
-}
-
-double wsn__now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }

@@ -29,8 +29,6 @@ int64_t wsn__cpu_chunk_rows(enum wsn_op op, int64_t rows, int64_t hidden);
 
 /* Hardware threads this process may run on (its CPU affinity, else the online CPUs); >= 1. */
 int wsn__cpu_hw_threads(void);
-/* Testing aid: hold the CPU devices' memory to bytes instead of what the machine has available (0: the machine again). */
-void wsn__cpu_mem_limit(uint64_t bytes);
 
 /*
  * Run a plan on checked tensors (see struct wsn__exec) with at most threads threads (>= 1; never

@@ -2,9 +2,7 @@
 /* runtime/cpu/cpu_backend.c: the CPU backend's ops table: host memory, synchronous streams and events, plans. */
 #include "cpu.h"
 
-#include <inttypes.h>
 #include <jansson.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -34,183 +32,6 @@ struct cpu_ctx {
 struct cpu_stream {
 	int unused;
 };
-
-/*
- * The memory of every CPU device of the process (device and pinned host allocations alike), held
- * against what the machine had available when the process last held none. Memory on the CPU is
- * plain virtual memory that the kernel grants beyond what exists; without this a run too large for
- * the machine is ended by the out-of-memory killer (no message, no report) instead of failing with
- * WSN_ENOMEM. The allocations are touched soon after they are made, so they count in full.
- */
-static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t held_bytes, held_limit;
-static char held_source[96];
-
-/* A "Name:   N kB" line of /proc/meminfo in bytes; 0 when absent. */
-static uint64_t meminfo(const char *name)
-{
-	FILE *f = fopen("/proc/meminfo", "re");
-	char line[256];
-	size_t n = strlen(name);
-	uint64_t kb = 0;
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, name, n) && line[n] == ':') {
-			kb = strtoull(line + n + 1, NULL, 10);
-			break;
-		}
-	fclose(f);
-	return kb <= UINT64_MAX / 1024 ? kb * 1024 : 0;
-}
-
-/* The first number in file dir/name, or after "key " in it when key is given; 0 when absent or "max". */
-static uint64_t cg_number(const char *dir, const char *name, const char *key)
-{
-	char path[4400], line[256];
-	size_t k = key ? strlen(key) : 0;
-	uint64_t v = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	if (!(f = fopen(path, "re")))
-		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		const char *num = line;
-
-		if (key && (strncmp(line, key, k) || line[k] != ' '))
-			continue;
-		num += key ? k + 1 : 0;
-		if (*num >= '0' && *num <= '9')
-			v = strtoull(num, NULL, 10);
-		break;
-	}
-	fclose(f);
-	return v;
-}
-
-/*
- * What the memory cgroups let the process take: the least, over its cgroup v2 group and each group
- * above it that has a memory.max, of that limit less the memory charged there that is not page
- * cache (page cache the kernel reclaims before it kills); under cgroup v1, its memory group's
- * hierarchical limit the same way. 0: no limit found.
- */
-static uint64_t cgroup_available(void)
-{
-	char line[4096], dir[4200];
-	FILE *f = fopen("/proc/self/cgroup", "re");
-	uint64_t best = 0;
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		char *rel, *ctl = strchr(line, ':');
-
-		line[strcspn(line, "\n")] = '\0';
-		if (!ctl || !(rel = strchr(ctl + 1, ':')))
-			continue;
-		*ctl++ = '\0'; /* line: the hierarchy; ctl: its controllers; rel: the group's path */
-		*rel++ = '\0';
-		if (!strcmp(line, "0") && ctl[0] == '\0') { /* v2: this group and those above it */
-			for (;;) {
-				uint64_t max, used, cache;
-
-				snprintf(dir, sizeof(dir), "/sys/fs/cgroup%s", strcmp(rel, "/") ? rel : "");
-				if (access(dir, F_OK) < 0) /* a container sees its own group at the root */
-					snprintf(dir, sizeof(dir), "/sys/fs/cgroup");
-				if ((max = cg_number(dir, "memory.max", NULL))) {
-					used = cg_number(dir, "memory.current", NULL);
-					cache = cg_number(dir, "memory.stat", "file");
-					used = used > cache ? used - cache : 0;
-					if (used < max && (!best || max - used < best))
-						best = max - used;
-					else if (used >= max)
-						best = 1; /* nothing left: every allocation is refused */
-				}
-				if (!strrchr(rel, '/') || strrchr(rel, '/') == rel)
-					break;
-				*strrchr(rel, '/') = '\0';
-			}
-		} else if (strstr(ctl, "memory")) { /* v1: the memory controller's hierarchical limit */
-			uint64_t max, used, cache;
-
-			snprintf(dir, sizeof(dir), "/sys/fs/cgroup/memory%s", strcmp(rel, "/") ? rel : "");
-			if (access(dir, F_OK) < 0) /* a container sees its own group at the root */
-				snprintf(dir, sizeof(dir), "/sys/fs/cgroup/memory");
-			max = cg_number(dir, "memory.stat", "hierarchical_memory_limit");
-			if (max && max < ((uint64_t)1 << 62)) { /* a huge value is no limit */
-				used = cg_number(dir, "memory.usage_in_bytes", NULL);
-				cache = cg_number(dir, "memory.stat", "total_cache");
-				used = used > cache ? used - cache : 0;
-				if (!best || (used < max ? max - used : 1) < best)
-					best = used < max ? max - used : 1;
-			}
-		}
-	}
-	fclose(f);
-	return best;
-}
-
-/* What the process may take now: MemAvailable, or less where its memory cgroups leave less. 0: unknown. */
-static uint64_t mem_available(char *source, size_t len)
-{
-	uint64_t avail = meminfo("MemAvailable"), cg = cgroup_available();
-
-	snprintf(source, len, "MemAvailable in /proc/meminfo");
-	if (cg && (!avail || cg < avail)) {
-		avail = cg;
-		snprintf(source, len, "what the memory cgroup's limit leaves, page cache counted as free");
-	}
-	return avail;
-}
-
-/* Testing aid: a limit in place of the machine's memory (0: the machine's again). */
-static uint64_t forced_limit;
-
-void wsn__cpu_mem_limit(uint64_t bytes)
-{
-	pthread_mutex_lock(&held_lock);
-	forced_limit = bytes;
-	if (bytes) {
-		held_limit = bytes;
-		snprintf(held_source, sizeof(held_source), "a limit set for testing");
-	} else {
-		held_limit = mem_available(held_source, sizeof(held_source));
-	}
-	pthread_mutex_unlock(&held_lock);
-}
-
-/* Count bytes as held, or fail naming what is available. Called with held_lock held. */
-static int held_take(uint64_t bytes, const char *what)
-{
-	if (!held_bytes && !forced_limit)
-		held_limit = mem_available(held_source, sizeof(held_source));
-	if (held_limit && (bytes > held_limit || held_bytes > held_limit - bytes))
-		return wsn__error(WSN_ENOMEM,
-				  "%s: %" PRIu64 " bytes, with the %" PRIu64 " this process holds in host memory already, are more "
-				  "than the %" PRIu64 " bytes of memory available (%s)", what, bytes, held_bytes, held_limit,
-				  held_source);
-	held_bytes += bytes;
-	return 0;
-}
-
-void wsn__host_release(uint64_t bytes)
-{
-	pthread_mutex_lock(&held_lock);
-	held_bytes = bytes < held_bytes ? held_bytes - bytes : 0;
-	pthread_mutex_unlock(&held_lock);
-}
-
-int wsn__host_hold(uint64_t bytes, const char *what)
-{
-	int rc;
-
-	pthread_mutex_lock(&held_lock);
-	rc = held_take(bytes, what);
-	pthread_mutex_unlock(&held_lock);
-	return rc;
-}
 
 struct cpu_event {
 	double t; /* monotonic seconds when recorded */
@@ -342,30 +163,14 @@ static int resolve_threads(const struct cpu_ctx *c, const struct wsn__cpu_plan *
 
 static int cpu_mem_alloc(void *ctx, size_t bytes, void **out)
 {
-	int rc;
-
 	(void)ctx;
-	*out = NULL;
-	pthread_mutex_lock(&held_lock);
-	if ((rc = held_take(bytes, "cpu: cannot allocate")) == 0) {
-		held_bytes -= bytes; /* counted as what the allocator gives, which free gives back */
-		if ((rc = posix_memalign(out, 64, bytes)) != 0) {
-			*out = NULL;
-			rc = wsn__error(rc == ENOMEM ? WSN_ENOMEM : WSN_EINVAL, "cpu: cannot allocate %zu bytes", bytes);
-		} else {
-			held_bytes += malloc_usable_size(*out);
-		}
-	}
-	pthread_mutex_unlock(&held_lock);
-	return rc;
+	return wsn__host_heap_alloc(out, 64, bytes, "cpu: cannot allocate");
 }
 
 static int cpu_mem_free(void *ctx, void *ptr)
 {
 	(void)ctx;
-	if (ptr)
-		wsn__host_release(malloc_usable_size(ptr));
-	free(ptr);
+	wsn__host_heap_free(ptr);
 	return 0;
 }
 
