@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* runtime/device.c: the backend registry, device enumeration and the calls every backend serves. */
-#include "internal.h"
+#include "backend.h"
+#include "core/error.h"
+#include "core/util.h"
+#include "overlap.h"
 
 #include <pthread.h>
 #include <stdio.h>

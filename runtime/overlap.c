@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* runtime/overlap.c: which backward calls may start before the calls ahead of them on their stream end. */
-#include "internal.h"
+#include "overlap.h"
+#include "core/op.h"
+#include "core/params.h"
 
 #include <stdlib.h>
 #include <string.h>

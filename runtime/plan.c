@@ -1,6 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* runtime/plan.c: plan creation, description and execution, with every tensor checked once here. */
-#include "internal.h"
+#include "backend.h"
+#include "core/error.h"
+#include "core/json.h"
+#include "core/op.h"
+#include "core/params.h"
+#include "overlap.h"
 
 #include <jansson.h>
 #include <stdio.h>

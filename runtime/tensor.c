@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* runtime/tensor.c: tensor descriptors, seeded random fill, poison, and comparison. */
-#include "internal.h"
+#include "compare.h"
+#include "core/dtype.h"
+#include "core/error.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* runtime/tunecache.c: the autotune cache: one small file per (GPU, driver, op, dtype, hidden, rows class), written whole then named. */
-#include "internal.h"
+#include "tunecache.h"
+#include "core/error.h"
+#include "core/op.h"
+#include "core/params.h"
 #include "io/io_internal.h"
 
 #include <dirent.h>

@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/check_core.c: errors, dtypes, tensors, devices and plan argument checks. */
 #include "testutil.h"
-#include "internal.h"
+#include "core/error.h"
+#include "core/hostmem.h"
+#include "core/params.h"
+#include "overlap.h"
+#include "tunecache.h"
 #include "io/io_internal.h"
 #include "cpu/cpu.h"
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/reference.c: the four ops in float64 with plain loops, for checking every backend against. */
 #include "reference.h"
-#include "internal.h" /* wsn__compare_*: the same measure as wsn_tensor_compare */
+#include "compare.h" /* wsn__compare_*: the same measure as wsn_tensor_compare */
 
 #include <math.h>
 #include <stdlib.h>

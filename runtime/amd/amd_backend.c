@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* runtime/amd/amd_backend.c: AMD GPUs through the ROCT thunk (libhsakmt) and libdrm_amdgpu, loaded at run time. */
-#include "internal.h"
+#include "backend.h"
+#include "core/error.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>

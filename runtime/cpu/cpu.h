@@ -3,7 +3,8 @@
 #ifndef WSN_CPU_H
 #define WSN_CPU_H
 
-#include "internal.h"
+#include "backend.h"
+#include "core/params.h"
 
 /* Most threads one execution may use (plan option or device setting). */
 #define WSN_CPU_MAX_THREADS 1024

@@ -1,6 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* runtime/cpu/cpu_backend.c: the CPU backend's ops table: host memory, synchronous streams and events, plans. */
-#include "cpu.h"
+#include "cpu/cpu.h"
+#include "backend.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/hostmem.h"
+#include "core/params.h"
 
 #include <jansson.h>
 #include <pthread.h>

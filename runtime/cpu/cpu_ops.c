@@ -1,6 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* runtime/cpu/cpu_ops.c: LayerNorm and RMSNorm forward and backward on the host, f32 accumulation, rows in fixed chunks over pthreads. */
-#include "cpu.h"
+#include "cpu/cpu.h"
+#include "backend.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/op.h"
+#include "core/params.h"
 
 #include <math.h>
 #include <pthread.h>

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* runtime/cuda/cuda_backend.c: the CUDA backend's ops table: devices, memory, copies, streams and events. */
-#include "cuda_internal.h"
+#include "cuda/cuda_internal.h"
+#include "backend.h"
+#include "core/error.h"
+#include "core/util.h"
 
 #include <ctype.h>
 #include <stdio.h>

@@ -3,7 +3,9 @@
 #ifndef WSN_CUDA_INTERNAL_H
 #define WSN_CUDA_INTERNAL_H
 
-#include "internal.h"
+#include "backend.h"
+#include "core/params.h"
+#include "core/util.h"
 #include "codegen.h"
 
 #include <cuda.h>

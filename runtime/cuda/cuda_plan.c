@@ -1,6 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* runtime/cuda/cuda_plan.c: CUDA plans: plan and generate a kernel, JIT it, size its grid, and launch it per the kernel ABI. */
-#include "cuda_internal.h"
+#include "cuda/cuda_internal.h"
+#include "backend.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/json.h"
+#include "core/op.h"
+#include "core/params.h"
+#include "core/util.h"
+#include "tunecache.h"
 
 #include <jansson.h>
 #include <stdarg.h>

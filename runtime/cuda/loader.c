@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* runtime/cuda/loader.c: loads libcuda.so.1 at run time, resolves the driver table, and translates CUresults. */
-#include "cuda_internal.h"
+#include "cuda/cuda_internal.h"
+#include "core/error.h"
+#include "core/util.h"
 
 #include <dlfcn.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* runtime/cuda/module.c: PTX JIT through the driver with its logs, kernel attributes, occupancy and launches. */
-#include "cuda_internal.h"
+#include "cuda/cuda_internal.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/util.h"
 
 #include <stdio.h>
 #include <stdlib.h>

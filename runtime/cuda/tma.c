@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* runtime/cuda/tma.c: TMA descriptors: the rules of cuTensorMapEncodeTiled checked first, each violation named. */
-#include "cuda_internal.h"
+#include "cuda/cuda_internal.h"
+#include "core/error.h"
 
 #include <inttypes.h>
 #include <string.h>

@@ -3,7 +3,7 @@
 #ifndef WSN_IO_INTERNAL_H
 #define WSN_IO_INTERNAL_H
 
-#include "internal.h"
+#include "core/util.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* runtime/io/raw.c: raw binary tensor files, and the write-to-temporary-then-rename helper. */
-#include "io_internal.h"
+#include "io/io_internal.h"
+#include "core/error.h"
 
 #include <fcntl.h>
 #include <libgen.h>

@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* runtime/io/reader.c: io_uring reader: registered buffers (its own and callers'), O_DIRECT, short reads. */
-#include "io_internal.h"
+#include "io/io_internal.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/hostmem.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <liburing.h>

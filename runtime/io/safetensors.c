@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* runtime/io/safetensors.c: safetensors headers checked with jansson; tensors read and written. */
-#include "io_internal.h"
+#include "io/io_internal.h"
+#include "core/error.h"
+#include "core/util.h"
 
 #include <jansson.h>
 #include <stdio.h>
