@@ -8,10 +8,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Map an errno value to a WSN_E* code: -e when the table has it, else WSN_EIO. */
+/* Map an errno value to a WSN_E* code: -e when the table has it, else WSN_EIO (reader.c). */
 int wsn__errno_code(int e);
 
-/* ---- reader.c ---- */
+/* ---- the reader (reader.c, reader_open.c) ---- */
 
 /*
  * Size in bytes of the regular file or block device at path. Returns 0, or WSN_ENOENT,
