@@ -3,18 +3,12 @@
 #ifndef WSN_INTERNAL_H
 #define WSN_INTERNAL_H
 
-#include "core/clock.h"
 #include "core/dtype.h"
 #include "core/error.h"
-#include "core/hostmem.h"
 #include "core/json.h"
 #include "core/op.h"
 #include "core/params.h"
 #include "core/util.h"
-#include "backend.h"
-#include "compare.h"
-#include "overlap.h"
-#include "tunecache.h"
 
 #include <stdarg.h>
 #include <stdbool.h>

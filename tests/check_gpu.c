@@ -14,6 +14,7 @@ int main(void)
 
 #include "testutil.h"
 #include "cuda/cuda_internal.h"
+#include "core/clock.h"
 
 #include <dirent.h>
 #include <math.h>
