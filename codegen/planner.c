@@ -6,32 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-void wsn__gpu_props_h100(struct wsn__gpu_props *g)
-{
-	memset(g, 0, sizeof(*g));
-	g->arch = 90;
-	g->sms = 132;
-	g->smem_per_block_optin = 232448;
-	g->smem_per_sm = 233472;
-	g->regs_per_sm = 65536;
-	g->regs_per_block = 65536;
-	g->max_threads_per_sm = 2048;
-	g->l2_bytes = 50ll << 20;
-}
-
-void wsn__gpu_props_b200(struct wsn__gpu_props *g)
-{
-	memset(g, 0, sizeof(*g));
-	g->arch = 100;
-	g->sms = 148;
-	g->smem_per_block_optin = 232448;
-	g->smem_per_sm = 233472;
-	g->regs_per_sm = 65536;
-	g->regs_per_block = 65536;
-	g->max_threads_per_sm = 2048;
-	g->l2_bytes = 126ll << 20;
-}
-
 /* Largest number of 16-byte vectors per thread the generator unrolls. */
 #define MAX_NVEC 64
 /* Shared memory the hardware reserves per CTA (sm_90/sm_100). */
@@ -291,35 +265,6 @@ static void score(const struct wsn__kernel_plan *kp, const struct cand *c, int a
 static unsigned fwd_bdimy(unsigned bdimx)
 {
 	return bdimx == 32 ? 4 : bdimx >= 256 ? 1 : 256 / bdimx;
-}
-
-int wsn__plan_begin(const struct wsn__gpu_props *g, const struct wsn__plan_params *p, enum wsn_approach approach,
-		    struct wsn__kernel_plan *kp)
-{
-	const char *opname = wsn_op_name(p->op), *dtname = wsn_dtype_name(p->dtype);
-	int arch;
-
-	memset(kp, 0, sizeof(*kp));
-	if (!opname || !dtname || !wsn_dtype_size(p->dtype))
-		return wsn__error(WSN_EINVAL, "plan: invalid op %d or dtype %d", (int)p->op, (int)p->dtype);
-	if (p->hidden < 1 || p->rows < 1)
-		return wsn__error(WSN_ESHAPE, "plan: %s needs rows and hidden >= 1 (got %lld x %lld)", opname,
-				  (long long)p->rows, (long long)p->hidden);
-	arch = p->opts.arch ? p->opts.arch : g->arch;
-	if (arch != 90 && arch != 100)
-		return wsn__error(WSN_ENOTSUP, "plan: %s kernels target sm_90a and sm_100a, not arch %d",
-				  opname, arch);
-	kp->approach = approach;
-	kp->op = p->op;
-	kp->dtype = p->dtype;
-	kp->hidden = p->hidden;
-	kp->rows = p->rows;
-	kp->has_weight = p->opts.has_weight ? 1 : 0;
-	kp->has_bias = wsn_op_is_layernorm(p->op) && p->opts.has_bias ? 1 : 0;
-	kp->arch = arch;
-	kp->vec = 16 / (unsigned)wsn_dtype_size(p->dtype);
-	kp->smem_limit = g->smem_per_block_optin > 0 ? (unsigned)g->smem_per_block_optin : 0;
-	return 0;
 }
 
 #define WHY(...) (n += snprintf(kp->why + n, n < sizeof(kp->why) ? sizeof(kp->why) - n : 0, __VA_ARGS__))
@@ -682,39 +627,3 @@ int wsn__kernel_plan_json(const struct wsn__kernel_plan *kp, void *obj)
 	return bad ? wsn__error(WSN_ENOMEM, "plan: out of memory describing %s as JSON", kp->entry) : 0;
 }
 
-void wsn__finish_plan(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp, unsigned nparts)
-{
-	snprintf(kp->finish_entry, sizeof(kp->finish_entry), "%.48s_finish", kp->entry);
-	kp->finish_threads = WSN_FINISH_COLS * wsn__finish_slices(g, kp->hidden);
-	kp->finish_grid = (unsigned)((kp->hidden + WSN_FINISH_COLS - 1) / WSN_FINISH_COLS);
-	kp->ws_bytes = (size_t)(kp->has_bias ? 2 : 1) * nparts * (size_t)kp->hidden * 4;
-}
-
-unsigned wsn__finish_slices(const struct wsn__gpu_props *g, int64_t hidden)
-{
-	int64_t grid = (hidden + WSN_FINISH_COLS - 1) / WSN_FINISH_COLS;
-
-	return grid * 4 <= g->sms ? 32 : 8;
-}
-
-unsigned wsn__kernel_grid(const struct wsn__kernel_plan *kp, int64_t rows)
-{
-	int64_t need;
-
-	if (rows < 1 || !kp->bdimy)
-		return 1;
-	if (kp->approach == WSN_APPROACH_WS) /* every CTA (cluster) takes whole blocks of unroll rows */
-		need = (rows + kp->unroll - 1) / (kp->unroll ? kp->unroll : 1) * (kp->cluster > 1 ? kp->cluster : 1);
-	else
-		need = (rows + kp->bdimy - 1) / kp->bdimy;
-	if (kp->block_grid) /* one CTA per row block, as many as a launch takes */
-		return need < 0x7fffffff ? (unsigned)need : 0x7fffffffu;
-	return need < (int64_t)kp->max_grid ? (unsigned)need : kp->max_grid;
-}
-
-int wsn__kernel_early_start(const struct wsn__kernel_plan *kp)
-{
-	if (!wsn_op_is_backward(kp->op))
-		return 0;
-	return !(kp->has_weight && kp->dw_store == WSN_STORE_GLOBAL) && !(kp->has_bias && kp->db_store == WSN_STORE_GLOBAL);
-}

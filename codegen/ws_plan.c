@@ -973,15 +973,6 @@ planned:
 	return 0;
 }
 
-void wsn__ws_shape_of(const struct wsn__kernel_plan *kp, struct wsn__ws_shape *s)
-{
-	s->cluster = kp->cluster > 1 ? kp->cluster : 1;
-	s->bdimx = kp->bdimx;
-	s->bdimy = kp->bdimy;
-	s->unroll = kp->unroll;
-	s->stages = kp->stages;
-}
-
 int wsn__ws_plan_shape(const struct wsn__gpu_props *g, const struct wsn__plan_params *p,
 		       const struct wsn__ws_shape *s, struct wsn__kernel_plan *kp)
 {
