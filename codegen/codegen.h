@@ -27,7 +27,7 @@
  */
 
 /*
- * The warp-specialised plan (ws_plan.c): the heuristic search, or the forced parameters in p->opts.
+ * The warp-specialised plan (plan_ws.c): the heuristic search, or the forced parameters in p->opts.
  * Fills *kp with approach ws. Returns 0 (kp->ws_good says whether the heuristic calls it good),
  * WSN_ESHAPE (nothing fits: the message names the budget) or WSN_EINVAL (forced parameters that
  * break a budget, named).
@@ -45,13 +45,8 @@ int wsn__ws_tune_shapes(const struct wsn__gpu_props *g, const struct wsn__plan_p
 /* Plan p in shape s (forced, but described as autotune's and never marked forced). */
 int wsn__ws_plan_shape(const struct wsn__gpu_props *g, const struct wsn__plan_params *p,
 		       const struct wsn__ws_shape *s, struct wsn__kernel_plan *kp);
-/* The rule that picks ws or multi-wave when the approach is auto: 1 for ws; why gets the rule's text. */
-int wsn__ws_auto_pick(const struct wsn__gpu_props *g, const struct wsn__kernel_plan *ws, char *why, size_t len);
 /* Generate the PTX module of a ws plan (ws.c). */
 int wsn__ws_generate(const struct wsn__kernel_plan *kp, char **ptx);
-/* Describe a ws plan, like snprintf (ws_plan.c). */
-int wsn__ws_describe(const struct wsn__kernel_plan *kp, char *buf, size_t len);
-
 /* Generate the PTX module for a plan (main kernel and, for backward, the finish kernel). */
 int wsn__generate_ptx(const struct wsn__kernel_plan *kp, char **ptx);
 /* Human-readable plan, like snprintf. */

@@ -6,6 +6,11 @@
 #include <stdio.h>
 #include <string.h>
 
+const char *wsn__store_name(int s)
+{
+	return s == WSN_STORE_REG ? "registers" : s == WSN_STORE_SMEM ? "shared memory" : "global";
+}
+
 static unsigned align_up(unsigned v, unsigned a)
 {
 	return (v + a - 1) / a * a;

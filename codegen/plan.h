@@ -13,6 +13,9 @@ enum wsn__store {
 			       * workspace rows updated in place (accumulators) */
 };
 
+/* The name of a storage place (enum wsn__store) in plan explanations: "registers", "shared memory", "global". */
+const char *wsn__store_name(int store);
+
 /* What the planner knows about a GPU (read off the device, or modelled for `wsnorm emit`). */
 struct wsn__gpu_props {
 	int arch;               /* 90 (sm_90a), 100 (sm_100a) */

@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* codegen/planner.c: modelled GPUs, the approach dispatch (auto, ws, multi-wave) and the multi-wave planner. */
-#include "codegen.h"
+/* codegen/plan_multiwave.c: the multi-wave planner: the search over row splits, row groups and storage. */
+#include "planner.h"
 
-#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,11 +13,6 @@
 #define MLP_MIN (32 * 1024)
 /* Register cap that lets a forward CTA share its SM with a second one (see fits()). */
 #define FWD_SQUEEZE_REGS 64
-
-static const char *store_name(int s)
-{
-	return s == WSN_STORE_REG ? "registers" : s == WSN_STORE_SMEM ? "shared memory" : "global";
-}
 
 /* One storage arrangement the search tries, in order of preference. */
 struct arrangement {
@@ -52,21 +46,6 @@ struct kp_score {
 	unsigned threads, ctas;
 	int nvdist;
 };
-
-/* A backward multi-wave plan whose dweight or dbias sums live in global memory (rows too wide for the
- * shared memory): they are read and written back for every row a CTA takes after its first (so the
- * ws rule below needs more rows than CTAs). */
-static int sums_in_global(const struct wsn__kernel_plan *kp)
-{
-	return wsn_op_is_backward(kp->op) && ((kp->has_weight && kp->dw_store == WSN_STORE_GLOBAL) ||
-					      (kp->has_bias && kp->db_store == WSN_STORE_GLOBAL));
-}
-
-/* A planner message without its leading "plan: ", to quote inside another. */
-static const char *strip_plan(const char *msg)
-{
-	return strncmp(msg, "plan: ", 6) ? msg : msg + 6;
-}
 
 /* A candidate being scored. */
 struct cand {
@@ -269,8 +248,7 @@ static unsigned fwd_bdimy(unsigned bdimx)
 
 #define WHY(...) (n += snprintf(kp->why + n, n < sizeof(kp->why) ? sizeof(kp->why) - n : 0, __VA_ARGS__))
 
-static int plan_multiwave(const struct wsn__gpu_props *g, const struct wsn__plan_params *p,
-			  struct wsn__kernel_plan *kp)
+int wsn__multiwave_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *p, struct wsn__kernel_plan *kp)
 {
 	const char *opname = wsn_op_name(p->op), *dtname = wsn_dtype_name(p->dtype);
 	int bwd = wsn_op_is_backward(p->op), ln = wsn_op_is_layernorm(p->op);
@@ -404,14 +382,14 @@ static int plan_multiwave(const struct wsn__gpu_props *g, const struct wsn__plan
 	    "row groups share a CTA so fewer CTAs write dweight/dbias partials" :
 	    "one row group per CTA (more did not fit registers/threads)") : kp->bdimy > 1 ?
 	    "several rows per CTA keep CTAs near 128-256 threads" : "one row per CTA (a row spans 256+ threads)");
-	WHY("row in %s%s; ", store_name(kp->row_store), kp->row_store == WSN_STORE_REG
+	WHY("row in %s%s; ", wsn__store_name(kp->row_store), kp->row_store == WSN_STORE_REG
 	    ? " (all loads of a row issued before the first use)" : " (re-read from L2: registers cannot hold it)");
 	if (kp->has_weight || kp->has_bias)
-		WHY("weight%s in %s; ", kp->has_bias && !bwd ? "/bias" : "", store_name(kp->param_store));
+		WHY("weight%s in %s; ", kp->has_bias && !bwd ? "/bias" : "", wsn__store_name(kp->param_store));
 	if (bwd && kp->has_weight)
-		WHY("dweight sums in %s; ", store_name(kp->dw_store));
+		WHY("dweight sums in %s; ", wsn__store_name(kp->dw_store));
 	if (bwd && kp->has_bias)
-		WHY("dbias sums in %s; ", store_name(kp->db_store));
+		WHY("dbias sums in %s; ", wsn__store_name(kp->db_store));
 	WHY("~%u registers and %u B shared memory per thread/CTA allow %u CTAs per SM with %ld KB of loads in flight; ",
 	    kp->est_regs, kp->smem_bytes, kp->ctas_per_sm, best.mlp / 1024);
 	if (kp->block_grid)
@@ -422,208 +400,5 @@ static int plan_multiwave(const struct wsn__gpu_props *g, const struct wsn__plan
 		WHY("grid: persistent, %u CTAs (%u per SM x %d SMs) striding over row blocks, each CTA keeping its "
 		    "dweight/dbias partial sums", kp->max_grid, kp->ctas_per_sm, g->sms);
 	return 0;
-}
-
-/* Put "rule; " in front of kp->why (what is past the end is cut); kp->rule keeps the rule. */
-static void why_prepend(struct wsn__kernel_plan *kp, const char *rule)
-{
-	size_t r = strlen(rule), w = strlen(kp->why), cap = sizeof(kp->why) - 1;
-
-	snprintf(kp->rule, sizeof(kp->rule), "%s", rule);
-	if (r + 2 >= cap)
-		r = cap - 2;
-	if (r + 2 + w > cap)
-		w = cap - r - 2;
-	memmove(kp->why + r + 2, kp->why, w);
-	memcpy(kp->why, rule, r);
-	kp->why[r] = ';';
-	kp->why[r + 1] = ' ';
-	kp->why[r + 2 + w] = '\0';
-}
-
-int wsn__plan_kernel(const struct wsn__gpu_props *g, const struct wsn__plan_params *p,
-		     struct wsn__kernel_plan *kp)
-{
-	struct wsn__kernel_plan ws;
-	char rule[384];
-	int err;
-
-	switch (p->opts.approach) {
-	case WSN_APPROACH_WS:
-	case WSN_APPROACH_MULTIWAVE:
-		/* forced: never falls back; the ws plan says when the heuristic expects it to be slow */
-		if ((err = p->opts.approach == WSN_APPROACH_WS ? wsn__ws_plan(g, p, kp) : plan_multiwave(g, p, kp)))
-			return err;
-		snprintf(kp->rule, sizeof(kp->rule), "forced: approach %s", wsn_approach_name(p->opts.approach));
-		return 0;
-	case WSN_APPROACH_AUTO:
-		break;
-	default:
-		return wsn__error(WSN_EINVAL, "plan: unknown approach %d", (int)p->opts.approach);
-	}
-	err = wsn__ws_plan(g, p, &ws);
-	if (err && (p->opts.stages > 1 || p->opts.unroll > 1 || p->opts.cluster > 1))
-		return err; /* only ws has these: its error says what does not fit */
-	if (!err && (p->opts.stages > 1 || p->opts.unroll > 1 || p->opts.cluster > 1)) {
-		snprintf(rule, sizeof(rule), "auto: ws, stages/unroll/cluster were given and only ws kernels have them");
-	} else if (!err && wsn__ws_auto_pick(g, &ws, rule, sizeof(rule))) {
-		/* rule says why */
-	} else {
-		char wswhy[sizeof(rule)] = "";
-
-		if (err) {
-			snprintf(wswhy, sizeof(wswhy), "%s", wsn_last_error());
-			snprintf(rule, sizeof(rule), "auto: multi-wave, no ws kernel fits (%.240s)", wswhy);
-		}
-		if ((err = plan_multiwave(g, p, kp))) {
-			char mwwhy[sizeof(rule)];
-
-			if (!wswhy[0])
-				return err;
-			/* neither fits: both reasons, each without its own "plan: " */
-			snprintf(mwwhy, sizeof(mwwhy), "%s", wsn_last_error());
-			return wsn__error(err, "plan: no kernel fits: %s; %s", strip_plan(mwwhy), strip_plan(wswhy));
-		}
-		if (!wswhy[0] && !ws.ws_good && sums_in_global(kp) && p->rows > (int64_t)kp->max_grid) {
-			/* A ring of one stage still beats sums read and written for every row. */
-			snprintf(rule, sizeof(rule), "auto: ws though its heuristic is not good: multi-wave would read and write its "
-				 "dweight/dbias sums in global memory every row (2048 rows, ws vs multi-wave, LayerNorm bwd bf16 "
-				 "128K-144K 1.80-1.84 vs 0.30-0.31 TB/s; f32 80K-96K 2.68-2.75 vs 0.89-0.91; RMSNorm bwd bf16 "
-				 "152K-208K 2.36-2.37 vs 0.76-0.77, f32 104K 2.72 vs 1.21)");
-			*kp = ws;
-		}
-		why_prepend(kp, rule);
-		return 0;
-	}
-	*kp = ws;
-	why_prepend(kp, rule);
-	return 0;
-}
-
-int wsn__describe_kernel_plan(const struct wsn__kernel_plan *kp, char *buf, size_t len)
-{
-	int n;
-
-	if (kp->approach == WSN_APPROACH_WS)
-		return wsn__ws_describe(kp, buf, len);
-
-	n = snprintf(buf, len,
-		     "approach:      %s\n"
-		     "kernel:        %s (sm_%da)\n"
-		     "finish kernel: %s\n"
-		     "op/dtype:      %s %s, hidden %lld, rows %lld, weight %s, bias %s\n"
-		     "block:         %u threads = bdimx %u x bdimy %u; %u vectors (%u elements) per thread, vec %u\n"
-		     "storage:       row %s, params %s, dweight %s, dbias %s\n"
-		     "budget:        ~%u registers/thread, %u B dynamic shared memory, %u CTAs/SM\n"
-		     "grid:          %s %u CTAs%s; finish %u x %u threads; workspace %zu B\n"
-		     "why:           %s\n",
-		     wsn_approach_name(kp->approach), kp->entry, kp->arch,
-		     kp->finish_entry[0] ? kp->finish_entry : "(none)", wsn_op_name(kp->op),
-		     wsn_dtype_name(kp->dtype), (long long)kp->hidden, (long long)kp->rows,
-		     kp->has_weight ? "yes" : "no", kp->has_bias ? "yes" : "no", kp->block_threads, kp->bdimx,
-		     kp->bdimy, kp->nvec, kp->per_thread, kp->vec, store_name(kp->row_store),
-		     store_name(kp->param_store), wsn_op_is_backward(kp->op) && kp->has_weight
-		     ? store_name(kp->dw_store) : "-", wsn_op_is_backward(kp->op) && kp->has_bias
-		     ? store_name(kp->db_store) : "-", kp->est_regs, kp->smem_bytes, kp->ctas_per_sm,
-		     kp->block_grid ? "one CTA per row block," : "persistent, up to", kp->max_grid,
-		     kp->block_grid ? " resident at once" : "", kp->finish_grid, kp->finish_threads, kp->ws_bytes, kp->why);
-	return n;
-}
-
-/* json_object_set_new that remembers a failure (a NULL value or a full object) in *bad. */
-static void jset(json_t *o, const char *key, json_t *v, int *bad)
-{
-	if (!v || json_object_set_new(o, key, v))
-		*bad = 1;
-}
-
-static json_t *jstore(int applies, int store)
-{
-	return applies ? json_string(store_name(store)) : json_null();
-}
-
-int wsn__kernel_plan_json(const struct wsn__kernel_plan *kp, void *obj)
-{
-	json_t *o = obj, *st, *regs, *smem, *grid;
-	int bwd = wsn_op_is_backward(kp->op), ws = kp->approach == WSN_APPROACH_WS, bad = 0;
-	char arch[16];
-
-	snprintf(arch, sizeof(arch), "sm_%da", kp->arch);
-	jset(o, "approach", json_string(wsn_approach_name(kp->approach)), &bad);
-	jset(o, "rule", wsn__json_text(kp->rule), &bad);
-	jset(o, "arch", json_string(arch), &bad);
-	jset(o, "kernel", json_string(kp->entry), &bad);
-	jset(o, "finish_kernel", kp->finish_entry[0] ? json_string(kp->finish_entry) : json_null(), &bad);
-	jset(o, "block_threads", json_integer(kp->block_threads), &bad);
-	jset(o, "bdimx", json_integer(kp->bdimx), &bad);
-	jset(o, "bdimy", json_integer(kp->bdimy), &bad);
-	jset(o, "vec", json_integer(kp->vec), &bad);
-	jset(o, "vectors_per_thread", json_integer(kp->nvec), &bad);
-	jset(o, "elements_per_thread", json_integer(kp->per_thread), &bad);
-	if (ws) {
-		jset(o, "producer_threads", json_integer(kp->producer_threads), &bad);
-		jset(o, "stages", json_integer(kp->stages), &bad);
-		jset(o, "unroll", json_integer(kp->unroll), &bad);
-		jset(o, "row_bytes", json_integer(kp->row_bytes), &bad);
-		jset(o, "stage_bytes", json_integer(kp->stage_bytes), &bad);
-		jset(o, "stage_in_registers", json_boolean(kp->cache_rows), &bad);
-		if (wsn_op_is_backward(kp->op))
-			jset(o, "statistics_in_stage", json_boolean(kp->stats_ring), &bad);
-		jset(o, "cluster", json_integer(kp->cluster > 1 ? kp->cluster : 1), &bad);
-		jset(o, "cluster_columns", json_integer(wsn__kernel_cols(kp)), &bad);
-		jset(o, "forced", json_boolean(kp->ws_forced), &bad);
-		jset(o, "heuristic_good", json_boolean(kp->ws_good), &bad);
-	}
-	if ((st = json_object())) {
-		jset(st, "row", ws ? json_string("shared memory ring") : json_string(store_name(kp->row_store)), &bad);
-		jset(st, "params", jstore(kp->has_weight || kp->has_bias, kp->param_store), &bad);
-		jset(st, "dweight", jstore(bwd && kp->has_weight, kp->dw_store), &bad);
-		jset(st, "dbias", jstore(bwd && kp->has_bias, kp->db_store), &bad);
-	}
-	jset(o, "storage", st, &bad);
-	if ((regs = json_object())) {
-		jset(regs, "estimate", json_integer(kp->est_regs), &bad);
-		if (ws) {
-			jset(regs, "entry", json_integer(kp->regs_entry), &bad);
-			jset(regs, "producer", json_integer(kp->regs_producer), &bad);
-			jset(regs, "row_groups", json_integer(kp->regs_compute), &bad);
-		}
-	}
-	jset(o, "registers", regs, &bad);
-	if ((smem = json_object())) {
-		jset(smem, "bytes", json_integer(kp->smem_bytes), &bad);
-		jset(smem, "limit", json_integer(kp->smem_limit), &bad);
-		if (ws) {
-			struct wsn__ws_layout l;
-
-			wsn__ws_layout(kp, &l);
-			jset(smem, "ring", json_integer((json_int_t)kp->stages * kp->stage_bytes), &bad);
-			jset(smem, "barriers", json_integer(l.red - l.bars), &bad);
-			jset(smem, "reduction", json_integer(l.w - l.red), &bad);
-			jset(smem, "parameters", json_integer(l.dw - l.w), &bad);
-			jset(smem, "sums", json_integer(l.stages - l.dw), &bad);
-		}
-	}
-	jset(o, "shared_memory", smem, &bad);
-	jset(o, "ctas_per_sm", json_integer(ws ? 1 : kp->ctas_per_sm), &bad);
-	if ((grid = json_object())) {
-		jset(grid, "kind", json_string(kp->block_grid ? "row blocks" : "persistent"), &bad);
-		jset(grid, "ctas", json_integer(kp->max_grid), &bad);
-	}
-	jset(o, "grid", grid, &bad);
-	if (kp->finish_entry[0]) {
-		json_t *f = json_object();
-
-		if (f) {
-			jset(f, "grid", json_integer(kp->finish_grid), &bad);
-			jset(f, "threads", json_integer(kp->finish_threads), &bad);
-		}
-		jset(o, "finish", f, &bad);
-	} else {
-		jset(o, "finish", json_null(), &bad);
-	}
-	jset(o, "workspace_bytes", json_integer((json_int_t)kp->ws_bytes), &bad);
-	jset(o, "why", wsn__json_text(kp->why), &bad);
-	return bad ? wsn__error(WSN_ENOMEM, "plan: out of memory describing %s as JSON", kp->entry) : 0;
 }
 

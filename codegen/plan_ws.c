@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* codegen/ws_plan.c: warp-specialised plans: register and shared-memory budgets, the heuristic search, its verdict, and the auto rule. */
-#include "codegen.h"
+/* codegen/plan_ws.c: warp-specialised plans: register and shared-memory budgets, the heuristic search, its verdict, and the auto rule. */
+#include "planner.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -1092,38 +1092,3 @@ int wsn__ws_auto_pick(const struct wsn__gpu_props *g, const struct wsn__kernel_p
 	return 0;
 }
 
-int wsn__ws_describe(const struct wsn__kernel_plan *kp, char *buf, size_t len)
-{
-	int bwd = wsn_op_is_backward(kp->op);
-	char split[160] = "";
-
-	if (kp->cluster > 1)
-		snprintf(split, sizeof(split), "cluster:       %u CTAs per row, %lld columns each; row sums traded through "
-			 "distributed shared memory\n", kp->cluster, (long long)wsn__kernel_cols(kp));
-	return snprintf(buf, len,
-			"approach:      ws%s\n"
-			"kernel:        %s (sm_%da)\n"
-			"finish kernel: %s\n"
-			"op/dtype:      %s %s, hidden %lld, rows %lld, weight %s, bias %s\n"
-			"block:         %u threads = producer %u + bdimy %u row groups x bdimx %u; %u vectors (%u elements) "
-			"per thread per row, vec %u\n"
-			"%s"
-			"pipeline:      %u stage%s x %u row%s (unroll) of %u bytes per tensor%s; stage %s\n"
-			"storage:       params %s, dweight %s, dbias %s\n"
-			"budget:        registers %u at entry, producer %u, row groups %u (~%u needed); %u B dynamic shared "
-			"memory; 1 CTA/SM\n"
-			"grid:          persistent, up to %u CTAs; finish %u x %u threads; workspace %zu B\n"
-			"why:           %s\n",
-			kp->ws_forced ? (kp->ws_good ? " (forced)" : " (forced; the heuristic expects it to be slow)") : "",
-			kp->entry, kp->arch, kp->finish_entry[0] ? kp->finish_entry : "(none)", wsn_op_name(kp->op),
-			wsn_dtype_name(kp->dtype), (long long)kp->hidden, (long long)kp->rows, kp->has_weight ? "yes" : "no",
-			kp->has_bias ? "yes" : "no", kp->block_threads, kp->producer_threads, kp->bdimy, kp->bdimx, kp->nvec,
-			kp->per_thread, kp->vec, split, kp->stages, kp->stages > 1 ? "s" : "", kp->unroll,
-			kp->unroll > 1 ? "s" : "", kp->row_bytes, kp->stats_ring ? " + the rows' statistics" : "",
-			kp->cache_rows ? "copied into registers" : "read from shared memory",
-			kp->param_store == WSN_STORE_REG ? "registers" : "shared memory",
-			bwd && kp->has_weight ? (kp->dw_store == WSN_STORE_REG ? "registers" : "shared memory") : "-",
-			bwd && kp->has_bias ? (kp->db_store == WSN_STORE_REG ? "registers" : "shared memory") : "-",
-			kp->regs_entry, kp->regs_producer, kp->regs_compute, kp->est_regs, kp->smem_bytes, kp->max_grid,
-			kp->finish_grid, kp->finish_threads, kp->ws_bytes, kp->why);
-}
