@@ -82,10 +82,9 @@ int wsn__plan_kernel(const struct wsn__gpu_props *g, const struct wsn__plan_para
 		}
 		if (!wswhy[0] && !ws.ws_good && sums_in_global(kp) && p->rows > (int64_t)kp->max_grid) {
 			/* A ring of one stage still beats sums read and written for every row. */
-			snprintf(rule, sizeof(rule), "auto: ws though its heuristic is not good: multi-wave would read and write its "
-				 "dweight/dbias sums in global memory every row (2048 rows, ws vs multi-wave, LayerNorm bwd bf16 "
-				 "128K-144K 1.80-1.84 vs 0.30-0.31 TB/s; f32 80K-96K 2.68-2.75 vs 0.89-0.91; RMSNorm bwd bf16 "
-				 "152K-208K 2.36-2.37 vs 0.76-0.77, f32 104K 2.72 vs 1.21)");
+			snprintf(rule, sizeof(rule), "auto: ws though its heuristic is not good (NOTES v24): multi-wave would "
+				 "read and write its dweight/dbias sums in global memory for each of %lld rows over %u CTAs",
+				 (long long)p->rows, kp->max_grid);
 			*kp = ws;
 		}
 		why_prepend(kp, rule);

@@ -376,8 +376,7 @@ int wsn__multiwave_plan(const struct wsn__gpu_props *g, const struct wsn__plan_p
 	WHY("bdimx=%u: %u threads share a row so each holds %u vectors of 16 bytes (%u elements)%s; ",
 	    kp->bdimx, kp->bdimx, kp->nvec, kp->per_thread, fbx ? " (forced)" : "");
 	if (rms_long_row(kp) && !fbx)
-		WHY("rows of 32 KB or more: about 4 vectors per thread and up to 1024 threads per SM (measured "
-		    "0.7-2.4 %% faster than 8 vectors and 512-768 threads); ");
+		WHY("rows of 32 KB or more: about 4 vectors per thread and up to 1024 threads per SM (NOTES v13); ");
 	WHY("bdimy=%u: %s; ", kp->bdimy, fby ? "forced" : bwd ? (kp->bdimy > 1 ?
 	    "row groups share a CTA so fewer CTAs write dweight/dbias partials" :
 	    "one row group per CTA (more did not fit registers/threads)") : kp->bdimy > 1 ?
@@ -394,8 +393,7 @@ int wsn__multiwave_plan(const struct wsn__gpu_props *g, const struct wsn__plan_p
 	    kp->est_regs, kp->smem_bytes, kp->ctas_per_sm, best.mlp / 1024);
 	if (kp->block_grid)
 		WHY("grid: one CTA per row block, started by the hardware as others finish (%u resident: %u per SM x "
-		    "%d SMs), so the SMs stay busy to the last rows; measured 2-8 %% faster than a persistent grid "
-		    "for the forward", kp->max_grid, kp->ctas_per_sm, g->sms);
+		    "%d SMs), so the SMs stay busy to the last rows (NOTES v4)", kp->max_grid, kp->ctas_per_sm, g->sms);
 	else
 		WHY("grid: persistent, %u CTAs (%u per SM x %d SMs) striding over row blocks, each CTA keeping its "
 		    "dweight/dbias partial sums", kp->max_grid, kp->ctas_per_sm, g->sms);

@@ -65,6 +65,18 @@ static const struct wsn__ws_shape_row *measured_split(const struct wsn__gpu_prop
 	return NULL;
 }
 
+/* A table row as the plan names it: its NOTES section, op, row bytes, dtypes and rows per SM. */
+static void row_name(const struct wsn__ws_shape_row *row, const struct wsn__kernel_plan *kp, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "NOTES %s: %s rows of %lld-%lld bytes", row->note, wsn_op_name(row->op),
+			 (long long)row->min_bytes, (long long)row->max_bytes);
+
+	if (row->dtypes && n > 0 && (size_t)n < len)
+		n += snprintf(buf + n, len - (size_t)n, " in %s", wsn_dtype_name(kp->dtype));
+	if (row->max_rows_per_sm && n > 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, ", up to %lld rows per SM", (long long)row->max_rows_per_sm);
+}
+
 
 /* One point of the search. */
 struct cfg {
@@ -545,7 +557,7 @@ int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *
 	struct forced shape = { 0 }; /* a measured split's shape, where it fitted */
 	const char *passed = NULL;   /* why a measured shape was passed over */
 	int forced; /* a parameter or the cluster given: no split of the planner's own */
-	char steps[2048];
+	char steps[2048], name[128];
 	struct trace t = { steps, sizeof(steps), 0 }, why;
 
 	if ((err = wsn__plan_begin(g, p, WSN_APPROACH_WS, kp)) < 0)
@@ -610,12 +622,14 @@ int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *
 			shape.unroll = split->unroll;
 			shape.stages = split->stages;
 			kp->stats_ring = split->stats_ring;
+			row_name(split, kp, name, sizeof(name));
+			tr(&t, "measured shape (%s): ", name);
 			if (split->cluster > 1)
-				tr(&t, "measured split: the row over a cluster of %u CTAs, %lld columns each; ", split->cluster,
+				tr(&t, "over a cluster of %u CTAs (%lld columns each), ", split->cluster,
 				   (long long)(p->hidden / split->cluster));
-			tr(&t, "measured shape: %u row groups of %u threads, %u row%s a stage, %u stages%s (%s); ", shape.bdimy,
-			   shape.bdimx, shape.unroll, shape.unroll > 1 ? "s" : "", shape.stages,
-			   split->stats_ring ? ", the statistics copied into each stage" : "", split->basis);
+			tr(&t, "%u row groups of %u threads, %u row%s a stage, %u stages%s; ", shape.bdimy, shape.bdimx,
+			   shape.unroll, shape.unroll > 1 ? "s" : "", shape.stages,
+			   split->stats_ring ? ", the statistics copied into each stage" : "");
 			fit = search_all(g, kp, &shape, p->rows, &c, &t, &spill_ok);
 			if (fit && !spill_ok && c.stages == shape.stages && c.stages % c.bdimy == 0)
 				goto planned;
@@ -624,8 +638,9 @@ int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *
 			passed = "it does not fit the budgets here";
 			continue;
 		}
-		tr(&t, "measured split: the row over a cluster of %u CTAs, %lld columns each (%s); ", split->cluster,
-		   (long long)(p->hidden / split->cluster), split->basis);
+		row_name(split, kp, name, sizeof(name));
+		tr(&t, "measured split (%s): the row over a cluster of %u CTAs, %lld columns each; ", name, split->cluster,
+		   (long long)(p->hidden / split->cluster));
 		fit = search_all(g, kp, &f, p->rows, &c, &t, &spill_ok);
 		if (fit && !spill_ok && c.stages >= 2)
 			goto planned;
@@ -723,41 +738,14 @@ planned:
 	why.buf = kp->why;
 	why.len = sizeof(kp->why);
 	why.n = 0;
-	{
-		struct wsn__ws_layout l;
-		wsn__ws_layout(kp, &l);
-		WHY("warp-specialised: one CTA per SM, a %u-thread producer warpgroup (one lane issues cp.async.bulk per row "
-		    "into a ring of %u stage%s, full/empty mbarriers) and %u row group%s of %u threads; ", WS_PRODUCER_THREADS,
-		    kp->stages, kp->stages > 1 ? "s" : "", kp->bdimy, kp->bdimy > 1 ? "s" : "", kp->bdimx);
-		if (kp->cluster > 1)
-			WHY("each row split over a cluster of %u CTAs (%lld columns each): every row group sends its row "
-			    "sums to the others' shared memory (st.async onto their mbarriers) and adds theirs in rank "
-			    "order; ", kp->cluster, (long long)wsn__kernel_cols(kp));
-		WHY("%s%s", !(f.bdimx || f.bdimy || f.unroll || f.stages) ? "" : p->tuned ? "autotune's shape kept; " :
-		    "forced parameters kept; ", steps);
-		WHY("bdimx=%u: %u vectors of 16 bytes per thread per row; bdimy=%u; unroll=%u rows per stage (one grouped "
-		    "reduction per pass); stages=%u; ", kp->bdimx, kp->nvec, kp->bdimy, kp->unroll, kp->stages);
-		WHY("stage in %s; %s in %s", kp->cache_rows ? "registers (copied out, released before the compute)" :
-		    "shared memory (read in each pass, released after the last)", bwd ? "weight" : "weight/bias",
-		    kp->param_store == WSN_STORE_REG ? "registers" : "shared memory");
-		if (bwd && kp->has_weight)
-			WHY("; dweight sums in %s", kp->dw_store == WSN_STORE_REG ? "registers" : "shared memory");
-		if (bwd && kp->has_bias)
-			WHY("; dbias sums in %s", kp->db_store == WSN_STORE_REG ? "registers" : "shared memory");
-		if (bwd)
-			WHY("; statistics %s", kp->stats_ring ? "copied by the producer into each stage with its rows" :
-			    "loaded by each row group a block ahead");
-		WHY("; shared memory %u of %d bytes: ring %u x %u (unroll %u x %s x %u-byte rows%s), barriers %u, "
-		    "reduction %u, parameters %u, sums %u; ", l.total, g->smem_per_block_optin, kp->stages, kp->stage_bytes,
-		    kp->unroll, bwd ? "dy,x" : "x", kp->row_bytes, kp->stats_ring ? " + statistics" : "", l.red - l.bars,
-		    l.w - l.red, l.dw - l.w, l.stages - l.dw);
-		WHY("registers: %u threads x %u at entry = %u; producer down to %u, row groups up to %u (estimate %u, %d "
-		    "spare); ", kp->block_threads, kp->regs_entry, kp->block_threads * kp->regs_entry, kp->regs_producer,
-		    kp->regs_compute, kp->est_regs, (int)kp->regs_compute - (int)kp->est_regs);
-		WHY("heuristic: %s (%s)", kp->ws_good ? "good" : "not good", verdict);
-		if (kp->ws_forced && !kp->ws_good)
-			WHY("; ws forced: runs anyway, expect it to be slower than multi-wave");
-	}
+	WHY("%s%s", !(f.bdimx || f.bdimy || f.unroll || f.stages) ? "" : p->tuned ? "autotune's shape kept; " :
+	    "forced parameters kept; ", steps);
+	WHY("budgets: shared memory %u of %d bytes (ring %u x %u); registers: ~%u of %u per row-group thread (%d spare); ",
+	    kp->smem_bytes, g->smem_per_block_optin, kp->stages, kp->stage_bytes, kp->est_regs, kp->regs_compute,
+	    (int)kp->regs_compute - (int)kp->est_regs);
+	WHY("heuristic: %s (%s)", kp->ws_good ? "good" : "not good", verdict);
+	if (kp->ws_forced && !kp->ws_good)
+		WHY("; ws forced: runs anyway, expect it to be slower than multi-wave");
 	return 0;
 }
 
@@ -867,17 +855,16 @@ int wsn__ws_auto_pick(const struct wsn__gpu_props *g, const struct wsn__kernel_p
 			return 0;
 		}
 		if (r->min_rows_per_sm > 0 && per_sm <= r->min_rows_per_sm) { /* 0: any row count */
-			snprintf(buf, len, "auto: multi-wave, %lld rows per SM <= %lld (rule for %s hidden %s)",
-				 (long long)per_sm, (long long)r->min_rows_per_sm, wsn_op_name(r->op), range);
+			snprintf(buf, len, "auto: multi-wave (rule for %s hidden %s, NOTES %s): %lld rows per SM <= %lld",
+				 wsn_op_name(r->op), range, r->note, (long long)per_sm, (long long)r->min_rows_per_sm);
 			return 0;
 		}
-		snprintf(buf, len, "auto: ws, heuristic good and %lld rows per SM > %lld (rule for %s hidden %s: %s)",
-			 (long long)per_sm, (long long)r->min_rows_per_sm, wsn_op_name(r->op), range, r->basis);
+		snprintf(buf, len, "auto: ws (rule for %s hidden %s, NOTES %s): heuristic good and %lld rows per SM > %lld",
+			 wsn_op_name(r->op), range, r->note, (long long)per_sm, (long long)r->min_rows_per_sm);
 		return 1;
 	}
-	snprintf(buf, len, "auto: multi-wave, no ws rule for %s at hidden %lld (%s)", wsn_op_name(ws->op),
-		 (long long)ws->hidden, wsn_op_is_backward(ws->op) ? "not measured ahead there" :
-		 "the forward measured level or faster on multi-wave");
+	snprintf(buf, len, "auto: multi-wave, no ws rule for %s at hidden %lld", wsn_op_name(ws->op),
+		 (long long)ws->hidden);
 	return 0;
 }
 

@@ -23,7 +23,6 @@ struct wsn__ws_shape_row {
 	unsigned cluster;             /* CTAs a row is split over (1: whole rows) */
 	unsigned bdimx, bdimy, unroll, stages; /* the shape; 0: the search's */
 	int stats_ring;               /* with the shape: the rows' statistics copied into each stage */
-	const char *basis;
 };
 
 /*
@@ -39,7 +38,6 @@ struct wsn__auto_rule {
 	int64_t min_hidden, max_hidden; /* inclusive */
 	int64_t min_rows_per_sm;      /* ws only above these rows per SM */
 	int shape_only;               /* only where the ws plan took a row of the shape table */
-	const char *basis;
 };
 
 extern const struct wsn__ws_shape_row wsn__ws_shape_table[];
