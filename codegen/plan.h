@@ -109,7 +109,8 @@ int wsn__plan_begin(const struct wsn__gpu_props *g, const struct wsn__plan_param
  * each of its warps a slice of the parts (parts s, s + slices, ...). */
 #define WSN_FINISH_COLS 32
 /* Warps (slices) per finish CTA for hidden columns on g: 32 where the grid covers at most a quarter
- * of the SMs (each thread then loads a few parts instead of many), else 8 (see NOTES v5). */
+ * of the SMs (each thread then loads a few parts instead of many), else 8 (see NOTES v5, "The
+ * finish kernel's slices"). */
 unsigned wsn__finish_slices(const struct wsn__gpu_props *g, int64_t hidden);
 /* A backward plan's finish kernel (entry, threads, grid) and workspace for nparts partial rows of
  * kp->hidden floats per sum: both planners call it once the main entry is named. */

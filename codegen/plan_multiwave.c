@@ -172,8 +172,8 @@ static int fits(const struct wsn__gpu_props *g, const struct wsn__kernel_plan *k
 	if (by_smem < c->ctas)
 		c->ctas = by_smem;
 	/* forward: never a lone CTA per SM when two fit at 64 registers (the row's 4 x nvec plus 32): a
-	 * CTA of a one-CTA-per-block grid leaves its SM idle between blocks (measured LayerNorm 32K
-	 * 2.74 -> 2.82 TB/s); ptxas keeps such rows in 64 registers */
+	 * CTA of a one-CTA-per-block grid leaves its SM idle between blocks; ptxas keeps such rows in 64
+	 * registers */
 	if (!bwd && c->ctas == 1 && by_threads >= 2 && by_smem >= 2 && r8 > FWD_SQUEEZE_REGS &&
 	    4 * c->nvec + 32 <= FWD_SQUEEZE_REGS && ctas_by_regs(g, FWD_SQUEEZE_REGS, bt) >= 2) {
 		c->regs = FWD_SQUEEZE_REGS;
@@ -217,9 +217,8 @@ static int better(const struct kp_score *a, const struct kp_score *b, int bwd)
 	return a->nvdist < b->nvdist;
 }
 
-/* RMSNorm forward rows of 32 KB and more: measured on the H100 (bf16 16K/32K, f32 8K/16K), 4 vectors per
- * thread and 1024 threads per SM beat 8 vectors and 512-768 threads by 0.7-2.4 %; LayerNorm's longer
- * reduction loses with more warps per row. */
+/* RMSNorm forward rows of 32 KB and more: 4 vectors per thread and 1024 threads per SM beat 8 vectors
+ * and 512-768 threads (see NOTES v13); LayerNorm's longer reduction loses with more warps per row. */
 static int rms_long_row(const struct wsn__kernel_plan *kp)
 {
 	return !wsn_op_is_backward(kp->op) && !wsn_op_is_layernorm(kp->op) &&

@@ -14,19 +14,15 @@
 #define WS_MAX_UNROLL 8         /* ws.c MAXU */
 #define WS_MAX_NVEC 16          /* vectors per thread per row the search considers */
 #define WS_MAX_STAGES 32
-#define WS_FILL_STAGES_BWD 16   /* leftover shared memory adds backward stages up to this: 32 stages of
-				 * LayerNorm bwd 2K over 4 and 4K over 8 measured 2-3 % behind 16 (NOTES v6) */
+#define WS_FILL_STAGES_BWD 16   /* leftover shared memory adds backward stages up to this (see NOTES v6) */
 #define WS_FILL_RING_BWD (132u * 1024) /* and past WS_FILL_RING_MIN stages only while the ring stays
-				 * within this: LayerNorm bwd 16K over 2, 4 stages of 32 KB 2.763-2.785
-				 * vs 7 2.759-2.769; RMSNorm bwd 16K 2.874-2.882 vs 2.863-2.882; RMSNorm
-				 * bwd 2K (8 of 16 KB) and 8K (4 of 32 KB) level (NOTES v15) */
-#define WS_FILL_RING_MIN 4      /* RMSNorm bwd 32K: 3 stages of 64 KB 2.844-2.846 vs 2 2.813-2.820 */
+				 * within this: deeper rings ran no faster (see NOTES v15) */
+#define WS_FILL_RING_MIN 4      /* stages a backward ring may take past WS_FILL_RING_BWD (see NOTES v15) */
 #define WS_MAX_CLUSTER 8         /* CTAs sharing a row: the portable cluster size */
 #define WS_MAX_GROUPS 14        /* row groups of several warps: named barriers 1..14 (15 joins them all) */
 #define WS_GOOD_FREE_REGS 8     /* is_good: bdimy 1 with direct loads needs this many registers spare
-				 * over the estimate (which has its own margin); nvFuser asks for 64, but
-				 * here LayerNorm backward 8K with 58 spare ran 12 % ahead of multi-wave,
-				 * 16K with 17 spare 2 % ahead, RMSNorm backward 16K with 12 even */
+				 * over the estimate (which has its own margin); fewer than nvFuser's 64
+				 * (see NOTES, "Planner constants") */
 #define WS_STR_(x) #x
 #define WS_STR(x) WS_STR_(x)
 #define WS_TAIL_MAX 0.02        /* unroll doubles only while the busiest CTA does <= 2 % above the mean */
@@ -139,12 +135,12 @@ static void apply(struct wsn__kernel_plan *kp, const struct cfg *c)
 
 /*
  * Registers a row-group thread needs: a least-squares fit (coefficients in hundredths) to the
- * smallest setmaxnreg.inc at which ptxas 13.0 (sm_90a) compiles the generated row-group code
- * without spills, over 51 kernels (bf16/f32, hidden 1K-32K, bdimx 128-896, unroll 1-4, each
- * storage switch), plus WS_REG_MARGIN + 4 per row of a stage for the fit's under-estimates
- * (at most 27 registers, most within 12), and the dtypes' own costs (below). Terms: the dweight/dbias sums, the weight (shared-memory copies cost more than
- * registers: ptxas hoists their loads), the rows of the stage (cached or re-read; both stay
- * live), LayerNorm forward's unpacked row, and the reduction's loads (warps x values).
+ * smallest setmaxnreg.inc at which ptxas (sm_90a) compiles the generated row-group code without
+ * spills over kernels of each storage switch (see NOTES, "Planner constants"), plus WS_REG_MARGIN + 4 per row of a stage for the
+ * fit's under-estimates, and the dtypes' own costs (below). Terms: the dweight/dbias sums, the
+ * weight (shared-memory copies cost more than registers: ptxas hoists their loads), the rows of
+ * the stage (cached or re-read; both stay live), LayerNorm forward's unpacked row, and the
+ * reduction's loads (warps x values).
  */
 #define WS_REG_MARGIN 12
 #define WS_CLUSTER_REGS 12
@@ -178,8 +174,7 @@ static unsigned estimate_regs(const struct wsn__kernel_plan *kp, const struct cf
 	 * that ptxas keeps live across a vector (backward: up to 10 registers per vector and row) */
 	r = (r + 99) / 100 + ws_reg_margin(U);
 	/* a row split over a cluster: the exchange's addresses and barrier stay live beside the row, and
-	 * ptxas loads every CTA's parts at once (LayerNorm bwd 8K spilled 24 bytes over 2 CTAs at an
-	 * estimate 12 under the budget, and over 8 CTAs with 4 rows per stage at 24 under) */
+	 * ptxas loads every CTA's parts at once */
 	r += cluster_regs(kp, U);
 	if (kp->dtype == WSN_F16)
 		r += bwd ? 10 * nv * U : 8;
@@ -338,10 +333,8 @@ static int search_from(const struct wsn__gpu_props *g, struct wsn__kernel_plan *
 			n.bdimx += 128;
 			fit_n = eval(g, kp, &n);
 			/* spilling: keep growing until a width fits; fitting: grow while the wider group
-			 * still fits and holds fewer vectors per thread without padding more of the row
-			 * (RMSNorm forward 32K: 384 threads of 11 vectors pad 3 %, 256 of 16 ran 4 %
-			 * ahead of multi-wave), and not into a width whose registers is_good rejects
-			 * (LayerNorm bwd f16 4097: 384 threads leave 6 spare, 256 leave 57) */
+			 * still fits and holds fewer vectors per thread without padding more of the row,
+			 * and not into a width whose registers is_good rejects */
 			if (!fit_o || (fit_n && n.nvec < o.nvec && n.nvec * n.bdimx <= o.nvec * o.bdimx &&
 				       (regs_good(&n) || !regs_good(&o)))) {
 				*c = n;
@@ -384,9 +377,8 @@ static int more_stages(const struct wsn__gpu_props *g, struct wsn__kernel_plan *
  * group ty takes iterations ty, ty + bdimy, ..., so with stages a multiple of bdimy all of a slot's
  * iterations are one group's, and it waits on the slot's phases in order. A slot two groups share
  * lets one of them wait for a phase while the one before it is still incomplete, and mbarrier parity
- * cannot tell those two apart: the wait passes at once on a stage not yet filled (GPU launch failures
- * at LayerNorm bwd 2K over 4 with 8 groups and 9-14 stages, RMSNorm bwd 1K with 8 groups and 12;
- * bench/NOTES.md v15). Stages forced: the groups come down to a divisor of them (unless forced too);
+ * cannot tell those two apart: the wait passes at once on a stage not yet filled (see NOTES v15,
+ * "A ring slot shared by two row groups"). Stages forced: the groups come down to a divisor of them (unless forced too);
  * free: a multiple of the groups, at least one stage each.
  */
 static int own_stages(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp, const struct forced *f,
@@ -765,16 +757,14 @@ int wsn__ws_plan_shape(const struct wsn__gpu_props *g, const struct wsn__plan_pa
 }
 
 /*
- * Autotune's shapes (NOTES v26). Between the widths the split table measured, the search's shape
- * read anywhere from 0.71 to 0.95 of the copy, and the sweeps' winners shared only this: every
- * thread's vectors whole where the width allows, and (mostly) a row a stage (NOTES v25). No rule
- * predicted the rest, so autotune times the candidates on the GPU: every cluster that splits the
+ * Autotune's shapes (see NOTES v25 and v26). Between the widths the shape table covers no rule
+ * predicted the best shape, so autotune times the candidates on the GPU: every cluster that splits the
  * row into whole vectors, row groups of 32, 64, 128 or 256 threads filling one to three
  * warpgroups, and 1 or 2 rows a stage, where the threads' vector slots are at least WS_TUNE_FILL
  * full (emptier shapes never came near the winners).
  */
 #define WS_TUNE_FILL 0.7
-#define WS_TUNE_ALL 96 /* shapes enumerated at most (4 clusters x 10 group shapes x 2 unrolls = 80) */
+#define WS_TUNE_ALL 96 /* shapes enumerated at most (4 clusters x 10 group shapes x 2 unrolls) */
 
 int wsn__ws_tune_shapes(const struct wsn__gpu_props *g, const struct wsn__plan_params *p,
 			const struct wsn__kernel_plan *own, struct wsn__ws_shape *out, int max)
