@@ -16,30 +16,25 @@ static unsigned align_up(unsigned v, unsigned a)
 	return (v + a - 1) / a * a;
 }
 
+/* The modelled devices: an H100 SXM and a B200-like sm_100, each with 228 KB of shared memory per
+ * SM of which a CTA may opt in to 227 KB. */
+static const struct wsn__gpu_props gpu_h100 = {
+	.arch = 90, .sms = 132, .smem_per_block_optin = 232448, .smem_per_sm = 233472, .regs_per_sm = 65536,
+	.regs_per_block = 65536, .max_threads_per_sm = 2048, .l2_bytes = 50ll << 20,
+};
+static const struct wsn__gpu_props gpu_b200 = {
+	.arch = 100, .sms = 148, .smem_per_block_optin = 232448, .smem_per_sm = 233472, .regs_per_sm = 65536,
+	.regs_per_block = 65536, .max_threads_per_sm = 2048, .l2_bytes = 126ll << 20,
+};
+
 void wsn__gpu_props_h100(struct wsn__gpu_props *g)
 {
-	memset(g, 0, sizeof(*g));
-	g->arch = 90;
-	g->sms = 132;
-	g->smem_per_block_optin = 232448;
-	g->smem_per_sm = 233472;
-	g->regs_per_sm = 65536;
-	g->regs_per_block = 65536;
-	g->max_threads_per_sm = 2048;
-	g->l2_bytes = 50ll << 20;
+	*g = gpu_h100;
 }
 
 void wsn__gpu_props_b200(struct wsn__gpu_props *g)
 {
-	memset(g, 0, sizeof(*g));
-	g->arch = 100;
-	g->sms = 148;
-	g->smem_per_block_optin = 232448;
-	g->smem_per_sm = 233472;
-	g->regs_per_sm = 65536;
-	g->regs_per_block = 65536;
-	g->max_threads_per_sm = 2048;
-	g->l2_bytes = 126ll << 20;
+	*g = gpu_b200;
 }
 
 int wsn__plan_begin(const struct wsn__gpu_props *g, const struct wsn__plan_params *p, enum wsn_approach approach,
