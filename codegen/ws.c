@@ -63,64 +63,6 @@ struct ws {
 	int C;                         /* CTAs sharing a row (kp->cluster; 1: none) */
 };
 
-static unsigned align_up(unsigned v, unsigned a)
-{
-	return (v + a - 1) / a * a;
-}
-
-unsigned wsn__ws_stats_bytes(const struct wsn__kernel_plan *kp)
-{
-	return kp->stats_ring && wsn_op_is_backward(kp->op) ? align_up(kp->unroll * 4 * (wsn_op_is_layernorm(kp->op) ? 2 : 1), 16) : 0;
-}
-
-int64_t wsn__kernel_cols(const struct wsn__kernel_plan *kp)
-{
-	return kp->cluster > 1 ? kp->hidden / kp->cluster : kp->hidden;
-}
-
-void wsn__ws_layout(const struct wsn__kernel_plan *kp, struct wsn__ws_layout *l)
-{
-	int bwd = wsn_op_is_backward(kp->op), ln = wsn_op_is_layernorm(kp->op);
-	unsigned nw = kp->bdimx / 32, padded = kp->nvec * kp->bdimx, U = kp->unroll, off, nred;
-	uint64_t end;
-	unsigned C = kp->cluster > 1 ? kp->cluster : 1;
-
-	memset(l, 0, sizeof(*l));
-	/* values per grouped reduction: backward (sum g, sum g*xhat) or sum g*xhat per row; forward
-	 * the sum, then M2 (LayerNorm), or the sum of squares, per row */
-	nred = bwd ? U * (ln ? 2 : 1) : U;
-	l->red_slot = 16 * ((nred + 3) / 4);
-	l->bars = 0;
-	l->xbar = 16 * kp->stages;
-	off = align_up(l->xbar + (C > 1 ? 16 * kp->bdimy : 0), 128);
-	l->red = off;
-	off += kp->bdimy * 2 * nw * l->red_slot;
-	l->xch = off;
-	if (C > 1)
-		off += kp->bdimy * 2 * C * l->red_slot;
-	l->w = l->b = off;
-	if (kp->param_store == WSN_STORE_SMEM) {
-		if (kp->has_weight)
-			off += padded * 16;
-		l->b = off;
-		if (!bwd && kp->has_bias)
-			off += padded * 16;
-	}
-	l->dw = off;
-	if (bwd && kp->has_weight && kp->dw_store == WSN_STORE_SMEM)
-		off += padded * kp->vec * 4;
-	l->db = off;
-	if (bwd && kp->has_bias && kp->db_store == WSN_STORE_SMEM)
-		off += padded * kp->vec * 4;
-	off = align_up(off, 128);
-	l->stages = l->xg = off;
-	end = off + (uint64_t)kp->stages * kp->stage_bytes; /* 64 bits: a forced ring of huge rows passes 4 GB */
-	if (bwd && kp->bdimy > 1 && (kp->has_weight || kp->has_bias) && off + (uint64_t)padded * kp->vec * 4 > end)
-		end = off + (uint64_t)padded * kp->vec * 4;
-	l->xg_slots = (unsigned)((end - off) / ((uint64_t)padded * kp->vec * 4));
-	l->total = end > UINT32_MAX ? UINT32_MAX : (unsigned)end; /* past any device's budget either way */
-}
-
 /* ---------------------------------------------------------------- producer */
 
 /* The CTA's place among those that stride over the row blocks, and their number: the CTA's, or with

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* codegen/ws_plan.c: warp-specialised plans: register and shared-memory budgets, the heuristic search, its verdict, and the auto rule. */
-#include "codegen.h"
+/* codegen/plan_ws.c: warp-specialised plans: register and shared-memory budgets, the heuristic search, its verdict, and the auto rule. */
+#include "planner.h"
+#include "tables.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -13,183 +14,19 @@
 #define WS_MAX_UNROLL 8         /* ws.c MAXU */
 #define WS_MAX_NVEC 16          /* vectors per thread per row the search considers */
 #define WS_MAX_STAGES 32
-#define WS_FILL_STAGES_BWD 16   /* leftover shared memory adds backward stages up to this: 32 stages of
-				 * LayerNorm bwd 2K over 4 and 4K over 8 measured 2-3 % behind 16 (NOTES v6) */
+#define WS_FILL_STAGES_BWD 16   /* leftover shared memory adds backward stages up to this (see NOTES v6) */
 #define WS_FILL_RING_BWD (132u * 1024) /* and past WS_FILL_RING_MIN stages only while the ring stays
-				 * within this: LayerNorm bwd 16K over 2, 4 stages of 32 KB 2.763-2.785
-				 * vs 7 2.759-2.769; RMSNorm bwd 16K 2.874-2.882 vs 2.863-2.882; RMSNorm
-				 * bwd 2K (8 of 16 KB) and 8K (4 of 32 KB) level (NOTES v15) */
-#define WS_FILL_RING_MIN 4      /* RMSNorm bwd 32K: 3 stages of 64 KB 2.844-2.846 vs 2 2.813-2.820 */
+				 * within this: deeper rings ran no faster (see NOTES v15) */
+#define WS_FILL_RING_MIN 4      /* stages a backward ring may take past WS_FILL_RING_BWD (see NOTES v15) */
 #define WS_MAX_CLUSTER 8         /* CTAs sharing a row: the portable cluster size */
 #define WS_MAX_GROUPS 14        /* row groups of several warps: named barriers 1..14 (15 joins them all) */
 #define WS_GOOD_FREE_REGS 8     /* is_good: bdimy 1 with direct loads needs this many registers spare
-				 * over the estimate (which has its own margin); nvFuser asks for 64, but
-				 * here LayerNorm backward 8K with 58 spare ran 12 % ahead of multi-wave,
-				 * 16K with 17 spare 2 % ahead, RMSNorm backward 16K with 12 even */
+				 * over the estimate (which has its own margin); fewer than nvFuser's 64
+				 * (see NOTES, "Planner constants") */
 #define WS_STR_(x) #x
 #define WS_STR(x) WS_STR_(x)
 #define WS_TAIL_MAX 0.02        /* unroll doubles only while the busiest CTA does <= 2 % above the mean */
 
-/*
- * Measured splits: where a row that one CTA could hold runs faster split over a cluster (more
- * stages in the ring, each CTA's part cached in registers). H100, bf16, 16384 rows, TB/s whole row
- * / split, two or three runs each (bench/NOTES.md v5, RMSNorm 4K v8); applied by row bytes (hidden
- * x element size) so that the other dtypes get the split of the same ring footprint. Where the
- * split does not fit or does not divide the row into whole vectors, the search starts from a CTA
- * per row as usual.
- *
- * Some entries also carry a measured shape (bdimx, bdimy, unroll, stages; 0: the search's), taken
- * from a sweep of every shape that fits (NOTES v19, v25) or from autotune's timing of them,
- * confirmed by forced runs (v26): at 1K-2K the search's two rows a stage
- * and larger rings put more bytes in flight at a call's start and end than a short call amortises;
- * between the powers of two the search's shape leaves threads' vector slots empty. Those entries
- * cover rows up to an eighth longer than the measured ones (or to the next entry), and only code for the
- * architecture they were measured on (sm_90); elsewhere, and where a shape does not fit the budgets
- * or leaves a row group without rows, the next entry that matches applies (a shape's split was
- * measured only with its shape), else the whole-row search. A shape may hold only for the dtypes it
- * was measured in (a mask: f16 needs more registers per vector than bf16, so where bf16's best
- * shape does not fit f16 has its own entry or none; NOTES v25), and may have the producer copy each
- * row's statistics (mean, rstd) into the stage beside the row instead of each row group loading
- * them a block ahead: LayerNorm bwd 2K ran 2 % faster so in v20's shape and 0-2.5 % in v30's, by
- * machine (NOTES), f32 1K and RMSNorm 2K slower. And a shape may hold
- * only up to a number of rows per SM (the plan's rows over the SMs): with 62 rows per SM or fewer
- * the shapes measured at 16384 rows (124 per SM) left 3-25 % (NOTES v27); those entries come first.
- */
-#define DT(d) (1 << (d))
-#define DT16 (DT(WSN_BF16) | DT(WSN_F16))
-static const struct ws_split {
-	enum wsn_op op;
-	int64_t min_bytes, max_bytes; /* row bytes, inclusive */
-	unsigned cluster;
-	unsigned bdimx, bdimy, unroll, stages; /* the measured shape (sm_90 only); 0: the search's */
-	int stats_ring;               /* with the shape: the statistics copied into each stage */
-	int dtypes;                   /* the shape only for these dtypes (DT() of enum wsn_dtype); 0: any */
-	int64_t max_rows_per_sm;      /* the shape only up to these rows per SM; 0: any */
-	const char *basis;
-} ws_splits[] = {
-	/* measured shapes first: the first entry that matches is taken; those for fewer rows before the others
-	 * (bf16 and f16 at 2048-16384 rows, forced shapes against auto; NOTES v27) */
-	{ WSN_LAYERNORM_BWD, 2048, 2303, 1, 64, 4, 2, 16, 0, DT16, 16,
-	  "LayerNorm bwd 1K at 2048 rows (15 per SM): 1.30 with 4 groups of 64 threads and 2 rows a stage vs "
-	  "multi-wave's 1.22 and 1.25 with the shape for more rows (bf16, f16)" },
-	{ WSN_LAYERNORM_BWD, 4096, 4607, 4, 32, 8, 1, 16, 0, DT16, 16,
-	  "LayerNorm bwd 2K at 2048 rows (15 per SM): 1.67-1.69 over 4 with 8 groups of 32 threads and a row a stage "
-	  "vs 1.54 whole with 4 groups of 64, 1.64 over 2 and multi-wave's 1.21-1.22 (f16 1.74-1.78 vs 1.57)" },
-	{ WSN_RMSNORM_BWD, 4096, 4607, 4, 32, 8, 1, 16, 0, DT(WSN_BF16), 16,
-	  "RMSNorm bwd bf16 2K at 2048 rows (15 per SM): 1.80-1.85 over 4 with 8 groups of 32 threads and a row a "
-	  "stage vs 1.74 whole with 4 groups of 64, 1.78-1.82 over 2 and multi-wave's 1.65" },
-	{ WSN_LAYERNORM_BWD, 8192, 9215, 4, 64, 6, 1, 12, 0, DT16, 92,
-	  "LayerNorm bwd 4K at 2048/4096/8192 rows (15/31/62 per SM): 2.11/2.44/2.66 over 4 with 6 groups of 64 "
-	  "threads and a row a stage vs 2.00/2.25/2.37 with the search's shape over 8 (f16 +3-7 %); level at 93 per "
-	  "SM" },
-	{ WSN_RMSNORM_BWD, 8192, 9215, 4, 64, 6, 1, 12, 0, DT16, 92,
-	  "RMSNorm bwd 4K at 2048/4096/8192 rows (15/31/62 per SM): 2.23/2.51/2.71 over 4 with 6 groups of 64 "
-	  "threads and a row a stage vs 2.16/2.33/2.50 with the search's shape over 8 (f16 +3-4 %); level at 93 per "
-	  "SM" },
-	{ WSN_RMSNORM_BWD, 16384, 18431, 8, 64, 6, 1, 12, 0, DT16, 62,
-	  "RMSNorm bwd 8K at 2048/4096/8192 rows (15/31/62 per SM): 2.53/2.72/2.80 over 8 with 6 groups of 64 "
-	  "threads and a row a stage vs 2.39/2.64/2.73 with the search's shape (f16 the same)" },
-	{ WSN_LAYERNORM_BWD, 65536, 73727, 8, 128, 2, 1, 8, 0, DT16, 62,
-	  "LayerNorm bwd 32K at 2048/4096/8192 rows (15/31/62 per SM): 2.63/2.70/2.74 over 8 with 2 groups of 128 "
-	  "threads and a row a stage vs 2.12/2.47/2.67 with the search's shape (f16 2.64/2.71/2.74 vs "
-	  "2.34/2.55/2.61)" },
-	{ WSN_RMSNORM_BWD, 32768, 36863, 8, 64, 4, 1, 16, 0, DT(WSN_F16), 31,
-	  "RMSNorm bwd f16 16K at 4096 rows (31 per SM): 2.78 over 8 with 4 groups of 64 threads and a row a stage "
-	  "vs 2.62 over 2 with the search's shape (bf16 2.75-2.77 there already)" },
-	{ WSN_RMSNORM_BWD, 65536, 73727, 8, 128, 2, 1, 8, 0, DT16, 31,
-	  "RMSNorm bwd 32K at 2048/4096 rows (15/31 per SM): 2.71/2.74 over 8 with 2 groups of 128 threads and a "
-	  "row a stage vs 2.41/2.65 with the search's shape (f16 2.71/2.74 vs 2.50/2.63)" },
-	{ WSN_LAYERNORM_BWD, 4096, 4607, 2, 64, 4, 2, 12, 1, DT16, 0,
-	  "LayerNorm bwd 2K: 2.82-2.85 over 2 with 4 groups of 64 threads, 2 rows a stage, 12 stages and the "
-	  "statistics copied into each stage vs 2.69-2.73 over 4 with 8 groups of 32 (f16 2.83-2.85 vs 2.75-2.77), "
-	  "each call starting on the SMs the one before leaves; 2.60-2.62 vs 2.69-2.70 where each call waits for "
-	  "the one before" },
-	/* LayerNorm bwd between the measured powers of two: the search's 2 rows a stage over the table's
-	 * cluster leaves a thread's vectors part empty there and ran 0.77-0.81 of the copy (NOTES v25) */
-	{ WSN_LAYERNORM_BWD, 4608, 5119, 4, 32, 8, 2, 16, 0, DT(WSN_BF16), 0,
-	  "LayerNorm bwd bf16 2304: 2.68 over 4 with 8 groups of 32 threads and 2 rows a stage vs 2.19 with the "
-	  "search's 4 groups of 64 (too many registers in f16)" },
-	{ WSN_LAYERNORM_BWD, 5120, 5759, 2, 32, 4, 1, 16, 0, DT(WSN_BF16), 0,
-	  "LayerNorm bwd bf16 2560: 2.71 over 2 with 4 groups of 32 threads (5 vectors each) and a row a stage vs "
-	  "2.40 over 4 with the search's 4 groups of 64 and 2 rows a stage" },
-	{ WSN_LAYERNORM_BWD, 5120, 5759, 2, 64, 4, 1, 16, 0, DT(WSN_F16), 0,
-	  "LayerNorm bwd f16 2560: 2.72 over 2 with 4 groups of 64 threads and a row a stage (bf16's second shape, "
-	  "2.69 there; its first needs more registers in f16)" },
-	{ WSN_LAYERNORM_BWD, 6144, 6911, 4, 32, 8, 1, 16, 0, DT16, 0,
-	  "LayerNorm bwd 3072: 2.79/2.79 (bf16/f16) over 4 with 8 groups of 32 threads and a row a stage vs "
-	  "2.32/2.55 over 8 with the search's 2 rows a stage" },
-	{ WSN_LAYERNORM_BWD, 9216, 10239, 8, 32, 8, 2, 16, 0, DT(WSN_BF16), 0,
-	  "LayerNorm bwd bf16 4608: 2.79 over 8 with 8 groups of 32 threads and 2 rows a stage vs 2.13 with the "
-	  "search's 4 groups of 64 (too many registers in f16)" },
-	{ WSN_LAYERNORM_BWD, 10240, 11519, 2, 64, 2, 1, 12, 0, DT(WSN_BF16), 0,
-	  "LayerNorm bwd bf16 5120: 2.82 over 2 with 2 groups of 64 threads (5 vectors each) and a row a stage vs "
-	  "2.35 over 8 with the search's 4 groups of 64 and 2 rows a stage" },
-	{ WSN_LAYERNORM_BWD, 10240, 11519, 4, 64, 4, 1, 16, 0, DT(WSN_F16), 0,
-	  "LayerNorm bwd f16 5120: 2.80 over 4 with 4 groups of 64 threads and a row a stage vs 2.38 over 8 with the "
-	  "search's 2 rows a stage (bf16's second shape; its first needs more registers in f16)" },
-	{ WSN_LAYERNORM_BWD, 20480, 23039, 8, 32, 8, 1, 16, 0, DT(WSN_BF16), 0,
-	  "LayerNorm bwd bf16 10240: 2.85 over 8 with 8 groups of 32 threads (5 vectors each) and a row a stage vs "
-	  "2.39 with the search's 2 groups of 128 and 2 rows a stage" },
-	{ WSN_LAYERNORM_BWD, 20480, 23039, 8, 64, 4, 1, 16, 0, DT(WSN_F16), 0,
-	  "LayerNorm bwd f16 10240: 2.84 over 8 with 4 groups of 64 threads and a row a stage (bf16's third shape, "
-	  "2.83 there; its first two need more registers in f16)" },
-	{ WSN_LAYERNORM_BWD, 16384, 18431, 8, 32, 8, 1, 16, 0, 0, 0,
-	  "LayerNorm bwd 8K: 2.81-2.82 over 8 with 8 groups of 32 threads and a row a stage vs 2.79-2.80 with "
-	  "the search's 4 groups of 64 and 2 rows a stage" },
-	/* autotune's winners, each confirmed by forced runs against auto in two interleaved passes (NOTES v26) */
-	{ WSN_LAYERNORM_BWD, 2048, 2303, 1, 64, 6, 1, 12, 0, DT(WSN_BF16), 0,
-	  "LayerNorm bwd bf16 1K: 2.50 with 6 groups of 64 threads and a row a stage vs 2.43-2.44 with the search's "
-	  "2 rows a stage (f16 level)" },
-	{ WSN_LAYERNORM_BWD, 3072, 3455, 2, 32, 8, 1, 16, 0, DT16, 0,
-	  "LayerNorm bwd 1536: 2.55-2.63 (bf16, f16) over 2 with 8 groups of 32 threads and a row a stage vs 2.47-2.49 "
-	  "whole with the search's shape" },
-	{ WSN_LAYERNORM_BWD, 4608, 5119, 2, 64, 4, 1, 16, 0, DT(WSN_F16), 0,
-	  "LayerNorm bwd f16 2304: 2.62-2.67 over 2 with 4 groups of 64 threads and a row a stage vs 2.21 over 4 "
-	  "with the search's 2 rows a stage" },
-	{ WSN_LAYERNORM_BWD, 7168, 8063, 2, 128, 3, 1, 15, 0, DT(WSN_BF16), 0,
-	  "LayerNorm bwd bf16 3584: 2.75-2.78 over 2 with 3 groups of 128 threads and a row a stage vs 2.66 over 8 "
-	  "with the search's 2 rows a stage" },
-	{ WSN_LAYERNORM_BWD, 9216, 10239, 2, 128, 2, 1, 14, 0, DT(WSN_F16), 0,
-	  "LayerNorm bwd f16 4608: 2.75 over 2 with 2 groups of 128 threads and a row a stage vs 2.15 over 8 with "
-	  "the search's 2 rows a stage" },
-	{ WSN_LAYERNORM_BWD, 14336, 16127, 4, 128, 3, 1, 15, 0, DT16, 0,
-	  "LayerNorm bwd 7168: 2.85-2.87 (bf16, f16) over 4 with 3 groups of 128 threads and a row a stage vs "
-	  "2.78-2.79 over 8 with the search's 2 rows a stage" },
-	{ WSN_LAYERNORM_BWD, 24576, 27647, 8, 64, 2, 2, 10, 0, DT(WSN_BF16), 0,
-	  "LayerNorm bwd bf16 12288: 2.90-2.91 over 8 with 2 groups of 64 threads and 2 rows a stage vs 2.75-2.76 "
-	  "over 2 with the search's shape" },
-	{ WSN_LAYERNORM_BWD, 24576, 27647, 8, 128, 2, 2, 10, 0, DT(WSN_F16), 0,
-	  "LayerNorm bwd f16 12288: 2.86 over 8 with 2 groups of 128 threads and 2 rows a stage vs 2.78-2.79 over 2 "
-	  "with the search's shape" },
-	{ WSN_LAYERNORM_BWD, 32768, 36863, 8, 128, 3, 1, 15, 0, DT16, 0,
-	  "LayerNorm bwd 16K: 2.84 over 8 with 3 groups of 128 threads and a row a stage vs 2.77-2.78 over 2 "
-	  "with the search's shape (f16 2.85 vs 2.77-2.78; at 4096 rows 2.74 vs 2.40)" },
-	{ WSN_RMSNORM_BWD, 4608, 5119, 2, 32, 4, 1, 16, 0, DT(WSN_BF16), 0,
-	  "RMSNorm bwd bf16 2304: 2.68 over 2 with 4 groups of 32 threads and a row a stage vs multi-wave's 2.61" },
-	{ WSN_RMSNORM_BWD, 7168, 8063, 4, 64, 6, 1, 12, 0, DT(WSN_BF16), 0,
-	  "RMSNorm bwd bf16 3584: 2.74 over 4 with 6 groups of 64 threads and a row a stage vs multi-wave's 2.67" },
-	{ WSN_RMSNORM_BWD, 9216, 10239, 4, 64, 4, 1, 16, 0, DT(WSN_BF16), 0,
-	  "RMSNorm bwd bf16 4608: 2.85 over 4 with 4 groups of 64 threads and a row a stage vs 2.62 over 8 with "
-	  "the search's shape" },
-	{ WSN_RMSNORM_BWD, 2048, 2303, 1, 64, 4, 1, 12, 0, 0, 0,
-	  "RMSNorm bwd 1K: 2.53-2.55 with 4 groups of 64 threads, a row a stage and 12 stages vs 2.51-2.52 with "
-	  "the search's 2 rows a stage and 16 stages" },
-	{ WSN_RMSNORM_BWD, 4096, 4607, 2, 64, 4, 1, 12, 0, 0, 0,
-	  "RMSNorm bwd 2K: 2.75 over 2 with 4 groups of 64 threads, a row a stage and 12 stages vs 2.64-2.65 "
-	  "whole with 2 groups of 128 and 2 rows a stage (f16 2.74-2.76 vs 2.63-2.65, f32 1K 2.78 vs 2.70-2.73)" },
-	{ WSN_RMSNORM_BWD, 5120, 5759, 2, 32, 4, 1, 16, 0, DT16, 0,
-	  "RMSNorm bwd bf16 2560: 2.76 over 2 with 4 groups of 32 threads (5 vectors each) and a row a stage vs "
-	  "multi-wave's 2.64" },
-	{ WSN_RMSNORM_BWD, 6144, 6911, 4, 32, 8, 1, 16, 0, DT16, 0,
-	  "RMSNorm bwd bf16 3072: 2.77 over 4 with 8 groups of 32 threads and a row a stage vs multi-wave's 2.67" },
-	{ WSN_LAYERNORM_BWD, 4096, 6143, 4, 0, 0, 0, 0, 0, 0, 0, "LayerNorm bwd 2K: 2.44 split over 4 vs 2.39 whole" },
-	{ WSN_LAYERNORM_BWD, 6144, 24575, 8, 0, 0, 0, 0, 0, 0, 0,
-	  "LayerNorm bwd 4K/8K: 2.62-2.65/2.71-2.72 split over 8 vs 2.50-2.54/2.60 whole" },
-	{ WSN_LAYERNORM_BWD, 24576, 49151, 2, 0, 0, 0, 0, 0, 0, 0, "LayerNorm bwd 16K: 2.74-2.75 split over 2 vs 2.69 whole" },
-	{ WSN_RMSNORM_BWD, 6144, 12287, 8, 0, 0, 0, 0, 0, 0, 0, "RMSNorm bwd 4K: 2.73-2.76 split over 8 vs 2.68-2.70 whole" },
-	{ WSN_RMSNORM_BWD, 12288, 49151, 2, 0, 0, 0, 0, 0, 0, 0,
-	  "RMSNorm bwd 8K/16K: 2.77-2.80/2.83 split over 2 vs 2.70-2.73/2.77 whole" },
-};
 
 /* Whether every row group of a grid of CTAs in clusters of `cluster` gets a block of unroll rows. */
 static int groups_have_rows(const struct wsn__gpu_props *g, int64_t rows, unsigned cluster, unsigned bdimy,
@@ -204,79 +41,38 @@ static int splits_whole(const struct wsn__kernel_plan *kp, int64_t hidden, unsig
 	return hidden % ((int64_t)cluster * kp->vec) == 0;
 }
 
-/* The first measured split for p after entry `after` (NULL: from the start); NULL: none. Entries with
- * a shape count only for sm_90 code, and those with a dtype only for it. */
-static const struct ws_split *measured_split(const struct wsn__gpu_props *g, const struct wsn__kernel_plan *kp,
-					     const struct wsn__plan_params *p, const struct ws_split *after)
+/* The first row of the ws shape table for p after row `after` (NULL: from the start); NULL: none. A
+ * row holds for its architecture (0: any), its dtypes (0: any) and up to its rows per SM (0: any). */
+static const struct wsn__ws_shape_row *measured_split(const struct wsn__gpu_props *g, const struct wsn__kernel_plan *kp,
+						      const struct wsn__plan_params *p,
+						      const struct wsn__ws_shape_row *after)
 {
 	int64_t bytes = p->hidden * (int64_t)wsn_dtype_size(p->dtype), per_sm = p->rows / (g->sms > 0 ? g->sms : 1);
 
-	for (size_t i = after ? (size_t)(after - ws_splits) + 1 : 0; i < WSN_ARRAY_SIZE(ws_splits); i++)
-		if (ws_splits[i].op == p->op && bytes >= ws_splits[i].min_bytes && bytes <= ws_splits[i].max_bytes &&
-		    splits_whole(kp, p->hidden, ws_splits[i].cluster) && (!ws_splits[i].bdimx || kp->arch == 90) &&
-		    (!ws_splits[i].dtypes || (ws_splits[i].dtypes & DT(p->dtype))) &&
-		    (!ws_splits[i].max_rows_per_sm || per_sm <= ws_splits[i].max_rows_per_sm))
-			return &ws_splits[i];
+	for (size_t i = after ? (size_t)(after - wsn__ws_shape_table) + 1 : 0; i < wsn__ws_shape_table_len; i++) {
+		const struct wsn__ws_shape_row *row = &wsn__ws_shape_table[i];
+
+		if (row->op == p->op && bytes >= row->min_bytes && bytes <= row->max_bytes &&
+		    splits_whole(kp, p->hidden, row->cluster) && (!row->arch || row->arch == kp->arch) &&
+		    (!row->dtypes || (row->dtypes & WSN_DTYPE_BIT(p->dtype))) &&
+		    (!row->max_rows_per_sm || per_sm <= row->max_rows_per_sm))
+			return row;
+	}
 	return NULL;
 }
 
-/*
- * Auto-selection: ws where the heuristic calls it good, a rule below covers the op and hidden
- * size, and each SM gets more than min_rows_per_sm rows (fewer leave the ring's fill and drain
- * uncovered); else multi-wave. Measured on the H100 (bf16, TB/s ws / multi-wave, copy 2.97 TB/s;
- * bench/NOTES.md v4): at 16384 rows (124 per SM) ws is ahead from 2K to 16K (LayerNorm bwd from 1K,
- * by 1-2 %: v7-v9). The row-count limits came from v4's kernels; v28 measured both families again
- * from 128 to 12288 rows (1-93 per SM), timed on the GPU behind a stream hold: in 16-bit ws now
- * leads at every row count but RMSNorm 1025-2048 at 1 row per SM or fewer (and RMSNorm 2049-4095
- * where it has no measured shape); f32 rows of 1-2048 keep multi-wave up to 12 rows per SM. Past 16K the ws kernels split each row over a
- * cluster while multi-wave re-reads it from L2 (or from memory, at 64K): ws at any row count.
- */
-static const struct ws_rule {
-	enum wsn_op op;
-	int64_t min_hidden, max_hidden; /* inclusive */
-	int64_t min_rows_per_sm;
-	const char *basis;
-	int shape_only; /* the rule holds only where the ws plan took a measured shape */
-	int dtypes;     /* the rule only for these dtypes (DT()); 0: any */
-} ws_rules[] = {
-	/* f32 rows carry twice the bytes: at 1024-2048 rows multi-wave stays ahead at 1K-1536 */
-	{ WSN_LAYERNORM_BWD, 1, 2048, 12,
-	  "ws 1.83-1.88/1.77-1.79/2.15-2.17 vs 1.92/1.99/2.08 TB/s at 1K/1536/2K x 2048 rows, 1.25-1.28/0.93-1.30 "
-	  "vs 1.46/1.55 at 1K/1536 x 1024", 0, DT(WSN_F32) },
-	{ WSN_RMSNORM_BWD, 1, 2048, 12,
-	  "ws 1.94-1.97/1.90-1.92/2.23-2.25 vs 2.01/2.10/2.22 TB/s at 1K/1536/2K x 2048 rows, 1.40/1.65-1.67 vs "
-	  "1.67/1.85 at 1536/2K x 1024", 0, DT(WSN_F32) },
-	{ WSN_LAYERNORM_BWD, 4096, 16384, 0,
-	  "ws 2.52/2.61/2.67 vs 2.41/2.32/2.61 TB/s at 4K/8K/16K x 16384 rows; 0.42/0.77/1.14 vs 0.26/0.19/0.21 at "
-	  "128 rows, 1.76/2.11/2.31 vs 0.93/1.00/1.06 at 1024", 0, 0 },
-	{ WSN_LAYERNORM_BWD, 16385, INT64_MAX, 0,
-	  "ws split over a cluster 2.78-2.81/2.74 vs 1.88/0.28 TB/s at 32K/64K x 16384 rows; 32K x 1024 rows 1.61 vs 0.88", 0, 0 },
-	{ WSN_LAYERNORM_BWD, 2049, 4095, 0,
-	  "ws 2.79/2.70 vs 2.18 TB/s at 3072/2560 x 16384 rows in the measured shapes; at 3072 0.22-0.35/1.55/2.35 vs "
-	  "0.12/0.47/1.24 at 128/1024/4096 rows, 2560 and 3584 ahead by 1.3-2.3x at 1024-8192 rows", 0, 0 },
-	{ WSN_LAYERNORM_BWD, 1025, 2048, 0,
-	  "ws 1.67-1.69/2.21/2.51 vs 1.21/1.70/2.12 TB/s at 2K x 2048/4096/8192 rows, 0.29/0.50/0.85/1.29 vs "
-	  "0.19/0.34/0.45/0.79 at 128/256/512/1024 (bf16; f16 1.30/1.74-1.78 vs 1.21/1.20 at 2048 rows)", 0, 0 },
-	{ WSN_LAYERNORM_BWD, 1, 1024, 0,
-	  "ws 1.30/1.82/2.18/2.38 vs 1.22/1.70/2.10/2.26 TB/s at 1K x 2048/4096/8192/12288 rows, 0.17/0.31/0.54/0.89 "
-	  "vs 0.14/0.27/0.50/0.82 at 128/256/512/1024", 0, 0 },
-	{ WSN_RMSNORM_BWD, 4096, 16384, 0,
-	  "ws 2.66/2.73/2.76 vs 2.59/2.70/2.75 TB/s at 4K/8K/16K x 16384 rows; 0.39-0.42/0.79-0.89/0.57-0.58 vs "
-	  "0.35/0.43/0.37 at 128 rows", 0, 0 },
-	{ WSN_RMSNORM_BWD, 16385, INT64_MAX, 0,
-	  "ws split over a cluster 2.85/2.78 vs 2.68/0.60 TB/s at 32K/64K x 16384 rows; 32K x 1024 rows 1.95 vs 1.53", 0, 0 },
-	{ WSN_RMSNORM_BWD, 2049, 4095, 1,
-	  "ws 2.76/2.77 vs 2.64/2.67 TB/s at 2560/3072 x 16384 rows in their measured shapes, 1.91-2.19 vs 1.67-1.76 at "
-	  "2048 rows; 3072 ahead from 256 rows (0.64-0.67 vs 0.54-0.56), 2560 behind at 1024 (0.93 vs 1.15); elsewhere "
-	  "the search's shapes measured behind (3072: 2.61 vs 2.67)", 1, 0 },
-	{ WSN_RMSNORM_BWD, 1025, 2048, 1,
-	  "ws 1.80-1.85/2.24/2.55/2.67 vs 1.65/2.03/2.37/2.52 TB/s at 2K x 2048/4096/8192/12288 rows, 0.91/1.39 vs "
-	  "0.79/1.16 at 512/1024 (bf16; f16 1.25-1.27 vs 1.21-1.22 at 1024); multi-wave ahead at 128/256 (0.24/0.46 vs "
-	  "0.19/0.36)", 0, 0 },
-	{ WSN_RMSNORM_BWD, 1, 1024, 0,
-	  "ws 1.40/1.90/2.25/2.44 vs 1.39/1.87/2.21/2.38 TB/s at 1K x 2048/4096/8192/12288 rows, 0.19/0.35/0.60/0.99 "
-	  "vs 0.17/0.33/0.60/0.97 at 128/256/512/1024", 0, 0 },
-};
+/* A table row as the plan names it: its NOTES section, op, row bytes, dtypes and rows per SM. */
+static void row_name(const struct wsn__ws_shape_row *row, const struct wsn__kernel_plan *kp, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "NOTES %s: %s rows of %lld-%lld bytes", row->note, wsn_op_name(row->op),
+			 (long long)row->min_bytes, (long long)row->max_bytes);
+
+	if (row->dtypes && n > 0 && (size_t)n < len)
+		n += snprintf(buf + n, len - (size_t)n, " in %s", wsn_dtype_name(kp->dtype));
+	if (row->max_rows_per_sm && n > 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, ", up to %lld rows per SM", (long long)row->max_rows_per_sm);
+}
+
 
 /* One point of the search. */
 struct cfg {
@@ -339,12 +135,12 @@ static void apply(struct wsn__kernel_plan *kp, const struct cfg *c)
 
 /*
  * Registers a row-group thread needs: a least-squares fit (coefficients in hundredths) to the
- * smallest setmaxnreg.inc at which ptxas 13.0 (sm_90a) compiles the generated row-group code
- * without spills, over 51 kernels (bf16/f32, hidden 1K-32K, bdimx 128-896, unroll 1-4, each
- * storage switch), plus WS_REG_MARGIN + 4 per row of a stage for the fit's under-estimates
- * (at most 27 registers, most within 12), and the dtypes' own costs (below). Terms: the dweight/dbias sums, the weight (shared-memory copies cost more than
- * registers: ptxas hoists their loads), the rows of the stage (cached or re-read; both stay
- * live), LayerNorm forward's unpacked row, and the reduction's loads (warps x values).
+ * smallest setmaxnreg.inc at which ptxas (sm_90a) compiles the generated row-group code without
+ * spills over kernels of each storage switch (see NOTES, "Planner constants"), plus WS_REG_MARGIN + 4 per row of a stage for the
+ * fit's under-estimates, and the dtypes' own costs (below). Terms: the dweight/dbias sums, the
+ * weight (shared-memory copies cost more than registers: ptxas hoists their loads), the rows of
+ * the stage (cached or re-read; both stay live), LayerNorm forward's unpacked row, and the
+ * reduction's loads (warps x values).
  */
 #define WS_REG_MARGIN 12
 #define WS_CLUSTER_REGS 12
@@ -378,8 +174,7 @@ static unsigned estimate_regs(const struct wsn__kernel_plan *kp, const struct cf
 	 * that ptxas keeps live across a vector (backward: up to 10 registers per vector and row) */
 	r = (r + 99) / 100 + ws_reg_margin(U);
 	/* a row split over a cluster: the exchange's addresses and barrier stay live beside the row, and
-	 * ptxas loads every CTA's parts at once (LayerNorm bwd 8K spilled 24 bytes over 2 CTAs at an
-	 * estimate 12 under the budget, and over 8 CTAs with 4 rows per stage at 24 under) */
+	 * ptxas loads every CTA's parts at once */
 	r += cluster_regs(kp, U);
 	if (kp->dtype == WSN_F16)
 		r += bwd ? 10 * nv * U : 8;
@@ -538,10 +333,8 @@ static int search_from(const struct wsn__gpu_props *g, struct wsn__kernel_plan *
 			n.bdimx += 128;
 			fit_n = eval(g, kp, &n);
 			/* spilling: keep growing until a width fits; fitting: grow while the wider group
-			 * still fits and holds fewer vectors per thread without padding more of the row
-			 * (RMSNorm forward 32K: 384 threads of 11 vectors pad 3 %, 256 of 16 ran 4 %
-			 * ahead of multi-wave), and not into a width whose registers is_good rejects
-			 * (LayerNorm bwd f16 4097: 384 threads leave 6 spare, 256 leave 57) */
+			 * still fits and holds fewer vectors per thread without padding more of the row,
+			 * and not into a width whose registers is_good rejects */
 			if (!fit_o || (fit_n && n.nvec < o.nvec && n.nvec * n.bdimx <= o.nvec * o.bdimx &&
 				       (regs_good(&n) || !regs_good(&o)))) {
 				*c = n;
@@ -584,9 +377,8 @@ static int more_stages(const struct wsn__gpu_props *g, struct wsn__kernel_plan *
  * group ty takes iterations ty, ty + bdimy, ..., so with stages a multiple of bdimy all of a slot's
  * iterations are one group's, and it waits on the slot's phases in order. A slot two groups share
  * lets one of them wait for a phase while the one before it is still incomplete, and mbarrier parity
- * cannot tell those two apart: the wait passes at once on a stage not yet filled (GPU launch failures
- * at LayerNorm bwd 2K over 4 with 8 groups and 9-14 stages, RMSNorm bwd 1K with 8 groups and 12;
- * bench/NOTES.md v15). Stages forced: the groups come down to a divisor of them (unless forced too);
+ * cannot tell those two apart: the wait passes at once on a stage not yet filled (see NOTES v15,
+ * "A ring slot shared by two row groups"). Stages forced: the groups come down to a divisor of them (unless forced too);
  * free: a multiple of the groups, at least one stage each.
  */
 static int own_stages(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp, const struct forced *f,
@@ -753,11 +545,11 @@ int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *
 	struct cfg c;
 	int spill_ok = 0; /* fallback 3 keeps a ring of 2+ stages over the register budget */
 	unsigned cluster = 1, one_stage = 0; /* one_stage: the first cluster that fitted with one stage */
-	const struct ws_split *split;
+	const struct wsn__ws_shape_row *split;
 	struct forced shape = { 0 }; /* a measured split's shape, where it fitted */
 	const char *passed = NULL;   /* why a measured shape was passed over */
 	int forced; /* a parameter or the cluster given: no split of the planner's own */
-	char steps[2048];
+	char steps[2048], name[128];
 	struct trace t = { steps, sizeof(steps), 0 }, why;
 
 	if ((err = wsn__plan_begin(g, p, WSN_APPROACH_WS, kp)) < 0)
@@ -822,12 +614,14 @@ int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *
 			shape.unroll = split->unroll;
 			shape.stages = split->stages;
 			kp->stats_ring = split->stats_ring;
+			row_name(split, kp, name, sizeof(name));
+			tr(&t, "measured shape (%s): ", name);
 			if (split->cluster > 1)
-				tr(&t, "measured split: the row over a cluster of %u CTAs, %lld columns each; ", split->cluster,
+				tr(&t, "over a cluster of %u CTAs (%lld columns each), ", split->cluster,
 				   (long long)(p->hidden / split->cluster));
-			tr(&t, "measured shape: %u row groups of %u threads, %u row%s a stage, %u stages%s (%s); ", shape.bdimy,
-			   shape.bdimx, shape.unroll, shape.unroll > 1 ? "s" : "", shape.stages,
-			   split->stats_ring ? ", the statistics copied into each stage" : "", split->basis);
+			tr(&t, "%u row groups of %u threads, %u row%s a stage, %u stages%s; ", shape.bdimy, shape.bdimx,
+			   shape.unroll, shape.unroll > 1 ? "s" : "", shape.stages,
+			   split->stats_ring ? ", the statistics copied into each stage" : "");
 			fit = search_all(g, kp, &shape, p->rows, &c, &t, &spill_ok);
 			if (fit && !spill_ok && c.stages == shape.stages && c.stages % c.bdimy == 0)
 				goto planned;
@@ -836,8 +630,9 @@ int wsn__ws_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *
 			passed = "it does not fit the budgets here";
 			continue;
 		}
-		tr(&t, "measured split: the row over a cluster of %u CTAs, %lld columns each (%s); ", split->cluster,
-		   (long long)(p->hidden / split->cluster), split->basis);
+		row_name(split, kp, name, sizeof(name));
+		tr(&t, "measured split (%s): the row over a cluster of %u CTAs, %lld columns each; ", name, split->cluster,
+		   (long long)(p->hidden / split->cluster));
 		fit = search_all(g, kp, &f, p->rows, &c, &t, &spill_ok);
 		if (fit && !spill_ok && c.stages >= 2)
 			goto planned;
@@ -935,51 +730,15 @@ planned:
 	why.buf = kp->why;
 	why.len = sizeof(kp->why);
 	why.n = 0;
-	{
-		struct wsn__ws_layout l;
-		wsn__ws_layout(kp, &l);
-		WHY("warp-specialised: one CTA per SM, a %u-thread producer warpgroup (one lane issues cp.async.bulk per row "
-		    "into a ring of %u stage%s, full/empty mbarriers) and %u row group%s of %u threads; ", WS_PRODUCER_THREADS,
-		    kp->stages, kp->stages > 1 ? "s" : "", kp->bdimy, kp->bdimy > 1 ? "s" : "", kp->bdimx);
-		if (kp->cluster > 1)
-			WHY("each row split over a cluster of %u CTAs (%lld columns each): every row group sends its row "
-			    "sums to the others' shared memory (st.async onto their mbarriers) and adds theirs in rank "
-			    "order; ", kp->cluster, (long long)wsn__kernel_cols(kp));
-		WHY("%s%s", !(f.bdimx || f.bdimy || f.unroll || f.stages) ? "" : p->tuned ? "autotune's shape kept; " :
-		    "forced parameters kept; ", steps);
-		WHY("bdimx=%u: %u vectors of 16 bytes per thread per row; bdimy=%u; unroll=%u rows per stage (one grouped "
-		    "reduction per pass); stages=%u; ", kp->bdimx, kp->nvec, kp->bdimy, kp->unroll, kp->stages);
-		WHY("stage in %s; %s in %s", kp->cache_rows ? "registers (copied out, released before the compute)" :
-		    "shared memory (read in each pass, released after the last)", bwd ? "weight" : "weight/bias",
-		    kp->param_store == WSN_STORE_REG ? "registers" : "shared memory");
-		if (bwd && kp->has_weight)
-			WHY("; dweight sums in %s", kp->dw_store == WSN_STORE_REG ? "registers" : "shared memory");
-		if (bwd && kp->has_bias)
-			WHY("; dbias sums in %s", kp->db_store == WSN_STORE_REG ? "registers" : "shared memory");
-		if (bwd)
-			WHY("; statistics %s", kp->stats_ring ? "copied by the producer into each stage with its rows" :
-			    "loaded by each row group a block ahead");
-		WHY("; shared memory %u of %d bytes: ring %u x %u (unroll %u x %s x %u-byte rows%s), barriers %u, "
-		    "reduction %u, parameters %u, sums %u; ", l.total, g->smem_per_block_optin, kp->stages, kp->stage_bytes,
-		    kp->unroll, bwd ? "dy,x" : "x", kp->row_bytes, kp->stats_ring ? " + statistics" : "", l.red - l.bars,
-		    l.w - l.red, l.dw - l.w, l.stages - l.dw);
-		WHY("registers: %u threads x %u at entry = %u; producer down to %u, row groups up to %u (estimate %u, %d "
-		    "spare); ", kp->block_threads, kp->regs_entry, kp->block_threads * kp->regs_entry, kp->regs_producer,
-		    kp->regs_compute, kp->est_regs, (int)kp->regs_compute - (int)kp->est_regs);
-		WHY("heuristic: %s (%s)", kp->ws_good ? "good" : "not good", verdict);
-		if (kp->ws_forced && !kp->ws_good)
-			WHY("; ws forced: runs anyway, expect it to be slower than multi-wave");
-	}
+	WHY("%s%s", !(f.bdimx || f.bdimy || f.unroll || f.stages) ? "" : p->tuned ? "autotune's shape kept; " :
+	    "forced parameters kept; ", steps);
+	WHY("budgets: shared memory %u of %d bytes (ring %u x %u); registers: ~%u of %u per row-group thread (%d spare); ",
+	    kp->smem_bytes, g->smem_per_block_optin, kp->stages, kp->stage_bytes, kp->est_regs, kp->regs_compute,
+	    (int)kp->regs_compute - (int)kp->est_regs);
+	WHY("heuristic: %s (%s)", kp->ws_good ? "good" : "not good", verdict);
+	if (kp->ws_forced && !kp->ws_good)
+		WHY("; ws forced: runs anyway, expect it to be slower than multi-wave");
 	return 0;
-}
-
-void wsn__ws_shape_of(const struct wsn__kernel_plan *kp, struct wsn__ws_shape *s)
-{
-	s->cluster = kp->cluster > 1 ? kp->cluster : 1;
-	s->bdimx = kp->bdimx;
-	s->bdimy = kp->bdimy;
-	s->unroll = kp->unroll;
-	s->stages = kp->stages;
 }
 
 int wsn__ws_plan_shape(const struct wsn__gpu_props *g, const struct wsn__plan_params *p,
@@ -998,16 +757,14 @@ int wsn__ws_plan_shape(const struct wsn__gpu_props *g, const struct wsn__plan_pa
 }
 
 /*
- * Autotune's shapes (NOTES v26). Between the widths the split table measured, the search's shape
- * read anywhere from 0.71 to 0.95 of the copy, and the sweeps' winners shared only this: every
- * thread's vectors whole where the width allows, and (mostly) a row a stage (NOTES v25). No rule
- * predicted the rest, so autotune times the candidates on the GPU: every cluster that splits the
+ * Autotune's shapes (see NOTES v25 and v26). Between the widths the shape table covers no rule
+ * predicted the best shape, so autotune times the candidates on the GPU: every cluster that splits the
  * row into whole vectors, row groups of 32, 64, 128 or 256 threads filling one to three
  * warpgroups, and 1 or 2 rows a stage, where the threads' vector slots are at least WS_TUNE_FILL
  * full (emptier shapes never came near the winners).
  */
 #define WS_TUNE_FILL 0.7
-#define WS_TUNE_ALL 96 /* shapes enumerated at most (4 clusters x 10 group shapes x 2 unrolls = 80) */
+#define WS_TUNE_ALL 96 /* shapes enumerated at most (4 clusters x 10 group shapes x 2 unrolls) */
 
 int wsn__ws_tune_shapes(const struct wsn__gpu_props *g, const struct wsn__plan_params *p,
 			const struct wsn__kernel_plan *own, struct wsn__ws_shape *out, int max)
@@ -1070,11 +827,12 @@ int wsn__ws_auto_pick(const struct wsn__gpu_props *g, const struct wsn__kernel_p
 {
 	int64_t per_sm = ws->rows / (g->sms > 0 ? g->sms : 1);
 
-	for (size_t i = 0; i < WSN_ARRAY_SIZE(ws_rules); i++) {
-		const struct ws_rule *r = &ws_rules[i];
+	for (size_t i = 0; i < wsn__auto_rules_len; i++) {
+		const struct wsn__auto_rule *r = &wsn__auto_rules[i];
 		char range[48];
 		if (r->op != ws->op || ws->hidden < r->min_hidden || ws->hidden > r->max_hidden ||
-		    (r->shape_only && !ws->ws_shape) || (r->dtypes && !(r->dtypes & DT(ws->dtype))))
+		    (r->shape_only && !ws->ws_shape) || (r->dtypes && !(r->dtypes & WSN_DTYPE_BIT(ws->dtype))) ||
+		    (r->arch && r->arch != ws->arch))
 			continue;
 		if (r->max_hidden == INT64_MAX)
 			snprintf(range, sizeof(range), "%lld and up", (long long)r->min_hidden);
@@ -1087,52 +845,16 @@ int wsn__ws_auto_pick(const struct wsn__gpu_props *g, const struct wsn__kernel_p
 			return 0;
 		}
 		if (r->min_rows_per_sm > 0 && per_sm <= r->min_rows_per_sm) { /* 0: any row count */
-			snprintf(buf, len, "auto: multi-wave, %lld rows per SM <= %lld (rule for %s hidden %s)",
-				 (long long)per_sm, (long long)r->min_rows_per_sm, wsn_op_name(r->op), range);
+			snprintf(buf, len, "auto: multi-wave (rule for %s hidden %s, NOTES %s): %lld rows per SM <= %lld",
+				 wsn_op_name(r->op), range, r->note, (long long)per_sm, (long long)r->min_rows_per_sm);
 			return 0;
 		}
-		snprintf(buf, len, "auto: ws, heuristic good and %lld rows per SM > %lld (rule for %s hidden %s: %s)",
-			 (long long)per_sm, (long long)r->min_rows_per_sm, wsn_op_name(r->op), range, r->basis);
+		snprintf(buf, len, "auto: ws (rule for %s hidden %s, NOTES %s): heuristic good and %lld rows per SM > %lld",
+			 wsn_op_name(r->op), range, r->note, (long long)per_sm, (long long)r->min_rows_per_sm);
 		return 1;
 	}
-	snprintf(buf, len, "auto: multi-wave, no ws rule for %s at hidden %lld (%s)", wsn_op_name(ws->op),
-		 (long long)ws->hidden, wsn_op_is_backward(ws->op) ? "not measured ahead there" :
-		 "the forward measured level or faster on multi-wave");
+	snprintf(buf, len, "auto: multi-wave, no ws rule for %s at hidden %lld", wsn_op_name(ws->op),
+		 (long long)ws->hidden);
 	return 0;
 }
 
-int wsn__ws_describe(const struct wsn__kernel_plan *kp, char *buf, size_t len)
-{
-	int bwd = wsn_op_is_backward(kp->op);
-	char split[160] = "";
-
-	if (kp->cluster > 1)
-		snprintf(split, sizeof(split), "cluster:       %u CTAs per row, %lld columns each; row sums traded through "
-			 "distributed shared memory\n", kp->cluster, (long long)wsn__kernel_cols(kp));
-	return snprintf(buf, len,
-			"approach:      ws%s\n"
-			"kernel:        %s (sm_%da)\n"
-			"finish kernel: %s\n"
-			"op/dtype:      %s %s, hidden %lld, rows %lld, weight %s, bias %s\n"
-			"block:         %u threads = producer %u + bdimy %u row groups x bdimx %u; %u vectors (%u elements) "
-			"per thread per row, vec %u\n"
-			"%s"
-			"pipeline:      %u stage%s x %u row%s (unroll) of %u bytes per tensor%s; stage %s\n"
-			"storage:       params %s, dweight %s, dbias %s\n"
-			"budget:        registers %u at entry, producer %u, row groups %u (~%u needed); %u B dynamic shared "
-			"memory; 1 CTA/SM\n"
-			"grid:          persistent, up to %u CTAs; finish %u x %u threads; workspace %zu B\n"
-			"why:           %s\n",
-			kp->ws_forced ? (kp->ws_good ? " (forced)" : " (forced; the heuristic expects it to be slow)") : "",
-			kp->entry, kp->arch, kp->finish_entry[0] ? kp->finish_entry : "(none)", wsn_op_name(kp->op),
-			wsn_dtype_name(kp->dtype), (long long)kp->hidden, (long long)kp->rows, kp->has_weight ? "yes" : "no",
-			kp->has_bias ? "yes" : "no", kp->block_threads, kp->producer_threads, kp->bdimy, kp->bdimx, kp->nvec,
-			kp->per_thread, kp->vec, split, kp->stages, kp->stages > 1 ? "s" : "", kp->unroll,
-			kp->unroll > 1 ? "s" : "", kp->row_bytes, kp->stats_ring ? " + the rows' statistics" : "",
-			kp->cache_rows ? "copied into registers" : "read from shared memory",
-			kp->param_store == WSN_STORE_REG ? "registers" : "shared memory",
-			bwd && kp->has_weight ? (kp->dw_store == WSN_STORE_REG ? "registers" : "shared memory") : "-",
-			bwd && kp->has_bias ? (kp->db_store == WSN_STORE_REG ? "registers" : "shared memory") : "-",
-			kp->regs_entry, kp->regs_producer, kp->regs_compute, kp->est_regs, kp->smem_bytes, kp->max_grid,
-			kp->finish_grid, kp->finish_threads, kp->ws_bytes, kp->why);
-}

@@ -1,36 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* codegen/planner.c: modelled GPUs, the approach dispatch (auto, ws, multi-wave) and the multi-wave planner. */
-#include "codegen.h"
+/* codegen/plan_multiwave.c: the multi-wave planner: the search over row splits, row groups and storage. */
+#include "planner.h"
 
-#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
-
-void wsn__gpu_props_h100(struct wsn__gpu_props *g)
-{
-	memset(g, 0, sizeof(*g));
-	g->arch = 90;
-	g->sms = 132;
-	g->smem_per_block_optin = 232448;
-	g->smem_per_sm = 233472;
-	g->regs_per_sm = 65536;
-	g->regs_per_block = 65536;
-	g->max_threads_per_sm = 2048;
-	g->l2_bytes = 50ll << 20;
-}
-
-void wsn__gpu_props_b200(struct wsn__gpu_props *g)
-{
-	memset(g, 0, sizeof(*g));
-	g->arch = 100;
-	g->sms = 148;
-	g->smem_per_block_optin = 232448;
-	g->smem_per_sm = 233472;
-	g->regs_per_sm = 65536;
-	g->regs_per_block = 65536;
-	g->max_threads_per_sm = 2048;
-	g->l2_bytes = 126ll << 20;
-}
 
 /* Largest number of 16-byte vectors per thread the generator unrolls. */
 #define MAX_NVEC 64
@@ -40,11 +13,6 @@ void wsn__gpu_props_b200(struct wsn__gpu_props *g)
 #define MLP_MIN (32 * 1024)
 /* Register cap that lets a forward CTA share its SM with a second one (see fits()). */
 #define FWD_SQUEEZE_REGS 64
-
-static const char *store_name(int s)
-{
-	return s == WSN_STORE_REG ? "registers" : s == WSN_STORE_SMEM ? "shared memory" : "global";
-}
 
 /* One storage arrangement the search tries, in order of preference. */
 struct arrangement {
@@ -78,21 +46,6 @@ struct kp_score {
 	unsigned threads, ctas;
 	int nvdist;
 };
-
-/* A backward multi-wave plan whose dweight or dbias sums live in global memory (rows too wide for the
- * shared memory): they are read and written back for every row a CTA takes after its first (so the
- * ws rule below needs more rows than CTAs). */
-static int sums_in_global(const struct wsn__kernel_plan *kp)
-{
-	return wsn_op_is_backward(kp->op) && ((kp->has_weight && kp->dw_store == WSN_STORE_GLOBAL) ||
-					      (kp->has_bias && kp->db_store == WSN_STORE_GLOBAL));
-}
-
-/* A planner message without its leading "plan: ", to quote inside another. */
-static const char *strip_plan(const char *msg)
-{
-	return strncmp(msg, "plan: ", 6) ? msg : msg + 6;
-}
 
 /* A candidate being scored. */
 struct cand {
@@ -219,8 +172,8 @@ static int fits(const struct wsn__gpu_props *g, const struct wsn__kernel_plan *k
 	if (by_smem < c->ctas)
 		c->ctas = by_smem;
 	/* forward: never a lone CTA per SM when two fit at 64 registers (the row's 4 x nvec plus 32): a
-	 * CTA of a one-CTA-per-block grid leaves its SM idle between blocks (measured LayerNorm 32K
-	 * 2.74 -> 2.82 TB/s); ptxas keeps such rows in 64 registers */
+	 * CTA of a one-CTA-per-block grid leaves its SM idle between blocks; ptxas keeps such rows in 64
+	 * registers */
 	if (!bwd && c->ctas == 1 && by_threads >= 2 && by_smem >= 2 && r8 > FWD_SQUEEZE_REGS &&
 	    4 * c->nvec + 32 <= FWD_SQUEEZE_REGS && ctas_by_regs(g, FWD_SQUEEZE_REGS, bt) >= 2) {
 		c->regs = FWD_SQUEEZE_REGS;
@@ -264,9 +217,8 @@ static int better(const struct kp_score *a, const struct kp_score *b, int bwd)
 	return a->nvdist < b->nvdist;
 }
 
-/* RMSNorm forward rows of 32 KB and more: measured on the H100 (bf16 16K/32K, f32 8K/16K), 4 vectors per
- * thread and 1024 threads per SM beat 8 vectors and 512-768 threads by 0.7-2.4 %; LayerNorm's longer
- * reduction loses with more warps per row. */
+/* RMSNorm forward rows of 32 KB and more: 4 vectors per thread and 1024 threads per SM beat 8 vectors
+ * and 512-768 threads (see NOTES v13); LayerNorm's longer reduction loses with more warps per row. */
 static int rms_long_row(const struct wsn__kernel_plan *kp)
 {
 	return !wsn_op_is_backward(kp->op) && !wsn_op_is_layernorm(kp->op) &&
@@ -293,39 +245,9 @@ static unsigned fwd_bdimy(unsigned bdimx)
 	return bdimx == 32 ? 4 : bdimx >= 256 ? 1 : 256 / bdimx;
 }
 
-int wsn__plan_begin(const struct wsn__gpu_props *g, const struct wsn__plan_params *p, enum wsn_approach approach,
-		    struct wsn__kernel_plan *kp)
-{
-	const char *opname = wsn_op_name(p->op), *dtname = wsn_dtype_name(p->dtype);
-	int arch;
-
-	memset(kp, 0, sizeof(*kp));
-	if (!opname || !dtname || !wsn_dtype_size(p->dtype))
-		return wsn__error(WSN_EINVAL, "plan: invalid op %d or dtype %d", (int)p->op, (int)p->dtype);
-	if (p->hidden < 1 || p->rows < 1)
-		return wsn__error(WSN_ESHAPE, "plan: %s needs rows and hidden >= 1 (got %lld x %lld)", opname,
-				  (long long)p->rows, (long long)p->hidden);
-	arch = p->opts.arch ? p->opts.arch : g->arch;
-	if (arch != 90 && arch != 100)
-		return wsn__error(WSN_ENOTSUP, "plan: %s kernels target sm_90a and sm_100a, not arch %d",
-				  opname, arch);
-	kp->approach = approach;
-	kp->op = p->op;
-	kp->dtype = p->dtype;
-	kp->hidden = p->hidden;
-	kp->rows = p->rows;
-	kp->has_weight = p->opts.has_weight ? 1 : 0;
-	kp->has_bias = wsn_op_is_layernorm(p->op) && p->opts.has_bias ? 1 : 0;
-	kp->arch = arch;
-	kp->vec = 16 / (unsigned)wsn_dtype_size(p->dtype);
-	kp->smem_limit = g->smem_per_block_optin > 0 ? (unsigned)g->smem_per_block_optin : 0;
-	return 0;
-}
-
 #define WHY(...) (n += snprintf(kp->why + n, n < sizeof(kp->why) ? sizeof(kp->why) - n : 0, __VA_ARGS__))
 
-static int plan_multiwave(const struct wsn__gpu_props *g, const struct wsn__plan_params *p,
-			  struct wsn__kernel_plan *kp)
+int wsn__multiwave_plan(const struct wsn__gpu_props *g, const struct wsn__plan_params *p, struct wsn__kernel_plan *kp)
 {
 	const char *opname = wsn_op_name(p->op), *dtname = wsn_dtype_name(p->dtype);
 	int bwd = wsn_op_is_backward(p->op), ln = wsn_op_is_layernorm(p->op);
@@ -453,268 +375,27 @@ static int plan_multiwave(const struct wsn__gpu_props *g, const struct wsn__plan
 	WHY("bdimx=%u: %u threads share a row so each holds %u vectors of 16 bytes (%u elements)%s; ",
 	    kp->bdimx, kp->bdimx, kp->nvec, kp->per_thread, fbx ? " (forced)" : "");
 	if (rms_long_row(kp) && !fbx)
-		WHY("rows of 32 KB or more: about 4 vectors per thread and up to 1024 threads per SM (measured "
-		    "0.7-2.4 %% faster than 8 vectors and 512-768 threads); ");
+		WHY("rows of 32 KB or more: about 4 vectors per thread and up to 1024 threads per SM (NOTES v13); ");
 	WHY("bdimy=%u: %s; ", kp->bdimy, fby ? "forced" : bwd ? (kp->bdimy > 1 ?
 	    "row groups share a CTA so fewer CTAs write dweight/dbias partials" :
 	    "one row group per CTA (more did not fit registers/threads)") : kp->bdimy > 1 ?
 	    "several rows per CTA keep CTAs near 128-256 threads" : "one row per CTA (a row spans 256+ threads)");
-	WHY("row in %s%s; ", store_name(kp->row_store), kp->row_store == WSN_STORE_REG
+	WHY("row in %s%s; ", wsn__store_name(kp->row_store), kp->row_store == WSN_STORE_REG
 	    ? " (all loads of a row issued before the first use)" : " (re-read from L2: registers cannot hold it)");
 	if (kp->has_weight || kp->has_bias)
-		WHY("weight%s in %s; ", kp->has_bias && !bwd ? "/bias" : "", store_name(kp->param_store));
+		WHY("weight%s in %s; ", kp->has_bias && !bwd ? "/bias" : "", wsn__store_name(kp->param_store));
 	if (bwd && kp->has_weight)
-		WHY("dweight sums in %s; ", store_name(kp->dw_store));
+		WHY("dweight sums in %s; ", wsn__store_name(kp->dw_store));
 	if (bwd && kp->has_bias)
-		WHY("dbias sums in %s; ", store_name(kp->db_store));
+		WHY("dbias sums in %s; ", wsn__store_name(kp->db_store));
 	WHY("~%u registers and %u B shared memory per thread/CTA allow %u CTAs per SM with %ld KB of loads in flight; ",
 	    kp->est_regs, kp->smem_bytes, kp->ctas_per_sm, best.mlp / 1024);
 	if (kp->block_grid)
 		WHY("grid: one CTA per row block, started by the hardware as others finish (%u resident: %u per SM x "
-		    "%d SMs), so the SMs stay busy to the last rows; measured 2-8 %% faster than a persistent grid "
-		    "for the forward", kp->max_grid, kp->ctas_per_sm, g->sms);
+		    "%d SMs), so the SMs stay busy to the last rows (NOTES v4)", kp->max_grid, kp->ctas_per_sm, g->sms);
 	else
 		WHY("grid: persistent, %u CTAs (%u per SM x %d SMs) striding over row blocks, each CTA keeping its "
 		    "dweight/dbias partial sums", kp->max_grid, kp->ctas_per_sm, g->sms);
 	return 0;
 }
 
-/* Put "rule; " in front of kp->why (what is past the end is cut); kp->rule keeps the rule. */
-static void why_prepend(struct wsn__kernel_plan *kp, const char *rule)
-{
-	size_t r = strlen(rule), w = strlen(kp->why), cap = sizeof(kp->why) - 1;
-
-	snprintf(kp->rule, sizeof(kp->rule), "%s", rule);
-	if (r + 2 >= cap)
-		r = cap - 2;
-	if (r + 2 + w > cap)
-		w = cap - r - 2;
-	memmove(kp->why + r + 2, kp->why, w);
-	memcpy(kp->why, rule, r);
-	kp->why[r] = ';';
-	kp->why[r + 1] = ' ';
-	kp->why[r + 2 + w] = '\0';
-}
-
-int wsn__plan_kernel(const struct wsn__gpu_props *g, const struct wsn__plan_params *p,
-		     struct wsn__kernel_plan *kp)
-{
-	struct wsn__kernel_plan ws;
-	char rule[384];
-	int err;
-
-	switch (p->opts.approach) {
-	case WSN_APPROACH_WS:
-	case WSN_APPROACH_MULTIWAVE:
-		/* forced: never falls back; the ws plan says when the heuristic expects it to be slow */
-		if ((err = p->opts.approach == WSN_APPROACH_WS ? wsn__ws_plan(g, p, kp) : plan_multiwave(g, p, kp)))
-			return err;
-		snprintf(kp->rule, sizeof(kp->rule), "forced: approach %s", wsn_approach_name(p->opts.approach));
-		return 0;
-	case WSN_APPROACH_AUTO:
-		break;
-	default:
-		return wsn__error(WSN_EINVAL, "plan: unknown approach %d", (int)p->opts.approach);
-	}
-	err = wsn__ws_plan(g, p, &ws);
-	if (err && (p->opts.stages > 1 || p->opts.unroll > 1 || p->opts.cluster > 1))
-		return err; /* only ws has these: its error says what does not fit */
-	if (!err && (p->opts.stages > 1 || p->opts.unroll > 1 || p->opts.cluster > 1)) {
-		snprintf(rule, sizeof(rule), "auto: ws, stages/unroll/cluster were given and only ws kernels have them");
-	} else if (!err && wsn__ws_auto_pick(g, &ws, rule, sizeof(rule))) {
-		/* rule says why */
-	} else {
-		char wswhy[sizeof(rule)] = "";
-
-		if (err) {
-			snprintf(wswhy, sizeof(wswhy), "%s", wsn_last_error());
-			snprintf(rule, sizeof(rule), "auto: multi-wave, no ws kernel fits (%.240s)", wswhy);
-		}
-		if ((err = plan_multiwave(g, p, kp))) {
-			char mwwhy[sizeof(rule)];
-
-			if (!wswhy[0])
-				return err;
-			/* neither fits: both reasons, each without its own "plan: " */
-			snprintf(mwwhy, sizeof(mwwhy), "%s", wsn_last_error());
-			return wsn__error(err, "plan: no kernel fits: %s; %s", strip_plan(mwwhy), strip_plan(wswhy));
-		}
-		if (!wswhy[0] && !ws.ws_good && sums_in_global(kp) && p->rows > (int64_t)kp->max_grid) {
-			/* A ring of one stage still beats sums read and written for every row. */
-			snprintf(rule, sizeof(rule), "auto: ws though its heuristic is not good: multi-wave would read and write its "
-				 "dweight/dbias sums in global memory every row (2048 rows, ws vs multi-wave, LayerNorm bwd bf16 "
-				 "128K-144K 1.80-1.84 vs 0.30-0.31 TB/s; f32 80K-96K 2.68-2.75 vs 0.89-0.91; RMSNorm bwd bf16 "
-				 "152K-208K 2.36-2.37 vs 0.76-0.77, f32 104K 2.72 vs 1.21)");
-			*kp = ws;
-		}
-		why_prepend(kp, rule);
-		return 0;
-	}
-	*kp = ws;
-	why_prepend(kp, rule);
-	return 0;
-}
-
-int wsn__describe_kernel_plan(const struct wsn__kernel_plan *kp, char *buf, size_t len)
-{
-	int n;
-
-	if (kp->approach == WSN_APPROACH_WS)
-		return wsn__ws_describe(kp, buf, len);
-
-	n = snprintf(buf, len,
-		     "approach:      %s\n"
-		     "kernel:        %s (sm_%da)\n"
-		     "finish kernel: %s\n"
-		     "op/dtype:      %s %s, hidden %lld, rows %lld, weight %s, bias %s\n"
-		     "block:         %u threads = bdimx %u x bdimy %u; %u vectors (%u elements) per thread, vec %u\n"
-		     "storage:       row %s, params %s, dweight %s, dbias %s\n"
-		     "budget:        ~%u registers/thread, %u B dynamic shared memory, %u CTAs/SM\n"
-		     "grid:          %s %u CTAs%s; finish %u x %u threads; workspace %zu B\n"
-		     "why:           %s\n",
-		     wsn_approach_name(kp->approach), kp->entry, kp->arch,
-		     kp->finish_entry[0] ? kp->finish_entry : "(none)", wsn_op_name(kp->op),
-		     wsn_dtype_name(kp->dtype), (long long)kp->hidden, (long long)kp->rows,
-		     kp->has_weight ? "yes" : "no", kp->has_bias ? "yes" : "no", kp->block_threads, kp->bdimx,
-		     kp->bdimy, kp->nvec, kp->per_thread, kp->vec, store_name(kp->row_store),
-		     store_name(kp->param_store), wsn_op_is_backward(kp->op) && kp->has_weight
-		     ? store_name(kp->dw_store) : "-", wsn_op_is_backward(kp->op) && kp->has_bias
-		     ? store_name(kp->db_store) : "-", kp->est_regs, kp->smem_bytes, kp->ctas_per_sm,
-		     kp->block_grid ? "one CTA per row block," : "persistent, up to", kp->max_grid,
-		     kp->block_grid ? " resident at once" : "", kp->finish_grid, kp->finish_threads, kp->ws_bytes, kp->why);
-	return n;
-}
-
-/* json_object_set_new that remembers a failure (a NULL value or a full object) in *bad. */
-static void jset(json_t *o, const char *key, json_t *v, int *bad)
-{
-	if (!v || json_object_set_new(o, key, v))
-		*bad = 1;
-}
-
-static json_t *jstore(int applies, int store)
-{
-	return applies ? json_string(store_name(store)) : json_null();
-}
-
-int wsn__kernel_plan_json(const struct wsn__kernel_plan *kp, void *obj)
-{
-	json_t *o = obj, *st, *regs, *smem, *grid;
-	int bwd = wsn_op_is_backward(kp->op), ws = kp->approach == WSN_APPROACH_WS, bad = 0;
-	char arch[16];
-
-	snprintf(arch, sizeof(arch), "sm_%da", kp->arch);
-	jset(o, "approach", json_string(wsn_approach_name(kp->approach)), &bad);
-	jset(o, "rule", wsn__json_text(kp->rule), &bad);
-	jset(o, "arch", json_string(arch), &bad);
-	jset(o, "kernel", json_string(kp->entry), &bad);
-	jset(o, "finish_kernel", kp->finish_entry[0] ? json_string(kp->finish_entry) : json_null(), &bad);
-	jset(o, "block_threads", json_integer(kp->block_threads), &bad);
-	jset(o, "bdimx", json_integer(kp->bdimx), &bad);
-	jset(o, "bdimy", json_integer(kp->bdimy), &bad);
-	jset(o, "vec", json_integer(kp->vec), &bad);
-	jset(o, "vectors_per_thread", json_integer(kp->nvec), &bad);
-	jset(o, "elements_per_thread", json_integer(kp->per_thread), &bad);
-	if (ws) {
-		jset(o, "producer_threads", json_integer(kp->producer_threads), &bad);
-		jset(o, "stages", json_integer(kp->stages), &bad);
-		jset(o, "unroll", json_integer(kp->unroll), &bad);
-		jset(o, "row_bytes", json_integer(kp->row_bytes), &bad);
-		jset(o, "stage_bytes", json_integer(kp->stage_bytes), &bad);
-		jset(o, "stage_in_registers", json_boolean(kp->cache_rows), &bad);
-		if (wsn_op_is_backward(kp->op))
-			jset(o, "statistics_in_stage", json_boolean(kp->stats_ring), &bad);
-		jset(o, "cluster", json_integer(kp->cluster > 1 ? kp->cluster : 1), &bad);
-		jset(o, "cluster_columns", json_integer(wsn__kernel_cols(kp)), &bad);
-		jset(o, "forced", json_boolean(kp->ws_forced), &bad);
-		jset(o, "heuristic_good", json_boolean(kp->ws_good), &bad);
-	}
-	if ((st = json_object())) {
-		jset(st, "row", ws ? json_string("shared memory ring") : json_string(store_name(kp->row_store)), &bad);
-		jset(st, "params", jstore(kp->has_weight || kp->has_bias, kp->param_store), &bad);
-		jset(st, "dweight", jstore(bwd && kp->has_weight, kp->dw_store), &bad);
-		jset(st, "dbias", jstore(bwd && kp->has_bias, kp->db_store), &bad);
-	}
-	jset(o, "storage", st, &bad);
-	if ((regs = json_object())) {
-		jset(regs, "estimate", json_integer(kp->est_regs), &bad);
-		if (ws) {
-			jset(regs, "entry", json_integer(kp->regs_entry), &bad);
-			jset(regs, "producer", json_integer(kp->regs_producer), &bad);
-			jset(regs, "row_groups", json_integer(kp->regs_compute), &bad);
-		}
-	}
-	jset(o, "registers", regs, &bad);
-	if ((smem = json_object())) {
-		jset(smem, "bytes", json_integer(kp->smem_bytes), &bad);
-		jset(smem, "limit", json_integer(kp->smem_limit), &bad);
-		if (ws) {
-			struct wsn__ws_layout l;
-
-			wsn__ws_layout(kp, &l);
-			jset(smem, "ring", json_integer((json_int_t)kp->stages * kp->stage_bytes), &bad);
-			jset(smem, "barriers", json_integer(l.red - l.bars), &bad);
-			jset(smem, "reduction", json_integer(l.w - l.red), &bad);
-			jset(smem, "parameters", json_integer(l.dw - l.w), &bad);
-			jset(smem, "sums", json_integer(l.stages - l.dw), &bad);
-		}
-	}
-	jset(o, "shared_memory", smem, &bad);
-	jset(o, "ctas_per_sm", json_integer(ws ? 1 : kp->ctas_per_sm), &bad);
-	if ((grid = json_object())) {
-		jset(grid, "kind", json_string(kp->block_grid ? "row blocks" : "persistent"), &bad);
-		jset(grid, "ctas", json_integer(kp->max_grid), &bad);
-	}
-	jset(o, "grid", grid, &bad);
-	if (kp->finish_entry[0]) {
-		json_t *f = json_object();
-
-		if (f) {
-			jset(f, "grid", json_integer(kp->finish_grid), &bad);
-			jset(f, "threads", json_integer(kp->finish_threads), &bad);
-		}
-		jset(o, "finish", f, &bad);
-	} else {
-		jset(o, "finish", json_null(), &bad);
-	}
-	jset(o, "workspace_bytes", json_integer((json_int_t)kp->ws_bytes), &bad);
-	jset(o, "why", wsn__json_text(kp->why), &bad);
-	return bad ? wsn__error(WSN_ENOMEM, "plan: out of memory describing %s as JSON", kp->entry) : 0;
-}
-
-void wsn__finish_plan(const struct wsn__gpu_props *g, struct wsn__kernel_plan *kp, unsigned nparts)
-{
-	snprintf(kp->finish_entry, sizeof(kp->finish_entry), "%.48s_finish", kp->entry);
-	kp->finish_threads = WSN_FINISH_COLS * wsn__finish_slices(g, kp->hidden);
-	kp->finish_grid = (unsigned)((kp->hidden + WSN_FINISH_COLS - 1) / WSN_FINISH_COLS);
-	kp->ws_bytes = (size_t)(kp->has_bias ? 2 : 1) * nparts * (size_t)kp->hidden * 4;
-}
-
-unsigned wsn__finish_slices(const struct wsn__gpu_props *g, int64_t hidden)
-{
-	int64_t grid = (hidden + WSN_FINISH_COLS - 1) / WSN_FINISH_COLS;
-
-	return grid * 4 <= g->sms ? 32 : 8;
-}
-
-unsigned wsn__kernel_grid(const struct wsn__kernel_plan *kp, int64_t rows)
-{
-	int64_t need;
-
-	if (rows < 1 || !kp->bdimy)
-		return 1;
-	if (kp->approach == WSN_APPROACH_WS) /* every CTA (cluster) takes whole blocks of unroll rows */
-		need = (rows + kp->unroll - 1) / (kp->unroll ? kp->unroll : 1) * (kp->cluster > 1 ? kp->cluster : 1);
-	else
-		need = (rows + kp->bdimy - 1) / kp->bdimy;
-	if (kp->block_grid) /* one CTA per row block, as many as a launch takes */
-		return need < 0x7fffffff ? (unsigned)need : 0x7fffffffu;
-	return need < (int64_t)kp->max_grid ? (unsigned)need : kp->max_grid;
-}
-
-int wsn__kernel_early_start(const struct wsn__kernel_plan *kp)
-{
-	if (!wsn_op_is_backward(kp->op))
-		return 0;
-	return !(kp->has_weight && kp->dw_store == WSN_STORE_GLOBAL) && !(kp->has_bias && kp->db_store == WSN_STORE_GLOBAL);
-}
