@@ -3,7 +3,11 @@
 #ifndef WSN_CODEGEN_PLAN_H
 #define WSN_CODEGEN_PLAN_H
 
-#include "internal.h"
+#include "core/error.h"
+#include "core/json.h"
+#include "core/op.h"
+#include "core/params.h"
+#include "core/util.h"
 
 /* Where a multi-wave kernel keeps a piece of data. */
 enum wsn__store {

@@ -3,6 +3,7 @@
 #include "planner.h"
 #include "tables.h"
 
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>

@@ -3,7 +3,7 @@
 #ifndef WSN_CODEGEN_TABLES_H
 #define WSN_CODEGEN_TABLES_H
 
-#include "internal.h"
+#include "core/params.h"
 
 /* A dtype mask of a table row: WSN_DTYPE_BIT(WSN_BF16) | ...; 0 in a row: any dtype. */
 #define WSN_DTYPE_BIT(d) (1 << (d))
