@@ -8,8 +8,9 @@
  * ABI it relies on itself: the names are the driver API's documented ones, the values and layouts
  * those of its reference (CUDA 12.0 and later; the 128-byte-aligned CUtensorMap of CUDA 13). Every
  * value, type, member and prototype is written once, in a table below; the declarations are built
- * from the tables, and WSN_CU_ABI_TABLES_ONLY defined before including this header gives the
- * tables alone (to compare them with a toolkit's cuda.h in the same translation unit).
+ * from the tables. tests/check_cuda_abi.c includes a toolkit's cuda.h and this header with
+ * WSN_CU_ABI_TABLES_ONLY defined (the tables without the declarations) and checks each entry
+ * against cuda.h with _Static_assert, so a drift fails the build of make check.
  */
 
 #include <stddef.h>
