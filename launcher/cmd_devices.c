@@ -9,7 +9,8 @@ static void usage(FILE *f)
 {
 	fprintf(f, "Usage: %s devices [--json]\n"
 		   "List every backend (cpu, cuda, amd), whether it is built and available and why not,\n"
-		   "and the properties of each device.\n\n"
+		   "and the properties of each device. The amd backend lists devices only: no kernels\n"
+		   "run on AMD GPUs yet.\n\n"
 		   "  --json      machine-readable output\n"
 		   "  -h, --help  show this help\n",
 		cli_prog);

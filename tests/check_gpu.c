@@ -7,7 +7,7 @@
 #ifndef WSN_HAVE_CUDA
 int main(void)
 {
-	printf("no CUDA device: the CUDA backend is not built into this library (no cuda.h at configure time)\n");
+	printf("no CUDA device: the CUDA backend is not built into this library (it is built on Linux only)\n");
 	return 77;
 }
 #else

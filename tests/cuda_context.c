@@ -8,25 +8,25 @@
  */
 #include "config.h"
 
-#include <cuda.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "cuda/cuda_abi.h"
 #include "wsnorm.h"
 
 #define ROWS 64
 #define HIDDEN 1024
 
-static __typeof__(cuCtxGetCurrent) *get_current;
-static __typeof__(cuCtxSetCurrent) *set_current;
+static wsn__cu_pfn_cuCtxGetCurrent get_current;
+static wsn__cu_pfn_cuCtxSetCurrent set_current;
 static void (*fail_next)(const char *name, CUresult code);
 static long (*live)(void);
 static CUcontext app;
 static int failures;
 
 /* The driver's entry point `name` (ABI of CUDA 12.0), or NULL. */
-static void *proc(__typeof__(cuGetProcAddress) *get_proc, const char *name)
+static void *proc(wsn__cu_pfn_cuGetProcAddress get_proc, const char *name)
 {
 	CUdriverProcAddressQueryResult st;
 	void *fn = NULL;
@@ -156,7 +156,7 @@ static void exercise(struct wsn_device *d, struct wsn_device *other)
 
 int main(void)
 {
-	__typeof__(cuGetProcAddress) *get_proc;
+	wsn__cu_pfn_cuGetProcAddress get_proc;
 	CUcontext (*app_context)(void);
 	struct wsn_device *d0 = NULL, *d1 = NULL;
 	void *lib, *p;
@@ -173,7 +173,7 @@ int main(void)
 	NEED(get_current, proc(get_proc, "cuCtxGetCurrent"), "cuCtxGetCurrent");
 	NEED(set_current, proc(get_proc, "cuCtxSetCurrent"), "cuCtxSetCurrent");
 	/* as an application does before it makes a context of its own current */
-	if (!(p = proc(get_proc, "cuInit")) || ((__typeof__(cuInit) *)p)(0) != CUDA_SUCCESS) {
+	if (!(p = proc(get_proc, "cuInit")) || ((wsn__cu_pfn_cuInit)p)(0) != CUDA_SUCCESS) {
 		printf("FAIL: cuInit of the fake driver\n");
 		return 1;
 	}

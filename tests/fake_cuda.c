@@ -67,14 +67,14 @@
 /* ---- the entry points and their call counts ---- */
 
 enum entry {
-#define ENTRY_ID(name, ver) E_##name,
+#define ENTRY_ID(name, version, params) E_##name,
 	WSN_CU_FUNCS(ENTRY_ID)
 #undef ENTRY_ID
 	E_N
 };
 
 static const char *const entry_names[E_N] = {
-#define ENTRY_NAME(name, ver) #name,
+#define ENTRY_NAME(name, version, params) #name,
 	WSN_CU_FUNCS(ENTRY_NAME)
 #undef ENTRY_NAME
 };
@@ -1143,10 +1143,10 @@ static CUresult fake_cuTensorMapEncodeTiled(CUtensorMap *map, CUtensorMapDataTyp
 
 /* ---- what the library looks up ---- */
 
-/* The fakes in the library's own driver table, so each is checked against the prototype cuda.h
+/* The fakes in the library's own driver table, so each is checked against the prototype cuda_abi.h
  * gives the variant the backend asks for. */
 static const struct wsn__cu_api fakes = {
-#define FAKE(name, ver) .name = fake_##name,
+#define FAKE(name, version, params) .name = fake_##name,
 	WSN_CU_FUNCS(FAKE)
 #undef FAKE
 };
@@ -1155,7 +1155,7 @@ static const struct {
 	const char *name;
 	size_t offset;
 } table[] = {
-#define ENTRY(name, ver) { #name, offsetof(struct wsn__cu_api, name) },
+#define ENTRY(name, version, params) { #name, offsetof(struct wsn__cu_api, name) },
 	WSN_CU_FUNCS(ENTRY)
 #undef ENTRY
 };

@@ -142,7 +142,7 @@ static int amd_init(struct wsn_backend_info *info)
 	kt.release();
 	kt.close_kfd();
 	info->device_count = ndevs;
-	snprintf(info->note, sizeof(info->note), ndevs ? "ROCT thunk: devices listed; kernels not implemented"
+	snprintf(info->note, sizeof(info->note), ndevs ? "lists devices only: no kernels run on AMD GPUs yet"
 						       : "KFD driver present but no GPU node");
 	return ndevs ? 0 : WSN_ENODEV;
 }

@@ -7,69 +7,9 @@
 #include "core/params.h"
 #include "core/util.h"
 #include "codegen.h"
+#include "cuda_abi.h"
 
-#include <cuda.h>
 #include <pthread.h>
-
-#if CUDA_VERSION < 12000
-#error "the CUDA backend is written against the CUDA 12/13 driver API headers (cuda.h >= 12.0)"
-#endif
-
-/*
- * Every driver entry point the backend calls, with the CUDA version whose ABI matches the
- * prototype cuda.h (13.0) declares for it. cuGetProcAddress_v2(name, .., version, ..) returns the
- * newest variant of `name` that is not newer than `version`, so the version is part of the ABI:
- * 12000 gives cuMemAlloc_v2, cuMemFree_v2, cuStreamDestroy_v2, cuEventDestroy_v2,
- * cuMemHostRegister_v2, cuDevicePrimaryCtxRelease_v2 and cuDeviceTotalMem_v2 (what the header's
- * macros name), cuCtxSynchronize(void) (13000 would return the variant taking a CUcontext) and
- * cuEventElapsedTime (same signature as its 12.8 _v2). Functions whose 13.0 prototype differs
- * from every variant a 12.0 driver has (cuCtxCreate_v4, cuMemAdvise_v2, cuMemPrefetchAsync_v2,
- * cuCtxGetDevice_v2, ...) are deliberately not used.
- * X(name, cuda_version)
- */
-#define WSN_CU_FUNCS(X)                                   \
-	X(cuGetErrorName, 12000)                          \
-	X(cuGetErrorString, 12000)                        \
-	X(cuInit, 12000)                                  \
-	X(cuDriverGetVersion, 12000)                      \
-	X(cuDeviceGetCount, 12000)                        \
-	X(cuDeviceGet, 12000)                             \
-	X(cuDeviceGetName, 12000)                         \
-	X(cuDeviceGetAttribute, 12000)                    \
-	X(cuDeviceTotalMem, 12000)                        \
-	X(cuDeviceGetPCIBusId, 12000)                     \
-	X(cuDevicePrimaryCtxRetain, 12000)                \
-	X(cuDevicePrimaryCtxRelease, 12000)               \
-	X(cuCtxGetCurrent, 12000)                         \
-	X(cuCtxSetCurrent, 12000)                         \
-	X(cuCtxSynchronize, 12000)                        \
-	X(cuMemAlloc, 12000)                              \
-	X(cuMemFree, 12000)                               \
-	X(cuMemsetD8Async, 12000)                         \
-	X(cuMemHostRegister, 12000)                       \
-	X(cuMemHostUnregister, 12000)                     \
-	X(cuMemcpyHtoDAsync, 12000)                       \
-	X(cuMemcpyDtoHAsync, 12000)                       \
-	X(cuMemcpyDtoDAsync, 12000)                       \
-	X(cuStreamCreate, 12000)                          \
-	X(cuStreamDestroy, 12000)                         \
-	X(cuStreamSynchronize, 12000)                     \
-	X(cuStreamWaitEvent, 12000)                       \
-	X(cuEventCreate, 12000)                           \
-	X(cuEventDestroy, 12000)                          \
-	X(cuEventRecord, 12000)                           \
-	X(cuEventSynchronize, 12000)                      \
-	X(cuEventQuery, 12000)                            \
-	X(cuEventElapsedTime, 12000)                      \
-	X(cuModuleLoadDataEx, 12000)                      \
-	X(cuModuleUnload, 12000)                          \
-	X(cuModuleGetFunction, 12000)                     \
-	X(cuFuncGetAttribute, 12000)                      \
-	X(cuFuncSetAttribute, 12000)                      \
-	X(cuOccupancyMaxActiveBlocksPerMultiprocessor, 12000) \
-	X(cuLaunchKernelEx, 12000)                        \
-	X(cuOccupancyMaxActiveClusters, 12000)            \
-	X(cuTensorMapEncodeTiled, 12000)
 
 /* CUresult names for when the driver cannot be asked (not loaded, or it does not know the code). */
 #define WSN_CU_ERRORS(X)                                                              \
@@ -115,14 +55,11 @@ struct wsn__cu_error_entry {
 };
 #define WSN_CU_ERROR_ENTRY(e, text) { e, #e, text },
 
-/*
- * The driver table. Members are typed from cuda.h's own declarations (through its macros, so
- * `cuMemAlloc` is the member cuMemAlloc_v2 of type cuMemAlloc_v2's prototype).
- */
+/* The driver table: one member per WSN_CU_FUNCS entry, typed by cuda_abi.h (the variant resolved). */
 struct wsn__cu_api {
 	void *lib; /* dlopen handle, never closed once loaded */
 	int driver_version;
-#define WSN__CU_MEMBER(name, ver) __typeof__(name) *name;
+#define WSN__CU_MEMBER(name, version, params) wsn__cu_pfn_##name name;
 	WSN_CU_FUNCS(WSN__CU_MEMBER)
 #undef WSN__CU_MEMBER
 };

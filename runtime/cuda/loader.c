@@ -20,7 +20,7 @@ struct sym {
 };
 
 static const struct sym syms[] = {
-#define SYM(name, ver) { #name, ver, offsetof(struct wsn__cu_api, name) },
+#define SYM(name, version, params) { #name, version, offsetof(struct wsn__cu_api, name) },
 	WSN_CU_FUNCS(SYM)
 #undef SYM
 };
@@ -37,7 +37,7 @@ static const char *query_status_name(CUdriverProcAddressQueryResult s)
 
 int wsn__cu_open_library(const char *path, struct wsn__cu_api *api)
 {
-	__typeof__(cuGetProcAddress) *get_proc;
+	wsn__cu_pfn_cuGetProcAddress get_proc;
 	void *lib, *p;
 	int err;
 

@@ -55,12 +55,10 @@ static int swizzle_span(CUtensorMapSwizzle s)
 	case CU_TENSOR_MAP_SWIZZLE_32B: return 32;
 	case CU_TENSOR_MAP_SWIZZLE_64B: return 64;
 	case CU_TENSOR_MAP_SWIZZLE_128B: return 128;
-#if CUDA_VERSION >= 12080
 	case CU_TENSOR_MAP_SWIZZLE_128B_ATOM_32B:
 	case CU_TENSOR_MAP_SWIZZLE_128B_ATOM_32B_FLIP_8B:
 	case CU_TENSOR_MAP_SWIZZLE_128B_ATOM_64B:
 		return 128;
-#endif
 	default: return -1;
 	}
 }
