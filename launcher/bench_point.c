@@ -90,11 +90,11 @@ struct launcher {
 	int nsets, seq; /* the next launch takes sets[seq % nsets] */
 	struct timer *t;
 	int hold;         /* hold the stream before each timed batch (GPUs; 0 where unsupported) */
-	uint64_t hold_ns; /* the next hold: 20 us a launch or more, doubled after one that ended too early */
+	uint64_t hold_ns; /* the next hold: HOLD_NS_PER_LAUNCH a launch or more, doubled after one that ended too early */
 };
 
-/* Stream holds: at least HOLD_NS_PER_LAUNCH a launch (the host submits a backward call in 7-9 us
- * on the H100 machine, NOTES v28), doubled after a hold that ended too early, up to HOLD_MAX_NS. */
+/* Stream holds: at least HOLD_NS_PER_LAUNCH a launch, more than the host takes to submit one (see
+ * NOTES v28), doubled after a hold that ended too early, up to HOLD_MAX_NS. */
 #define HOLD_NS_PER_LAUNCH 20000ull
 #define HOLD_MIN_NS 200000ull
 #define HOLD_MAX_NS 2000000000ull
@@ -432,7 +432,7 @@ int bench_point(const struct bench_opts *o, struct timer *t, const struct wsn_de
 	/*
 	 * Launches per timed batch. The first launch of a batch reaches an idle GPU some microseconds
 	 * after the start event (the host's time to submit it), and the launches after it queue behind
-	 * it; a batch of a few launches would count that time in every call (2-4 % of a 40 us call).
+	 * it; a batch of a few launches would count that time in every call.
 	 * So a batch runs at least CLI_BATCH_MS, a whole number of passes over the sets.
 	 */
 	pt->batch = o->batch ? o->batch : nsets;
