@@ -31,7 +31,7 @@ enum {
 #define CLI_DEFAULT_BENCH_HIDDEN "1024,2048,4096,8192,16384,32768"
 #define CLI_DEFAULT_BENCH_OPS "layernorm-fwd,layernorm-bwd,rmsnorm-fwd,rmsnorm-bwd"
 /* A timed batch of GPU work (bench's kernels, the copy bandwidth) runs at least this many ms, so
- * the host's time to submit its first launch to an idle GPU is under 0.3 % of it. */
+ * the host's time to submit its first launch to an idle GPU is a negligible part of it. */
 #define CLI_BATCH_MS 2.0
 
 extern const char *cli_prog; /* "wsnorm" */
