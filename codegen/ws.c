@@ -380,7 +380,7 @@ static void param_vec(struct ws *w, struct rk_tens *pt, int v, const char *z, co
 
 /* Kernel-wide registers every path uses. */
 struct kargs {
-	const char *pr[7];  /* backward: dy, x, weight, mean, rstd, dx, ws; forward: x, weight, bias, y, mean, rstd */
+	const char *param[WSN_ABI_BWD_COUNT]; /* the parameters' registers by ABI slot (struct rk_abi) */
 	const char *ld_out; /* dx or y row stride in bytes */
 	const char *sld;    /* backward: stats stride in bytes */
 	const char *eps;
@@ -542,7 +542,7 @@ static void bwd_path(struct ws *w, const struct kargs *ka, struct rk_acc *dw, st
 	struct ptx_loop lp;
 
 	if (kp->has_weight)
-		load_params(w, &wt, w->L.w, ka->pr[2], ka->txoff);
+		load_params(w, &wt, w->L.w, ka->param[WSN_ABI_BWD_weight], ka->txoff);
 	dx.g = ptx_reg(k, PTX_U64, "dxa");
 	/* accumulators start at zero */
 	if (has_dw)
@@ -565,7 +565,7 @@ static void bwd_path(struct ws *w, const struct kargs *ka, struct rk_acc *dw, st
 	loop_setup(w, &c);
 	if (!w->ns) {
 		ptx_comment(k, "statistics of the first block; each block then loads the next block's");
-		load_stats(w, c.b, c.rmax, ka->pr[3], ka->pr[4], ka->sld, g->ln ? nm : NULL, nr);
+		load_stats(w, c.b, c.rmax, ka->param[WSN_ABI_BWD_mean], ka->param[WSN_ABI_BWD_rstd], ka->sld, g->ln ? nm : NULL, nr);
 	}
 	loop_head(w, &c, &lp);
 	if (!w->ns) {
@@ -574,7 +574,7 @@ static void bwd_path(struct ws *w, const struct kargs *ka, struct rk_acc *dw, st
 				ptx_mov(k, PTX_F32, cm[j], nm[j]);
 			ptx_mov(k, PTX_F32, cr[j], nr[j]);
 		}
-		load_stats(w, c.nb, c.rmax, ka->pr[3], ka->pr[4], ka->sld, g->ln ? nm : NULL, nr);
+		load_stats(w, c.nb, c.rmax, ka->param[WSN_ABI_BWD_mean], ka->param[WSN_ABI_BWD_rstd], ka->sld, g->ln ? nm : NULL, nr);
 	}
 	block_begin(w, c.b, c.it, c.rmax);
 	wsn__rk_opaque_zeros(g, w->row0, inv);
@@ -655,7 +655,7 @@ static void bwd_path(struct ws *w, const struct kargs *ka, struct rk_acc *dw, st
 	g->zp = g->zrow[1];
 	for (int j = 0; j < U; j++) {
 		const char *skip = row_out_begin(w, j, "dx");
-		out_row(w, &dx, j, ka->pr[5], ka->ld_out, ka->txoff);
+		out_row(w, &dx, j, ka->param[WSN_ABI_BWD_dx], ka->ld_out, ka->txoff);
 		for (int v = 0; v < g->nv; v++) {
 			const char *dv[4], *xv[4], *df[8], *xf[8], *wf[8] = { 0 }, *o[8], *po[4];
 			row_vec(w, j, 0, v, dv);
@@ -695,9 +695,9 @@ static void fwd_path(struct ws *w, const struct kargs *ka)
 	struct ptx_loop lp;
 
 	if (kp->has_weight)
-		load_params(w, &wt, w->L.w, ka->pr[1], ka->txoff);
+		load_params(w, &wt, w->L.w, ka->param[WSN_ABI_FWD_weight], ka->txoff);
 	if (kp->has_bias)
-		load_params(w, &bt, w->L.b, ka->pr[2], ka->txoff);
+		load_params(w, &bt, w->L.b, ka->param[WSN_ABI_FWD_bias], ka->txoff);
 	y.g = ptx_reg(k, PTX_U64, "ya");
 	const char *inv[2] = { wsn__rk_param_zero(g, w->rows), wsn__rk_param_zero(g, w->cld[0]) };
 	loop_setup(w, &c);
@@ -789,12 +789,12 @@ static void fwd_path(struct ws *w, const struct kargs *ka)
 		ptx_ins(k, "shl.b64 %s, %s, 2", sa, w->rowc[j]);
 		if (g->ln) {
 			const char *ma = ptx_tmp(k, PTX_U64);
-			ptx_ins(k, "add.u64 %s, %s, %s", ma, ka->pr[4], sa);
+			ptx_ins(k, "add.u64 %s, %s, %s", ma, ka->param[WSN_ABI_FWD_mean], sa);
 			ptx_guard(k, pm, 0);
 			ptx_st_global(k, PTX_CACHE_DEFAULT, PTX_F32, ma, 0, mean[j]);
 		}
 		const char *ra = ptx_tmp(k, PTX_U64);
-		ptx_ins(k, "add.u64 %s, %s, %s", ra, ka->pr[5], sa);
+		ptx_ins(k, "add.u64 %s, %s, %s", ra, ka->param[WSN_ABI_FWD_rstd], sa);
 		ptx_guard(k, pr, 0);
 		ptx_st_global(k, PTX_CACHE_DEFAULT, PTX_F32, ra, 0, rstd[j]);
 	}
@@ -803,7 +803,7 @@ static void fwd_path(struct ws *w, const struct kargs *ka)
 	g->zp = g->zrow[1];
 	for (int j = 0; j < U; j++) {
 		const char *skip = row_out_begin(w, j, "y");
-		out_row(w, &y, j, ka->pr[3], ka->ld_out, ka->txoff);
+		out_row(w, &y, j, ka->param[WSN_ABI_FWD_y], ka->ld_out, ka->txoff);
 		for (int v = 0; v < g->nv; v++) {
 			const char *pv[4], *f[8], *o[8], *po[4], *wf[8] = { 0 }, *bf[8] = { 0 };
 			row_vec(w, j, 0, v, pv);
@@ -920,11 +920,10 @@ static int gen_backward(struct ws *w)
 
 	memset(&ka, 0, sizeof(ka));
 	wsn__rk_abi_params(g, 1, &abi);
-	for (int i = 0; i < 7; i++)
-		ka.pr[i] = abi.pr[i];
-	w->rows = abi.rows;
-	dyld = abi.ld[0], xld = abi.ld[1], dxld = abi.ld[2];
-	ka.sld = abi.sld;
+	memcpy(ka.param, abi.reg, sizeof(ka.param));
+	w->rows = abi.reg[WSN_ABI_BWD_rows];
+	dyld = abi.reg[WSN_ABI_BWD_dy_ld], xld = abi.reg[WSN_ABI_BWD_x_ld], dxld = abi.reg[WSN_ABI_BWD_dx_ld];
+	ka.sld = abi.reg[WSN_ABI_BWD_stats_ld];
 	ka.ld_out = dxld;
 	if (w->C > 1) {
 		/* this CTA's columns: rank * hidden / cluster on, in dy, x, dx and the weight */
@@ -932,19 +931,20 @@ static int gen_backward(struct ws *w)
 		g->rank = ptx_reg(k, PTX_U32, "cta_rank");
 		ptx_sreg(k, g->rank, "%cluster_ctarank");
 		ptx_ins(k, "mul.wide.u32 %s, %s, %lld", cb, g->rank, g->H * g->E);
-		for (int i = 0; i < 6; i++)
-			if (i == 0 || i == 1 || i == 5 || (i == 2 && kp->has_weight))
-				ptx_ins(k, "add.u64 %s, %s, %s", ka.pr[i], ka.pr[i], cb);
+		static const int split[] = { WSN_ABI_BWD_dy, WSN_ABI_BWD_x, WSN_ABI_BWD_weight, WSN_ABI_BWD_dx };
+		for (size_t i = 0; i < WSN_ARRAY_SIZE(split); i++)
+			if (split[i] != WSN_ABI_BWD_weight || kp->has_weight)
+				ptx_ins(k, "add.u64 %s, %s, %s", ka.param[split[i]], ka.param[split[i]], cb);
 	}
-	w->cbase[0] = ka.pr[0];
+	w->cbase[0] = ka.param[WSN_ABI_BWD_dy];
 	w->cld[0] = dyld;
-	w->cbase[1] = ka.pr[1];
+	w->cbase[1] = ka.param[WSN_ABI_BWD_x];
 	w->cld[1] = xld;
-	w->obase = ka.pr[5];
+	w->obase = ka.param[WSN_ABI_BWD_dx];
 	w->old = dxld;
 	w->ns = kp->stats_ring ? (g->ln ? 2 : 1) : 0;
-	w->sbase[0] = g->ln ? ka.pr[3] : ka.pr[4];
-	w->sbase[1] = ka.pr[4];
+	w->sbase[0] = g->ln ? ka.param[WSN_ABI_BWD_mean] : ka.param[WSN_ABI_BWD_rstd];
+	w->sbase[1] = ka.param[WSN_ABI_BWD_rstd];
 	w->sld = ka.sld;
 	prologue(w);
 	wsn__rk_setup_common(g);
@@ -954,7 +954,8 @@ static int gen_backward(struct ws *w)
 	for (int a = 0; a < 2; a++) /* registers or shared memory: the ws plans have no other */
 		if (accs[a])
 			wsn__rk_acc_home(g, accs[a], a ? w->L.db : w->L.dw);
-	const char *ptrs[] = { ka.pr[0], ka.pr[1], ka.pr[5], dyld, xld, dxld, ka.pr[2] };
+	const char *ptrs[] = { ka.param[WSN_ABI_BWD_dy], ka.param[WSN_ABI_BWD_x], ka.param[WSN_ABI_BWD_dx], dyld, xld, dxld,
+			       ka.param[WSN_ABI_BWD_weight] };
 	const char *pal = wsn__rk_aligned_pred(g, ptrs, kp->has_weight ? 7 : 6);
 	const char *elem = ptx_label_new(k, "elem_path"), *join = ptx_label_new(k, "rows_done");
 	ptx_guard(k, pal, 1);
@@ -973,7 +974,7 @@ static int gen_backward(struct ws *w)
 	if (accs[0] || accs[1]) {
 		/* the fold buffer reuses the ring, last written by the bulk copies */
 		ptx_fence_proxy_async(k);
-		wsn__rk_bwd_epilogue(g, accs, ka.pr[6]);
+		wsn__rk_bwd_epilogue(g, accs, ka.param[WSN_ABI_BWD_ws]);
 	}
 	ptx_exit(k);
 	return 0;
@@ -990,13 +991,12 @@ static int gen_forward(struct ws *w)
 
 	memset(&ka, 0, sizeof(ka));
 	wsn__rk_abi_params(g, 0, &abi);
-	for (int i = 0; i < 6; i++)
-		ka.pr[i] = abi.pr[i];
-	w->rows = abi.rows;
-	xld = abi.ld[0], yld = abi.ld[1];
-	ka.eps = abi.eps;
+	memcpy(ka.param, abi.reg, sizeof(ka.param));
+	w->rows = abi.reg[WSN_ABI_FWD_rows];
+	xld = abi.reg[WSN_ABI_FWD_x_ld], yld = abi.reg[WSN_ABI_FWD_y_ld];
+	ka.eps = abi.reg[WSN_ABI_FWD_eps];
 	ka.ld_out = yld;
-	w->cbase[0] = ka.pr[0];
+	w->cbase[0] = ka.param[WSN_ABI_FWD_x];
 	w->cld[0] = xld;
 	prologue(w);
 	wsn__rk_setup_common(g);
@@ -1008,15 +1008,15 @@ static int gen_forward(struct ws *w)
 		ka.p_mean = ptx_reg(k, PTX_PRED, "p_mean_out");
 		ka.p_rstd = ptx_reg(k, PTX_PRED, "p_rstd_out");
 		ptx_ins(k, "setp.eq.u32 %s, %s, 0", p_t0, g->tx);
-		ptx_ins(k, "setp.ne.and.u64 %s, %s, 0, %s", ka.p_mean, ka.pr[4], p_t0);
-		ptx_ins(k, "setp.ne.and.u64 %s, %s, 0, %s", ka.p_rstd, ka.pr[5], p_t0);
+		ptx_ins(k, "setp.ne.and.u64 %s, %s, 0, %s", ka.p_mean, ka.param[WSN_ABI_FWD_mean], p_t0);
+		ptx_ins(k, "setp.ne.and.u64 %s, %s, 0, %s", ka.p_rstd, ka.param[WSN_ABI_FWD_rstd], p_t0);
 	}
-	const char *ptrs[4 + 2] = { ka.pr[0], ka.pr[3], xld, yld };
+	const char *ptrs[4 + 2] = { ka.param[WSN_ABI_FWD_x], ka.param[WSN_ABI_FWD_y], xld, yld };
 	int np = 4;
 	if (kp->has_weight)
-		ptrs[np++] = ka.pr[1];
+		ptrs[np++] = ka.param[WSN_ABI_FWD_weight];
 	if (kp->has_bias)
-		ptrs[np++] = ka.pr[2];
+		ptrs[np++] = ka.param[WSN_ABI_FWD_bias];
 	const char *pal = wsn__rk_aligned_pred(g, ptrs, np);
 	const char *elem = ptx_label_new(k, "elem_path"), *join = ptx_label_new(k, "rows_done");
 	ptx_guard(k, pal, 1);
