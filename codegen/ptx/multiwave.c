@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* codegen/multiwave.c: multi-wave LayerNorm/RMSNorm kernels (forward, backward, finish) as PTX. */
+/* codegen/ptx/multiwave.c: multi-wave LayerNorm/RMSNorm kernels (forward, backward, finish) as PTX. */
 #include "rowkernel.h"
 
 #include <stdio.h>

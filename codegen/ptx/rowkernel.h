@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* codegen/rowkernel.h: what the multi-wave and warp-specialised generators share to emit row kernels. */
+/* codegen/ptx/rowkernel.h: what the multi-wave and warp-specialised generators share to emit row kernels. */
 #ifndef WSN_ROWKERNEL_H
 #define WSN_ROWKERNEL_H
 
 #include "abi.h"
 #include "codegen.h"
-#include "ptx.h"
+#include "emitter.h"
 
 /*
  * A row group is bdimx threads (tx) working on one row; thread tx holds vectors tx, tx + bdimx,

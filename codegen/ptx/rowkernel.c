@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* codegen/rowkernel.c: row-kernel pieces both generators call: element access, reductions, epilogue, finish kernel. */
+/* codegen/ptx/rowkernel.c: row-kernel pieces both generators call: element access, reductions, epilogue, finish kernel. */
 #include "rowkernel.h"
 
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* codegen/ws.c: warp-specialised persistent LayerNorm/RMSNorm kernels: a producer warp bulk-copies rows into an mbarrier ring that row groups consume. */
+/* codegen/ptx/ws.c: warp-specialised persistent LayerNorm/RMSNorm kernels: a producer warp bulk-copies rows into an mbarrier ring that row groups consume. */
 #include "rowkernel.h"
 
 #include <stdint.h>
