@@ -641,19 +641,15 @@ static void layout_smem(struct rk_gen *g)
 	g->sm_xg = off;
 }
 
-int wsn__generate_ptx(const struct wsn__kernel_plan *kp, char **ptx)
+int wsn__multiwave_generate(const struct wsn__kernel_plan *kp, char **ptx)
 {
 	struct ptx_module m;
 	struct rk_gen g;
 	int err;
 
 	*ptx = NULL;
-	if (kp->approach == WSN_APPROACH_WS)
-		return wsn__ws_generate(kp, ptx);
-	if (kp->approach != WSN_APPROACH_MULTIWAVE)
-		return wsn__error(WSN_ENOTSUP, "codegen: %s kernels are not available (approach %s)", kp->entry,
-				  wsn_approach_name(kp->approach));
-	if (!kp->bdimx || kp->bdimx % 32 || !kp->nvec || kp->nvec > RK_MAXV || kp->bdimx * kp->bdimy != kp->block_threads)
+	if (kp->approach != WSN_APPROACH_MULTIWAVE || !kp->bdimx || kp->bdimx % 32 || !kp->nvec || kp->nvec > RK_MAXV ||
+	    kp->bdimx * kp->bdimy != kp->block_threads)
 		return wsn__error(WSN_EINVAL, "codegen: plan for %s is inconsistent (bdimx %u, bdimy %u, nvec %u)",
 				  kp->entry, kp->bdimx, kp->bdimy, kp->nvec);
 	if ((err = ptx_module_init(&m, kp->arch)))

@@ -215,5 +215,7 @@ void wsn__rk_bwd_epilogue(struct rk_gen *g, struct rk_acc *accs[2], const char *
 /* The finish kernel kp->finish_entry: dweight/dbias = the sum of the nparts partial rows in a fixed
  * order, converted to the plan's dtype. Returns 0 or the module's error. */
 int wsn__rk_gen_finish(struct ptx_module *m, const struct wsn__kernel_plan *kp);
+/* Generate the PTX module of a multi-wave plan (multiwave.c): 0 or an error (an inconsistent plan). */
+int wsn__multiwave_generate(const struct wsn__kernel_plan *kp, char **ptx);
 
 #endif
