@@ -143,11 +143,22 @@ static void chains_add(struct rk_gen *g, const char *dst, const char *const acc[
 	ptx_add_f32(g->k, dst, acc[0], acc[2]);
 }
 
-static void fwd_path(struct rk_gen *g, const char *rows, const char *row0, const char *rstride, const char *xp,
-		     const char *yp, const char *xld, const char *yld, const char *wp, const char *bp,
-		     const char *meanp, const char *rstdp, const char *eps, const char *txoff,
-		     const char *p_mean, const char *p_rstd)
+/* What a forward path reads: the parameters' registers and the CTA's row walk and predicates. */
+struct fwd_args {
+	const char *const *param;       /* by ABI slot (WSN_ABI_FWD_x, ...), row strides in bytes */
+	const char *row0, *rstride;     /* the group's first row, the stride between its rows */
+	const char *txoff;              /* this thread's byte offset in a row */
+	const char *p_mean, *p_rstd;    /* write the statistics: pointer given, first thread of the row */
+};
+
+static void fwd_path(struct rk_gen *g, const struct fwd_args *a)
 {
+	const char *rows = a->param[WSN_ABI_FWD_rows], *row0 = a->row0, *rstride = a->rstride;
+	const char *xp = a->param[WSN_ABI_FWD_x], *yp = a->param[WSN_ABI_FWD_y];
+	const char *xld = a->param[WSN_ABI_FWD_x_ld], *yld = a->param[WSN_ABI_FWD_y_ld];
+	const char *wp = a->param[WSN_ABI_FWD_weight], *bp = a->param[WSN_ABI_FWD_bias];
+	const char *meanp = a->param[WSN_ABI_FWD_mean], *rstdp = a->param[WSN_ABI_FWD_rstd];
+	const char *eps = a->param[WSN_ABI_FWD_eps], *txoff = a->txoff, *p_mean = a->p_mean, *p_rstd = a->p_rstd;
 	struct ptx_kernel *k = g->k;
 	const struct wsn__kernel_plan *kp = g->kp;
 	struct fwd_ctx c = {
@@ -281,8 +292,7 @@ static int gen_forward(struct rk_gen *g)
 
 	wsn__rk_abi_params(g, 0, &abi);
 	const char *const *param = abi.reg;
-	const char *rows = param[WSN_ABI_FWD_rows], *xld = param[WSN_ABI_FWD_x_ld], *yld = param[WSN_ABI_FWD_y_ld];
-	const char *eps = param[WSN_ABI_FWD_eps];
+	const char *xld = param[WSN_ABI_FWD_x_ld], *yld = param[WSN_ABI_FWD_y_ld];
 	wsn__rk_setup_common(g);
 
 	const char *txoff = ptx_reg(k, PTX_U64, "txoff");
@@ -315,20 +325,19 @@ static int gen_forward(struct rk_gen *g)
 		ptrs[np++] = param[WSN_ABI_FWD_weight];
 	if (kp->has_bias)
 		ptrs[np++] = param[WSN_ABI_FWD_bias];
+	const struct fwd_args args = { param, row0, rstride, txoff, p_mean, p_rstd };
 	const char *pal = wsn__rk_aligned_pred(g, ptrs, np);
 	const char *elem = ptx_label_new(k, "elem_path"), *exit = ptx_label_new(k, "exit");
 	ptx_guard(k, pal, 1);
 	ptx_bra(k, elem);
 	ptx_comment(k, "---- 16-byte vector path ----");
 	g->vecpath = 1;
-	fwd_path(g, rows, row0, rstride, param[WSN_ABI_FWD_x], param[WSN_ABI_FWD_y], xld, yld, param[WSN_ABI_FWD_weight],
-		 param[WSN_ABI_FWD_bias], param[WSN_ABI_FWD_mean], param[WSN_ABI_FWD_rstd], eps, txoff, p_mean, p_rstd);
+	fwd_path(g, &args);
 	ptx_bra(k, exit);
 	ptx_label(k, elem);
 	ptx_comment(k, "---- element path: a row or parameter is not 16-byte aligned ----");
 	g->vecpath = 0;
-	fwd_path(g, rows, row0, rstride, param[WSN_ABI_FWD_x], param[WSN_ABI_FWD_y], xld, yld, param[WSN_ABI_FWD_weight],
-		 param[WSN_ABI_FWD_bias], param[WSN_ABI_FWD_mean], param[WSN_ABI_FWD_rstd], eps, txoff, p_mean, p_rstd);
+	fwd_path(g, &args);
 	ptx_label(k, exit);
 	ptx_ret(k);
 	return 0;
