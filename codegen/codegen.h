@@ -3,27 +3,13 @@
 #ifndef WSN_CODEGEN_H
 #define WSN_CODEGEN_H
 
+#include "abi.h"
 #include "plan.h"
 
 /*
- * Kernel ABI (the .entry parameter lists, in this order; pointers are .u64, 0 when absent):
- *   forward  (entry):        x, weight, bias, y, mean, rstd, rows:u64, x_ld:u64, y_ld:u64, eps:f32
- *                            (mean/rstd outputs are skipped when their pointer is 0)
- *   backward (entry):        dy, x, weight, mean, rstd, dx, ws, rows:u64, dy_ld:u64, x_ld:u64,
- *                            dx_ld:u64, stats_ld:u64, flags:u32, done:u64, wait_seq:u64
- *                            (flags bit 0: start without waiting for the previous grid, see
- *                            wsn__kernel_early_start, and then first until the u64 at done
- *                            holds wait_seq or more, when wait_seq is not 0)
- *                            (stats_ld: elements between rows' mean/rstd, 1 for [rows] and
- *                            [rows, 1]; ws: f32 workspace of ws_bytes, partial dweight sums
- *                            [grid][hidden] followed by partial dbias sums [grid][hidden])
- *   backward finish (finish_entry): ws, dweight, dbias, nparts:u32, done:u64, seq:u64
- *                            (sums the grid partials in a fixed order: deterministic; once
- *                            the main grid is done, stores seq into the u64 at done unless
- *                            done is 0)
- * Row strides (ld) are in elements. Launch: grid = wsn__kernel_grid(plan, rows) CTAs of
- * block_threads threads with smem_bytes of dynamic shared memory; the finish kernel
- * finish_grid x finish_threads, no dynamic shared memory.
+ * The kernels' parameters are the tables of abi.h, in their order. Launch: grid =
+ * wsn__kernel_grid(plan, rows) CTAs of block_threads threads with smem_bytes of dynamic shared
+ * memory; the finish kernel finish_grid x finish_threads, no dynamic shared memory.
  */
 
 /*
@@ -45,7 +31,7 @@ int wsn__ws_tune_shapes(const struct wsn__gpu_props *g, const struct wsn__plan_p
 /* Plan p in shape s (forced, but described as autotune's and never marked forced). */
 int wsn__ws_plan_shape(const struct wsn__gpu_props *g, const struct wsn__plan_params *p,
 		       const struct wsn__ws_shape *s, struct wsn__kernel_plan *kp);
-/* Generate the PTX module of a ws plan (ws.c). */
+/* Generate the PTX module of a ws plan (ptx/ws.c). */
 int wsn__ws_generate(const struct wsn__kernel_plan *kp, char **ptx);
 /* Generate the PTX module for a plan (main kernel and, for backward, the finish kernel). */
 int wsn__generate_ptx(const struct wsn__kernel_plan *kp, char **ptx);

@@ -3,7 +3,7 @@
 #define _GNU_SOURCE
 #include "testutil.h"
 
-#include "async.h"
+#include "ptx/async.h"
 
 #include <stdio.h>
 #include <stdlib.h>

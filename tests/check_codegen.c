@@ -4,7 +4,7 @@
 #include "testutil.h"
 
 #include "codegen.h"
-#include "ptx.h"
+#include "ptx/emitter.h"
 
 #include <jansson.h>
 #include <math.h>

@@ -872,7 +872,18 @@ static int launch_forward(struct cuda_plan *cp, const struct wsn__exec *ex, unsi
 	CUdeviceptr rstd = dptr(&a->rstd);
 	uint64_t rows = (uint64_t)ex->rows, x_ld = (uint64_t)ex->x_ld, y_ld = (uint64_t)ex->y_ld;
 	float eps = cp->p.opts.eps;
-	void *params[] = { &x, &w, &b, &y, &mean, &rstd, &rows, &x_ld, &y_ld, &eps };
+	void *params[WSN_ABI_FWD_COUNT];
+
+	params[WSN_ABI_FWD_x] = &x;
+	params[WSN_ABI_FWD_weight] = &w;
+	params[WSN_ABI_FWD_bias] = &b;
+	params[WSN_ABI_FWD_y] = &y;
+	params[WSN_ABI_FWD_mean] = &mean;
+	params[WSN_ABI_FWD_rstd] = &rstd;
+	params[WSN_ABI_FWD_rows] = &rows;
+	params[WSN_ABI_FWD_x_ld] = &x_ld;
+	params[WSN_ABI_FWD_y_ld] = &y_ld;
+	params[WSN_ABI_FWD_eps] = &eps;
 
 	/* the forward ABI writes mean/rstd at consecutive floats */
 	if ((mean || rstd) && ex->rows > 1 && ex->stats_ld != 1)
@@ -898,11 +909,30 @@ static int launch_backward(struct cuda_plan *cp, const struct wsn__exec *ex, uns
 	uint32_t flags = ex->early && cp->main.pdl && wsn__kernel_early_start(&cp->kp);
 	CUdeviceptr done = (CUdeviceptr)(uintptr_t)ex->done;
 	uint64_t wait_seq = flags ? ex->wait_seq : 0, seq = ex->seq;
-	void *params[] = { &dy, &x, &w, &mean, &rstd, &dx, &ws, &rows, &dy_ld, &x_ld, &dx_ld, &stats_ld, &flags, &done,
-			   &wait_seq };
-	void *fparams[] = { &ws, &dw, &db, &nparts, &done, &seq };
+	void *params[WSN_ABI_BWD_COUNT], *fparams[WSN_ABI_FIN_COUNT];
 	int err;
 
+	params[WSN_ABI_BWD_dy] = &dy;
+	params[WSN_ABI_BWD_x] = &x;
+	params[WSN_ABI_BWD_weight] = &w;
+	params[WSN_ABI_BWD_mean] = &mean;
+	params[WSN_ABI_BWD_rstd] = &rstd;
+	params[WSN_ABI_BWD_dx] = &dx;
+	params[WSN_ABI_BWD_ws] = &ws;
+	params[WSN_ABI_BWD_rows] = &rows;
+	params[WSN_ABI_BWD_dy_ld] = &dy_ld;
+	params[WSN_ABI_BWD_x_ld] = &x_ld;
+	params[WSN_ABI_BWD_dx_ld] = &dx_ld;
+	params[WSN_ABI_BWD_stats_ld] = &stats_ld;
+	params[WSN_ABI_BWD_flags] = &flags;
+	params[WSN_ABI_BWD_done] = &done;
+	params[WSN_ABI_BWD_wait_seq] = &wait_seq;
+	fparams[WSN_ABI_FIN_ws] = &ws;
+	fparams[WSN_ABI_FIN_dweight] = &dw;
+	fparams[WSN_ABI_FIN_dbias] = &db;
+	fparams[WSN_ABI_FIN_nparts] = &nparts;
+	fparams[WSN_ABI_FIN_done] = &done;
+	fparams[WSN_ABI_FIN_seq] = &seq;
 	if (dw && !cp->p.opts.has_weight)
 		return wsn__error(WSN_EINVAL, "tensor 'dweight' given, but the plan was made without a weight");
 	if (db && !cp->p.opts.has_bias)

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* codegen/rowkernel.h: what the multi-wave and warp-specialised generators share to emit row kernels. */
+/* codegen/ptx/rowkernel.h: what the multi-wave and warp-specialised generators share to emit row kernels. */
 #ifndef WSN_ROWKERNEL_H
 #define WSN_ROWKERNEL_H
 
+#include "abi.h"
 #include "codegen.h"
-#include "ptx.h"
+#include "emitter.h"
 
 /*
  * A row group is bdimx threads (tx) working on one row; thread tx holds vectors tx, tx + bdimx,
@@ -87,15 +88,13 @@ struct rk_acc {
 	const char *r[RK_MAXV][8];
 };
 
-/* ---- the kernel ABI (codegen.h) ---- */
-/* The entry's parameters, declared in ABI order and loaded; row strides scaled to bytes; then the
- * dependent-launch wait (wsn__rk_griddep) unless the kernel places it later itself. */
+/* ---- the kernel ABI (abi.h) ---- */
+/* The entry's parameters, declared and loaded in the order of abi.h; row strides scaled to bytes; then
+ * the dependent-launch wait (wsn__rk_griddep) unless the kernel places it later itself. */
 struct rk_abi {
-	const char *pr[7];  /* pointers: fwd x, weight, bias, y, mean, rstd; bwd dy, x, weight, mean, rstd, dx, ws */
-	const char *rows;
-	const char *ld[3];  /* row strides in bytes: fwd x, y; bwd dy, x, dx */
-	const char *sld;    /* bwd: bytes between rows' mean/rstd */
-	const char *eps;    /* fwd */
+	/* a register per parameter, indexed by the kernel's ABI slot (WSN_ABI_FWD_x, WSN_ABI_BWD_dy,
+	 * ...): pointers, rows, row strides scaled to bytes, eps; NULL for flags, done and wait_seq */
+	const char *reg[WSN_ABI_BWD_COUNT];
 };
 void wsn__rk_abi_params(struct rk_gen *g, int bwd, struct rk_abi *a);
 /*
@@ -216,5 +215,7 @@ void wsn__rk_bwd_epilogue(struct rk_gen *g, struct rk_acc *accs[2], const char *
 /* The finish kernel kp->finish_entry: dweight/dbias = the sum of the nparts partial rows in a fixed
  * order, converted to the plan's dtype. Returns 0 or the module's error. */
 int wsn__rk_gen_finish(struct ptx_module *m, const struct wsn__kernel_plan *kp);
+/* Generate the PTX module of a multi-wave plan (multiwave.c): 0 or an error (an inconsistent plan). */
+int wsn__multiwave_generate(const struct wsn__kernel_plan *kp, char **ptx);
 
 #endif

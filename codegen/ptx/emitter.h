@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* codegen/ptx.h: the PTX emitter: modules, kernels, named registers, labels and typed instructions. */
+/* codegen/ptx/emitter.h: the PTX emitter: modules, kernels, named registers, labels and typed instructions. */
 #ifndef WSN_PTX_H
 #define WSN_PTX_H
 
-#include "internal.h"
+#include "core/error.h"
+#include "core/util.h"
 
+#include <stdarg.h>
 #include <stddef.h>
 
 /*
@@ -220,7 +222,7 @@ void ptx_st_async_f32(struct ptx_kernel *k, const char *addr, long long off, int
 void ptx_griddep_wait(struct ptx_kernel *k);
 void ptx_griddep_launch_dependents(struct ptx_kernel *k);
 
-/* ---- hooks for passes over a kernel body (codegen/async.c) ---- */
+/* ---- hooks for passes over a kernel body (codegen/ptx/async.c) ---- */
 /* The kernel's entry name. */
 const char *ptx_kernel_name(const struct ptx_kernel *k);
 /* The body written so far, one item a line: instructions ("\t[@p ]text;"), labels ("name:"),

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* codegen/rowkernel.c: row-kernel pieces both generators call: element access, reductions, epilogue, finish kernel. */
+/* codegen/ptx/rowkernel.c: row-kernel pieces both generators call: element access, reductions, epilogue, finish kernel. */
 #include "rowkernel.h"
 
 #include <stdio.h>
@@ -749,63 +749,64 @@ void wsn__rk_griddep_end(struct rk_gen *g)
 	ptx_griddep_wait(g->k);
 }
 
+static enum ptx_type abi_ptx_type(enum wsn__abi_type t)
+{
+	return t == WSN_ABI_u32 ? PTX_U32 : t == WSN_ABI_f32 ? PTX_F32 : PTX_U64;
+}
+
+static int abi_is_stride(const struct wsn__abi_param *pa)
+{
+	return pa->role == WSN_ABI_row_ld || pa->role == WSN_ABI_stats_ld;
+}
+
+_Static_assert((int)WSN_ABI_FWD_COUNT <= (int)WSN_ABI_BWD_COUNT, "struct rk_abi holds the forward's registers");
+
 void wsn__rk_abi_params(struct rk_gen *g, int bwd, struct rk_abi *a)
 {
-	static const char *const fwd_ptr[] = { "x", "weight", "bias", "y", "mean", "rstd" };
-	static const char *const bwd_ptr[] = { "dy", "x", "weight", "mean", "rstd", "dx", "ws" };
-	static const char *const fwd_ld[] = { "x_ld", "y_ld" }, *const bwd_ld[] = { "dy_ld", "x_ld", "dx_ld" };
-	const char *const *pn = bwd ? bwd_ptr : fwd_ptr, *const *ln = bwd ? bwd_ld : fwd_ld;
-	int np = bwd ? 7 : 6, nl = bwd ? 3 : 2;
+	const struct wsn__abi *abi = bwd ? &wsn__abi_backward : &wsn__abi_forward;
+	const struct wsn__abi_param *pa = abi->params;
+	const int rows = bwd ? WSN_ABI_BWD_rows : WSN_ABI_FWD_rows;
 	struct ptx_kernel *k = g->k;
 
 	memset(a, 0, sizeof(*a));
-	for (int i = 0; i < np; i++)
-		ptx_param(k, PTX_U64, pn[i]);
-	ptx_param(k, PTX_U64, "rows");
-	for (int i = 0; i < nl; i++)
-		ptx_param(k, PTX_U64, ln[i]);
+	for (int i = 0; i < abi->count; i++)
+		ptx_param(k, abi_ptx_type(pa[i].type), pa[i].name);
+	for (int i = 0; i < abi->count; i++)
+		if (pa[i].role == WSN_ABI_ptr) {
+			a->reg[i] = ptx_reg(k, PTX_U64, "p_%s", pa[i].name);
+			ptx_ld_param(k, PTX_U64, a->reg[i], pa[i].name);
+		}
+	a->reg[rows] = ptx_reg(k, PTX_U64, "%s", pa[rows].name);
+	for (int i = 0; i < abi->count; i++)
+		if (abi_is_stride(&pa[i]))
+			a->reg[i] = ptx_reg(k, PTX_U64, "%sb", pa[i].name);
+	if (!bwd)
+		a->reg[WSN_ABI_FWD_eps] = ptx_reg(k, PTX_F32, "%s", pa[WSN_ABI_FWD_eps].name);
+	ptx_ld_param(k, PTX_U64, a->reg[rows], pa[rows].name);
+	for (int i = 0; i < abi->count; i++)
+		if (abi_is_stride(&pa[i]))
+			ptx_ld_param(k, PTX_U64, a->reg[i], pa[i].name);
 	if (bwd) {
-		ptx_param(k, PTX_U64, "stats_ld");
-		ptx_param(k, PTX_U32, "flags");
-		ptx_param(k, PTX_U64, "done");
-		ptx_param(k, PTX_U64, "wait_seq");
-	} else {
-		ptx_param(k, PTX_F32, "eps");
-	}
-	for (int i = 0; i < np; i++) {
-		a->pr[i] = ptx_reg(k, PTX_U64, "p_%s", pn[i]);
-		ptx_ld_param(k, PTX_U64, a->pr[i], pn[i]);
-	}
-	a->rows = ptx_reg(k, PTX_U64, "rows");
-	for (int i = 0; i < nl; i++)
-		a->ld[i] = ptx_reg(k, PTX_U64, "%sb", ln[i]);
-	if (bwd)
-		a->sld = ptx_reg(k, PTX_U64, "stats_ldb");
-	else
-		a->eps = ptx_reg(k, PTX_F32, "eps");
-	ptx_ld_param(k, PTX_U64, a->rows, "rows");
-	for (int i = 0; i < nl; i++)
-		ptx_ld_param(k, PTX_U64, a->ld[i], ln[i]);
-	if (bwd) {
-		ptx_ld_param(k, PTX_U64, a->sld, "stats_ld");
 		if (wsn__kernel_early_start(g->kp)) { /* else the flags go unread: the kernel always waits */
-			const char *flags = ptx_reg(k, PTX_U32, "flags"), *t = ptx_tmp(k, PTX_U32);
-			ptx_ld_param(k, PTX_U32, flags, "flags");
+			const char *flags = ptx_reg(k, PTX_U32, "%s", pa[WSN_ABI_BWD_flags].name), *t = ptx_tmp(k, PTX_U32);
+			ptx_ld_param(k, PTX_U32, flags, pa[WSN_ABI_BWD_flags].name);
 			g->p_early = ptx_reg(k, PTX_PRED, "p_early");
 			ptx_ins(k, "and.b32 %s, %s, 1", t, flags);
 			ptx_ins(k, "setp.ne.u32 %s, %s, 0", g->p_early, t);
-			g->done = ptx_reg(k, PTX_U64, "p_done");
-			g->wait_seq = ptx_reg(k, PTX_U64, "wait_seq");
-			ptx_ld_param(k, PTX_U64, g->done, "done");
-			ptx_ld_param(k, PTX_U64, g->wait_seq, "wait_seq");
+			g->done = ptx_reg(k, PTX_U64, "p_%s", pa[WSN_ABI_BWD_done].name);
+			g->wait_seq = ptx_reg(k, PTX_U64, "%s", pa[WSN_ABI_BWD_wait_seq].name);
+			ptx_ld_param(k, PTX_U64, g->done, pa[WSN_ABI_BWD_done].name);
+			ptx_ld_param(k, PTX_U64, g->wait_seq, pa[WSN_ABI_BWD_wait_seq].name);
 		}
 	} else {
-		ptx_ld_param(k, PTX_F32, a->eps, "eps");
+		ptx_ld_param(k, PTX_F32, a->reg[WSN_ABI_FWD_eps], pa[WSN_ABI_FWD_eps].name);
 	}
-	for (int i = 0; i < nl; i++)
-		ptx_ins(k, "mul.lo.u64 %s, %s, %d", a->ld[i], a->ld[i], g->E);
-	if (bwd)
-		ptx_ins(k, "shl.b64 %s, %s, 2", a->sld, a->sld);
+	for (int i = 0; i < abi->count; i++) {
+		if (pa[i].role == WSN_ABI_row_ld) /* elements of the tensors' dtype */
+			ptx_ins(k, "mul.lo.u64 %s, %s, %d", a->reg[i], a->reg[i], g->E);
+		else if (pa[i].role == WSN_ABI_stats_ld) /* f32 elements */
+			ptx_ins(k, "shl.b64 %s, %s, 2", a->reg[i], a->reg[i]);
+	}
 	if (!g->griddep_later)
 		wsn__rk_griddep_start(g);
 }
@@ -1078,23 +1079,20 @@ int wsn__rk_gen_finish(struct ptx_module *m, const struct wsn__kernel_plan *kp)
 
 	if (!k)
 		return m->err;
-	ptx_param(k, PTX_U64, "ws");
-	ptx_param(k, PTX_U64, "dweight");
-	ptx_param(k, PTX_U64, "dbias");
-	ptx_param(k, PTX_U32, "nparts");
-	ptx_param(k, PTX_U64, "done");
-	ptx_param(k, PTX_U64, "seq");
+	const struct wsn__abi_param *pa = wsn__abi_finish.params;
+	const char *fin[WSN_ABI_FIN_COUNT];
+	for (int i = 0; i < WSN_ABI_FIN_COUNT; i++)
+		ptx_param(k, abi_ptx_type(pa[i].type), pa[i].name);
 	ptx_kernel_launch_bounds(k, kp->finish_threads, 0);
 	ptx_kernel_shared(k, "fin_red", (unsigned)(2 * SL * 32 * 4), 16);
-	const char *wsp = ptx_reg(k, PTX_U64, "p_ws"), *dwp = ptx_reg(k, PTX_U64, "p_dweight");
-	const char *dbp = ptx_reg(k, PTX_U64, "p_dbias"), *np = ptx_reg(k, PTX_U32, "nparts");
-	ptx_ld_param(k, PTX_U64, wsp, "ws");
-	ptx_ld_param(k, PTX_U64, dwp, "dweight");
-	ptx_ld_param(k, PTX_U64, dbp, "dbias");
-	ptx_ld_param(k, PTX_U32, np, "nparts");
-	const char *donep = ptx_reg(k, PTX_U64, "p_done"), *seq = ptx_reg(k, PTX_U64, "seq");
-	ptx_ld_param(k, PTX_U64, donep, "done");
-	ptx_ld_param(k, PTX_U64, seq, "seq");
+	for (int i = 0; i < WSN_ABI_FIN_COUNT; i++) { /* "p_" names an address */
+		const int address = pa[i].role == WSN_ABI_ptr || i == WSN_ABI_FIN_done;
+		fin[i] = ptx_reg(k, abi_ptx_type(pa[i].type), address ? "p_%s" : "%s", pa[i].name);
+	}
+	for (int i = 0; i < WSN_ABI_FIN_COUNT; i++)
+		ptx_ld_param(k, abi_ptx_type(pa[i].type), fin[i], pa[i].name);
+	const char *wsp = fin[WSN_ABI_FIN_ws], *dwp = fin[WSN_ABI_FIN_dweight], *dbp = fin[WSN_ABI_FIN_dbias];
+	const char *np = fin[WSN_ABI_FIN_nparts], *donep = fin[WSN_ABI_FIN_done], *seq = fin[WSN_ABI_FIN_seq];
 	const char *tid = ptx_reg(k, PTX_U32, "thread"), *cx = ptx_reg(k, PTX_U32, "cx"), *sy = ptx_reg(k, PTX_U32, "sy");
 	const char *col = ptx_reg(k, PTX_U32, "col"), *pcol = ptx_reg(k, PTX_PRED, "p_col");
 	ptx_sreg(k, tid, "%tid.x");

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* codegen/ptx.c: the PTX emitter: text buffers, modules, kernels with declared registers, instructions. */
-#include "ptx.h"
+/* codegen/ptx/emitter.c: the PTX emitter: text buffers, modules, kernels with declared registers, instructions. */
+#include "emitter.h"
 
 #include <stdio.h>
 #include <stdlib.h>

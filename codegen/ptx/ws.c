@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* codegen/ws.c: warp-specialised persistent LayerNorm/RMSNorm kernels: a producer warp bulk-copies rows into an mbarrier ring that row groups consume. */
+/* codegen/ptx/ws.c: warp-specialised persistent LayerNorm/RMSNorm kernels: a producer warp bulk-copies rows into an mbarrier ring that row groups consume. */
 #include "rowkernel.h"
 
 #include <stdint.h>
@@ -41,26 +41,27 @@
 
 struct ws {
 	struct rk_gen g;
-	struct wsn__ws_layout L;
-	int U, S, nt;                  /* rows per stage, stages, tensors per row (bwd: dy then x) */
-	unsigned RB, SB;               /* row_bytes, stage_bytes */
+	struct wsn__ws_layout layout;
+	int stage_rows, stages;        /* rows per stage (kp->unroll), stages of the ring */
+	int nt;                        /* tensors per row (bwd: dy then x) */
+	unsigned row_bytes, stage_bytes;
 	const char *bars, *stage0;     /* .u32 shared addresses of full[0] and of stage 0 */
 	const char *rows;              /* .u64 */
 	const char *cbase[2], *cld[2]; /* circular tensors: .u64 base address, row stride in bytes */
 	const char *obase, *old;       /* backward: dx's .u64 base address and row stride in bytes */
-	/* a stage's rows take its first SO bytes; in the backward the rows' statistics may follow: ns
-	 * tensors (mean and rstd, or rstd), U f32 each, read from sbase[s] + row * sld */
+	/* a stage's rows take its first stage_rows_bytes bytes; in the backward the rows' statistics may
+	 * follow: ns tensors (mean and rstd, or rstd), stage_rows f32 each, read from sbase[s] + row * sld */
 	int ns;
-	unsigned SO;
+	unsigned stage_rows_bytes;
 	const char *sbase[2], *sld;
-	const char *stat[2][MAXU];     /* .f32: the current block's statistics (ns tensors x U rows) */
+	const char *stat[2][MAXU];     /* .f32: the current block's statistics (ns tensors x stage_rows rows) */
 	/* per block of a row group */
 	const char *row0, *rowc[MAXU], *pv[MAXU];
 	const char *srow[MAXU][2];     /* .u32: this thread's first vector of row j, tensor t in the stage */
 	struct rk_tens cache[MAXU][2]; /* cache_rows: the stage's vectors in registers */
 	const char *slot;              /* .u32 stage slot of the current block */
 	const char *lane0;             /* .pred: lane 0 of its warp */
-	int C;                         /* CTAs sharing a row (kp->cluster; 1: none) */
+	int cluster_ctas;              /* CTAs sharing a row (kp->cluster; 1: none) */
 };
 
 /* ---------------------------------------------------------------- producer */
@@ -69,8 +70,8 @@ struct ws {
  * a row split over a cluster the cluster's (its CTAs take the same blocks, each its own columns). */
 static void stride_ids(struct ws *w, const char *idx, const char *count)
 {
-	ptx_sreg(w->g.k, idx, w->C > 1 ? "%clusterid.x" : "%ctaid.x");
-	ptx_sreg(w->g.k, count, w->C > 1 ? "%nclusterid.x" : "%nctaid.x");
+	ptx_sreg(w->g.k, idx, w->cluster_ctas > 1 ? "%clusterid.x" : "%ctaid.x");
+	ptx_sreg(w->g.k, count, w->cluster_ctas > 1 ? "%nclusterid.x" : "%nctaid.x");
 }
 
 /* The elected lane of warp 0: every block of this CTA into the ring. */
@@ -87,8 +88,8 @@ static void producer(struct ws *w)
 	struct ptx_loop lp;
 
 	ptx_comment(k, "---- producer: one lane copies every block of this CTA into the ring ----");
-	ptx_ins(k, "add.u64 %s, %s, %d", nb, w->rows, w->U - 1);
-	ptx_ins(k, "div.u64 %s, %s, %d", nb, nb, w->U);
+	ptx_ins(k, "add.u64 %s, %s, %d", nb, w->rows, w->stage_rows - 1);
+	ptx_ins(k, "div.u64 %s, %s, %d", nb, nb, w->stage_rows);
 	ptx_ins(k, "sub.u64 %s, %s, 1", rmax, w->rows);
 	stride_ids(w, t32, n32);
 	ptx_ins(k, "cvt.u64.u32 %s, %s", b, t32);
@@ -101,10 +102,10 @@ static void producer(struct ws *w)
 	ptx_comment(k, "wait until slot s is empty (a fresh ring passes: parity 1 of a new barrier)");
 	ptx_ins(k, "xor.b32 %s, %s, 1", par, phase);
 	ptx_ins(k, "mad.lo.u32 %s, %s, 8, %s", full, slot, w->bars);
-	ptx_mbarrier_wait_parity_bounded(k, full, 8LL * w->S, par, WATCHDOG_NS);
-	ptx_ins(k, "mad.lo.u32 %s, %s, %u, %s", st, slot, w->SB, w->stage0);
-	ptx_ins(k, "mul.lo.u64 %s, %s, %d", row0, b, w->U);
-	for (int j = 0; j < w->U; j++) {
+	ptx_mbarrier_wait_parity_bounded(k, full, 8LL * w->stages, par, WATCHDOG_NS);
+	ptx_ins(k, "mad.lo.u32 %s, %s, %u, %s", st, slot, w->stage_bytes, w->stage0);
+	ptx_ins(k, "mul.lo.u64 %s, %s, %d", row0, b, w->stage_rows);
+	for (int j = 0; j < w->stage_rows; j++) {
 		const char *row = row0;
 		if (j) {
 			row = ptx_tmp(k, PTX_U64);
@@ -120,7 +121,7 @@ static void producer(struct ws *w)
 			ptx_ins(k, "and.b64 %s, %s, -16", a, a);
 			ptx_ins(k, "add.u32 %s, %s, %lld", span, m, HE + 15);
 			ptx_ins(k, "and.b32 %s, %s, -16", span, span);
-			ptx_ins(k, "add.u32 %s, %s, %u", dst, st, (unsigned)(j * w->nt + t) * w->RB);
+			ptx_ins(k, "add.u32 %s, %s, %u", dst, st, (unsigned)(j * w->nt + t) * w->row_bytes);
 			ptx_mbarrier_expect_tx(k, full, 0, span);
 			ptx_cp_async_bulk_g2s(k, dst, a, span, full);
 		}
@@ -128,7 +129,7 @@ static void producer(struct ws *w)
 			/* a row's statistic arrives with its rows: no row group waits on a load of its own */
 			const char *a = ptx_tmp(k, PTX_U64), *dst = ptx_tmp(k, PTX_U32);
 			ptx_ins(k, "mad.lo.u64 %s, %s, %s, %s", a, row, w->sld, w->sbase[s]);
-			ptx_ins(k, "add.u32 %s, %s, %u", dst, st, w->SO + (unsigned)(s * w->U + j) * 4);
+			ptx_ins(k, "add.u32 %s, %s, %u", dst, st, w->stage_rows_bytes + (unsigned)(s * w->stage_rows + j) * 4);
 			ptx_cp_async_ca(k, dst, a, 4);
 		}
 	}
@@ -138,7 +139,7 @@ static void producer(struct ws *w)
 	ptx_ins(k, "add.u32 %s, %s, 1", slot, slot);
 	{
 		const char *wrap = ptx_tmp(k, PTX_PRED);
-		ptx_ins(k, "setp.eq.u32 %s, %s, %d", wrap, slot, w->S);
+		ptx_ins(k, "setp.eq.u32 %s, %s, %d", wrap, slot, w->stages);
 		ptx_guard(k, wrap, 0);
 		ptx_mov_imm(k, PTX_U32, slot, 0);
 		ptx_guard(k, wrap, 0);
@@ -234,7 +235,7 @@ static void release_stage(struct ws *w)
 	ptx_bar_warp_sync(k);
 	ptx_ins(k, "mad.lo.u32 %s, %s, 8, %s", a, w->slot, w->bars);
 	ptx_guard(k, w->lane0, 0);
-	ptx_mbarrier_arrive(k, a, 8LL * w->S);
+	ptx_mbarrier_arrive(k, a, 8LL * w->stages);
 }
 
 /* Block-start bookkeeping for a row group: rows (clamped to the last one), validity predicates,
@@ -248,8 +249,8 @@ static void block_begin(struct ws *w, const char *b, const char *it, const char 
 
 	w->row0 = ptx_reg(k, PTX_U64, "row0");
 	w->slot = ptx_reg(k, PTX_U32, "slot");
-	ptx_ins(k, "mul.lo.u64 %s, %s, %d", w->row0, b, w->U);
-	for (int j = 0; j < w->U; j++) {
+	ptx_ins(k, "mul.lo.u64 %s, %s, %d", w->row0, b, w->stage_rows);
+	for (int j = 0; j < w->stage_rows; j++) {
 		if (!j) {
 			w->rowc[0] = w->row0;
 			w->pv[0] = NULL;
@@ -261,17 +262,17 @@ static void block_begin(struct ws *w, const char *b, const char *it, const char 
 		ptx_ins(k, "setp.le.u64 %s, %s, %s", w->pv[j], w->rowc[j], rmax);
 		ptx_ins(k, "min.u64 %s, %s, %s", w->rowc[j], w->rowc[j], rmax);
 	}
-	ptx_ins(k, "rem.u32 %s, %s, %d", w->slot, it, w->S);
-	ptx_ins(k, "div.u32 %s, %s, %d", phase, it, w->S);
+	ptx_ins(k, "rem.u32 %s, %s, %d", w->slot, it, w->stages);
+	ptx_ins(k, "div.u32 %s, %s, %d", phase, it, w->stages);
 	ptx_ins(k, "and.b32 %s, %s, 1", phase, phase);
 	ptx_ins(k, "mad.lo.u32 %s, %s, 8, %s", full, w->slot, w->bars);
-	ptx_ins(k, "mad.lo.u32 %s, %s, %u, %s", st, w->slot, w->SB, w->stage0);
+	ptx_ins(k, "mad.lo.u32 %s, %s, %u, %s", st, w->slot, w->stage_bytes, w->stage0);
 	ptx_ins(k, "shl.b32 %s, %s, 4", txs, g->tx);
 	ptx_ins(k, "add.u32 %s, %s, %s", st, st, txs);
-	for (int j = 0; j < w->U; j++) {
+	for (int j = 0; j < w->stage_rows; j++) {
 		for (int t = 0; t < w->nt; t++) {
 			w->srow[j][t] = ptx_reg(k, PTX_U32, "srow%d_%d", j, t);
-			ptx_ins(k, "add.u32 %s, %s, %u", w->srow[j][t], st, (unsigned)(j * w->nt + t) * w->RB);
+			ptx_ins(k, "add.u32 %s, %s, %u", w->srow[j][t], st, (unsigned)(j * w->nt + t) * w->row_bytes);
 			if (!g->vecpath) {
 				/* the copy starts at the row's 16-byte chunk: the row begins (address & 15) in */
 				const char *a = ptx_tmp(k, PTX_U64), *m = ptx_tmp(k, PTX_U32);
@@ -286,14 +287,14 @@ static void block_begin(struct ws *w, const char *b, const char *it, const char 
 	ptx_mbarrier_wait_parity_bounded(k, full, 0, phase, WATCHDOG_NS);
 	if (w->ns) {
 		const char *sa = ptx_tmp(k, PTX_U32);
-		ptx_ins(k, "mad.lo.u32 %s, %s, %u, %s", sa, w->slot, w->SB, w->stage0);
+		ptx_ins(k, "mad.lo.u32 %s, %s, %u, %s", sa, w->slot, w->stage_bytes, w->stage0);
 		for (int s = 0; s < w->ns; s++)
-			for (int j = 0; j < w->U; j++)
-				ptx_ld_shared(k, PTX_F32, w->stat[s][j], sa, w->SO + (long long)(s * w->U + j) * 4);
+			for (int j = 0; j < w->stage_rows; j++)
+				ptx_ld_shared(k, PTX_F32, w->stat[s][j], sa, w->stage_rows_bytes + (long long)(s * w->stage_rows + j) * 4);
 	}
 	if (g->kp->cache_rows) {
 		ptx_comment(k, "copy the stage into registers, then give it back to the producer");
-		for (int j = 0; j < w->U; j++)
+		for (int j = 0; j < w->stage_rows; j++)
 			for (int t = 0; t < w->nt; t++)
 				for (int v = 0; v < g->nv; v++)
 					stage_vec(w, j, t, v, w->cache[j][t].r[v]);
@@ -307,9 +308,9 @@ static void load_stats(struct ws *w, const char *nb, const char *rmax, const cha
 {
 	struct ptx_kernel *k = w->g.k;
 
-	for (int j = 0; j < w->U; j++) {
+	for (int j = 0; j < w->stage_rows; j++) {
 		const char *row = ptx_tmp(k, PTX_U64), *a = ptx_tmp(k, PTX_U64);
-		ptx_ins(k, "mad.lo.u64 %s, %s, %d, %d", row, nb, w->U, j);
+		ptx_ins(k, "mad.lo.u64 %s, %s, %d, %d", row, nb, w->stage_rows, j);
 		ptx_ins(k, "min.u64 %s, %s, %s", row, row, rmax);
 		ptx_ins(k, "mul.lo.u64 %s, %s, %s", row, row, sld);
 		if (nm) {
@@ -325,7 +326,7 @@ static void load_stats(struct ws *w, const char *nb, const char *rmax, const cha
 /* Registers of the cached stage (cache_rows). */
 static void cache_names(struct ws *w)
 {
-	for (int j = 0; j < w->U; j++) {
+	for (int j = 0; j < w->stage_rows; j++) {
 		for (int t = 0; t < w->nt; t++) {
 			struct rk_tens *c = &w->cache[j][t];
 			char tag[16];
@@ -380,7 +381,7 @@ static void param_vec(struct ws *w, struct rk_tens *pt, int v, const char *z, co
 
 /* Kernel-wide registers every path uses. */
 struct kargs {
-	const char *pr[7];  /* backward: dy, x, weight, mean, rstd, dx, ws; forward: x, weight, bias, y, mean, rstd */
+	const char *param[WSN_ABI_BWD_COUNT]; /* the parameters' registers by ABI slot (struct rk_abi) */
 	const char *ld_out; /* dx or y row stride in bytes */
 	const char *sld;    /* backward: stats stride in bytes */
 	const char *eps;
@@ -405,8 +406,8 @@ static void loop_setup(struct ws *w, struct loop_ctx *c)
 	c->bstride = ptx_reg(k, PTX_U64, "blk_stride");
 	c->nblocks = ptx_reg(k, PTX_U64, "nblocks");
 	c->rmax = ptx_reg(k, PTX_U64, "rowmax");
-	ptx_ins(k, "add.u64 %s, %s, %d", c->nblocks, w->rows, w->U - 1);
-	ptx_ins(k, "div.u64 %s, %s, %d", c->nblocks, c->nblocks, w->U);
+	ptx_ins(k, "add.u64 %s, %s, %d", c->nblocks, w->rows, w->stage_rows - 1);
+	ptx_ins(k, "div.u64 %s, %s, %d", c->nblocks, c->nblocks, w->stage_rows);
 	ptx_ins(k, "sub.u64 %s, %s, 1", c->rmax, w->rows);
 	stride_ids(w, t, nc);
 	ptx_mov(k, PTX_U32, c->it, w->g.ty);
@@ -475,7 +476,7 @@ static void exchange(struct ws *w, const char *tot[], int n, const char *it)
 {
 	struct rk_gen *g = &w->g;
 	struct ptx_kernel *k = g->k;
-	unsigned XS = w->L.red_slot, C = (unsigned)w->C;
+	unsigned red_slot = w->layout.red_slot, cluster_ctas = (unsigned)w->cluster_ctas;
 	const char *li = ptx_tmp(k, PTX_U32), *idx = ptx_tmp(k, PTX_U32), *par = ptx_tmp(k, PTX_U32);
 	const char *bar = ptx_tmp(k, PTX_U32), *buf = ptx_tmp(k, PTX_U32), *p = ptx_tmp(k, PTX_PRED);
 	const char *sent = ptx_label_new(k, "xch_sent"), *rank = ptx_tmp(k, PTX_U32);
@@ -487,20 +488,20 @@ static void exchange(struct ws *w, const char *tot[], int n, const char *it)
 	ptx_ins(k, "bfe.u32 %s, %s, 1, 1", par, li);
 	ptx_ins(k, "mad.lo.u32 %s, %s, 2, %s", idx, g->ty, idx);
 	ptx_ins(k, "mad.lo.u32 %s, %s, 8, %s", bar, idx, w->bars);
-	ptx_ins(k, "add.u32 %s, %s, %u", bar, bar, w->L.xbar - w->L.bars);
-	ptx_ins(k, "mad.lo.u32 %s, %s, %u, %s", buf, idx, C * XS, g->smem);
-	ptx_ins(k, "add.u32 %s, %s, %u", buf, buf, w->L.xch);
+	ptx_ins(k, "add.u32 %s, %s, %u", bar, bar, w->layout.xbar - w->layout.bars);
+	ptx_ins(k, "mad.lo.u32 %s, %s, %u, %s", buf, idx, cluster_ctas * red_slot, g->smem);
+	ptx_ins(k, "add.u32 %s, %s, %u", buf, buf, w->layout.xch);
 	ptx_ins(k, "setp.ne.u32 %s, %s, 0", p, g->tx);
 	ptx_guard(k, p, 0);
 	ptx_bra_div(k, sent);
 	{
 		const char *mine = ptx_tmp(k, PTX_U32);
-		ptx_mbarrier_arrive_expect_tx(k, bar, 0, (C - 1) * (unsigned)n * 4);
-		ptx_ins(k, "mad.lo.u32 %s, %s, %u, %s", mine, rank, XS, buf);
-		for (unsigned d = 1; d < C; d++) {
+		ptx_mbarrier_arrive_expect_tx(k, bar, 0, (cluster_ctas - 1) * (unsigned)n * 4);
+		ptx_ins(k, "mad.lo.u32 %s, %s, %u, %s", mine, rank, red_slot, buf);
+		for (unsigned d = 1; d < cluster_ctas; d++) {
 			const char *peer = ptx_tmp(k, PTX_U32), *ra = ptx_tmp(k, PTX_U32), *rb = ptx_tmp(k, PTX_U32);
 			ptx_ins(k, "add.u32 %s, %s, %u", peer, rank, d);
-			ptx_ins(k, "and.b32 %s, %s, %u", peer, peer, C - 1);
+			ptx_ins(k, "and.b32 %s, %s, %u", peer, peer, cluster_ctas - 1);
 			ptx_mapa(k, ra, mine, peer);
 			ptx_mapa(k, rb, bar, peer);
 			/* the n sums in pieces of 4, 2, 1: each aligned to its size */
@@ -514,9 +515,9 @@ static void exchange(struct ws *w, const char *tot[], int n, const char *it)
 	ptx_mbarrier_wait_parity_bounded(k, bar, 0, par, WATCHDOG_NS);
 	for (int i = 0; i < n; i++) {
 		const char *acc = ptx_tmp(k, PTX_F32);
-		for (unsigned r = 0; r < C; r++) {
+		for (unsigned r = 0; r < cluster_ctas; r++) {
 			const char *x = ptx_tmp(k, PTX_F32), *own = ptx_tmp(k, PTX_PRED);
-			ptx_ld_shared(k, PTX_F32, x, buf, (long long)r * XS + 4 * i);
+			ptx_ld_shared(k, PTX_F32, x, buf, (long long)r * red_slot + 4 * i);
 			ptx_ins(k, "setp.eq.u32 %s, %s, %u", own, rank, r);
 			ptx_ins(k, "selp.f32 %s, %s, %s, %s", x, tot[i], x, own);
 			if (r)
@@ -537,19 +538,19 @@ static void bwd_path(struct ws *w, const struct kargs *ka, struct rk_acc *dw, st
 	struct rk_tens dx = { .tag = "dx", .store = WSN_STORE_GLOBAL, .cache = PTX_CACHE_DEFAULT };
 	const char *cm[MAXU], *cr[MAXU], *nm[MAXU], *nr[MAXU], *sg[MAXU][2], *sgx[MAXU][2], *tot[2 * MAXU];
 	const char *mg[MAXU], *nmgx[MAXU];
-	int has_dw = kp->has_weight, has_db = kp->has_bias, U = w->U, nch = U == 1 ? 2 : 1, n = 0;
+	int has_dw = kp->has_weight, has_db = kp->has_bias, stage_rows = w->stage_rows, nch = stage_rows == 1 ? 2 : 1, n = 0;
 	struct loop_ctx c;
 	struct ptx_loop lp;
 
 	if (kp->has_weight)
-		load_params(w, &wt, w->L.w, ka->pr[2], ka->txoff);
+		load_params(w, &wt, w->layout.w, ka->param[WSN_ABI_BWD_weight], ka->txoff);
 	dx.g = ptx_reg(k, PTX_U64, "dxa");
 	/* accumulators start at zero */
 	if (has_dw)
 		wsn__rk_acc_zero(g, dw);
 	if (has_db)
 		wsn__rk_acc_zero(g, db);
-	for (int j = 0; j < U; j++) {
+	for (int j = 0; j < stage_rows; j++) {
 		cm[j] = g->ln ? ptx_reg(k, PTX_F32, "mean%d", j) : NULL;
 		cr[j] = ptx_reg(k, PTX_F32, "rstd%d", j);
 		if (w->ns) { /* block_begin reads them from the stage */
@@ -565,23 +566,23 @@ static void bwd_path(struct ws *w, const struct kargs *ka, struct rk_acc *dw, st
 	loop_setup(w, &c);
 	if (!w->ns) {
 		ptx_comment(k, "statistics of the first block; each block then loads the next block's");
-		load_stats(w, c.b, c.rmax, ka->pr[3], ka->pr[4], ka->sld, g->ln ? nm : NULL, nr);
+		load_stats(w, c.b, c.rmax, ka->param[WSN_ABI_BWD_mean], ka->param[WSN_ABI_BWD_rstd], ka->sld, g->ln ? nm : NULL, nr);
 	}
 	loop_head(w, &c, &lp);
 	if (!w->ns) {
-		for (int j = 0; j < U; j++) {
+		for (int j = 0; j < stage_rows; j++) {
 			if (g->ln)
 				ptx_mov(k, PTX_F32, cm[j], nm[j]);
 			ptx_mov(k, PTX_F32, cr[j], nr[j]);
 		}
-		load_stats(w, c.nb, c.rmax, ka->pr[3], ka->pr[4], ka->sld, g->ln ? nm : NULL, nr);
+		load_stats(w, c.nb, c.rmax, ka->param[WSN_ABI_BWD_mean], ka->param[WSN_ABI_BWD_rstd], ka->sld, g->ln ? nm : NULL, nr);
 	}
 	block_begin(w, c.b, c.it, c.rmax);
 	wsn__rk_opaque_zeros(g, w->row0, inv);
 
 	/* pass 1: g = dy * w, xhat; row sums of g and g * xhat; column sums of dy * xhat and dy */
-	ptx_comment(k, "pass 1 over %d row%s", U, U > 1 ? "s" : "");
-	for (int j = 0; j < U; j++) {
+	ptx_comment(k, "pass 1 over %d row%s", stage_rows, stage_rows > 1 ? "s" : "");
+	for (int j = 0; j < stage_rows; j++) {
 		for (int h = 0; h < nch; h++) {
 			sg[j][h] = g->ln ? ptx_tmp(k, PTX_F32) : NULL;
 			sgx[j][h] = ptx_tmp(k, PTX_F32);
@@ -598,7 +599,7 @@ static void bwd_path(struct ws *w, const struct kargs *ka, struct rk_acc *dw, st
 			wsn__rk_acc_get(g, dw, v, fw);
 		if (has_db)
 			wsn__rk_acc_get(g, db, v, fb);
-		for (int j = 0; j < U; j++) {
+		for (int j = 0; j < stage_rows; j++) {
 			const char *dv[4], *xv[4], *df[8], *xf[8];
 			row_vec(w, j, 0, v, dv);
 			row_vec(w, j, 1, v, xv);
@@ -627,7 +628,7 @@ static void bwd_path(struct ws *w, const struct kargs *ka, struct rk_acc *dw, st
 		if (has_db)
 			wsn__rk_acc_put(g, db, v, fb);
 	}
-	for (int j = 0; j < U; j++) {
+	for (int j = 0; j < stage_rows; j++) {
 		if (g->ln) {
 			if (nch > 1)
 				ptx_add_f32(k, sg[j][0], sg[j][0], sg[j][1]);
@@ -638,11 +639,11 @@ static void bwd_path(struct ws *w, const struct kargs *ka, struct rk_acc *dw, st
 		tot[n++] = sgx[j][0];
 	}
 	wsn__rk_reduce_row(g, tot, n);
-	if (w->C > 1)
+	if (w->cluster_ctas > 1)
 		exchange(w, tot, n, c.it);
 
 	/* pass 2: dx = rstd * (g - sum_g / H - xhat * sum_gxhat / H), row by row */
-	for (int j = 0, i = 0; j < U; j++) {
+	for (int j = 0, i = 0; j < stage_rows; j++) {
 		mg[j] = NULL;
 		if (g->ln) {
 			mg[j] = ptx_tmp(k, PTX_F32);
@@ -653,9 +654,9 @@ static void bwd_path(struct ws *w, const struct kargs *ka, struct rk_acc *dw, st
 		ptx_ins(k, "neg.f32 %s, %s", nmgx[j], nmgx[j]);
 	}
 	g->zp = g->zrow[1];
-	for (int j = 0; j < U; j++) {
+	for (int j = 0; j < stage_rows; j++) {
 		const char *skip = row_out_begin(w, j, "dx");
-		out_row(w, &dx, j, ka->pr[5], ka->ld_out, ka->txoff);
+		out_row(w, &dx, j, ka->param[WSN_ABI_BWD_dx], ka->ld_out, ka->txoff);
 		for (int v = 0; v < g->nv; v++) {
 			const char *dv[4], *xv[4], *df[8], *xf[8], *wf[8] = { 0 }, *o[8], *po[4];
 			row_vec(w, j, 0, v, dv);
@@ -690,14 +691,14 @@ static void fwd_path(struct ws *w, const struct kargs *ka)
 	struct rk_tens bt = { .tag = "b", .store = kp->param_store, .cache = PTX_CACHE_READONLY };
 	struct rk_tens y = { .tag = "y", .store = WSN_STORE_GLOBAL, .cache = PTX_CACHE_DEFAULT };
 	const char *acc[MAXU][4], *s1[MAXU], *mean[MAXU], *var[MAXU], *rstd[MAXU];
-	int U = w->U, nch = U >= 4 ? 1 : 4 / U;
+	int stage_rows = w->stage_rows, nch = stage_rows >= 4 ? 1 : 4 / stage_rows;
 	struct loop_ctx c;
 	struct ptx_loop lp;
 
 	if (kp->has_weight)
-		load_params(w, &wt, w->L.w, ka->pr[1], ka->txoff);
+		load_params(w, &wt, w->layout.w, ka->param[WSN_ABI_FWD_weight], ka->txoff);
 	if (kp->has_bias)
-		load_params(w, &bt, w->L.b, ka->pr[2], ka->txoff);
+		load_params(w, &bt, w->layout.b, ka->param[WSN_ABI_FWD_bias], ka->txoff);
 	y.g = ptx_reg(k, PTX_U64, "ya");
 	const char *inv[2] = { wsn__rk_param_zero(g, w->rows), wsn__rk_param_zero(g, w->cld[0]) };
 	loop_setup(w, &c);
@@ -706,8 +707,8 @@ static void fwd_path(struct ws *w, const struct kargs *ka)
 	wsn__rk_opaque_zeros(g, w->row0, inv);
 
 	/* pass 1: sum (LayerNorm) or sum of squares (RMSNorm) */
-	ptx_comment(k, "pass 1 over %d row%s", U, U > 1 ? "s" : "");
-	for (int j = 0; j < U; j++) {
+	ptx_comment(k, "pass 1 over %d row%s", stage_rows, stage_rows > 1 ? "s" : "");
+	for (int j = 0; j < stage_rows; j++) {
 		s1[j] = ptx_reg(k, PTX_F32, "s1_%d", j);
 		mean[j] = ptx_reg(k, PTX_F32, "mean%d", j);
 		var[j] = ptx_reg(k, PTX_F32, "var%d", j);
@@ -718,7 +719,7 @@ static void fwd_path(struct ws *w, const struct kargs *ka)
 		}
 	}
 	for (int v = 0; v < g->nv; v++) {
-		for (int j = 0; j < U; j++) {
+		for (int j = 0; j < stage_rows; j++) {
 			const char *pv[4], *f[8];
 			row_vec(w, j, 0, v, pv);
 			wsn__rk_unpack(g, pv, f);
@@ -731,23 +732,23 @@ static void fwd_path(struct ws *w, const struct kargs *ka)
 			}
 		}
 	}
-	for (int j = 0; j < U; j++) {
+	for (int j = 0; j < stage_rows; j++) {
 		for (int h = 1; h < nch; h++)
 			ptx_add_f32(k, acc[j][0], acc[j][0], acc[j][h]);
 		ptx_mov(k, PTX_F32, s1[j], acc[j][0]);
 	}
 	/* LayerNorm: each row's mean from its sum, then M2 about it from the stage, a second plain sum
 	 * (an exact two-pass: no merge of per-thread statistics, so no division on the chain) */
-	wsn__rk_reduce_row(g, s1, U);
+	wsn__rk_reduce_row(g, s1, stage_rows);
 	if (g->ln) {
 		g->zp = g->zrow[0];
-		for (int j = 0; j < U; j++) {
+		for (int j = 0; j < stage_rows; j++) {
 			ptx_mul_f32(k, mean[j], s1[j], g->invH);
 			for (int h = 0; h < nch; h++)
 				ptx_mov_f32(k, acc[j][h], 0.0f);
 		}
 		for (int v = 0; v < g->nv; v++) {
-			for (int j = 0; j < U; j++) {
+			for (int j = 0; j < stage_rows; j++) {
 				const char *pv[4], *f[8];
 				row_vec(w, j, 0, v, pv);
 				wsn__rk_unpack(g, pv, f);
@@ -761,18 +762,18 @@ static void fwd_path(struct ws *w, const struct kargs *ka)
 				}
 			}
 		}
-		for (int j = 0; j < U; j++) {
+		for (int j = 0; j < stage_rows; j++) {
 			for (int h = 1; h < nch; h++)
 				ptx_add_f32(k, acc[j][0], acc[j][0], acc[j][h]);
 			ptx_mov(k, PTX_F32, var[j], acc[j][0]);
 		}
 		g->zp = NULL;
-		wsn__rk_reduce_row(g, var, U);
+		wsn__rk_reduce_row(g, var, stage_rows);
 	} else {
-		for (int j = 0; j < U; j++)
+		for (int j = 0; j < stage_rows; j++)
 			ptx_mov(k, PTX_F32, var[j], s1[j]);
 	}
-	for (int j = 0; j < U; j++) {
+	for (int j = 0; j < stage_rows; j++) {
 		const char *sa = ptx_tmp(k, PTX_U64), *pm = ka->p_mean, *pr = ka->p_rstd;
 		ptx_fma_f32(k, var[j], var[j], g->invH, ka->eps);
 		ptx_rsqrt_f32(k, rstd[j], var[j]);
@@ -789,21 +790,21 @@ static void fwd_path(struct ws *w, const struct kargs *ka)
 		ptx_ins(k, "shl.b64 %s, %s, 2", sa, w->rowc[j]);
 		if (g->ln) {
 			const char *ma = ptx_tmp(k, PTX_U64);
-			ptx_ins(k, "add.u64 %s, %s, %s", ma, ka->pr[4], sa);
+			ptx_ins(k, "add.u64 %s, %s, %s", ma, ka->param[WSN_ABI_FWD_mean], sa);
 			ptx_guard(k, pm, 0);
 			ptx_st_global(k, PTX_CACHE_DEFAULT, PTX_F32, ma, 0, mean[j]);
 		}
 		const char *ra = ptx_tmp(k, PTX_U64);
-		ptx_ins(k, "add.u64 %s, %s, %s", ra, ka->pr[5], sa);
+		ptx_ins(k, "add.u64 %s, %s, %s", ra, ka->param[WSN_ABI_FWD_rstd], sa);
 		ptx_guard(k, pr, 0);
 		ptx_st_global(k, PTX_CACHE_DEFAULT, PTX_F32, ra, 0, rstd[j]);
 	}
 
 	/* pass 3: y = (x - mean) * rstd * w + b, row by row */
 	g->zp = g->zrow[1];
-	for (int j = 0; j < U; j++) {
+	for (int j = 0; j < stage_rows; j++) {
 		const char *skip = row_out_begin(w, j, "y");
-		out_row(w, &y, j, ka->pr[3], ka->ld_out, ka->txoff);
+		out_row(w, &y, j, ka->param[WSN_ABI_FWD_y], ka->ld_out, ka->txoff);
 		for (int v = 0; v < g->nv; v++) {
 			const char *pv[4], *f[8], *o[8], *po[4], *wf[8] = { 0 }, *bf[8] = { 0 };
 			row_vec(w, j, 0, v, pv);
@@ -841,26 +842,26 @@ static void prologue(struct ws *w)
 	w->g.smem = ptx_reg(k, PTX_U32, "smem");
 	ptx_smem_addr(k, w->g.smem, RK_SMEM_SYM, 0);
 	w->bars = ptx_reg(k, PTX_U32, "bars");
-	ptx_ins(k, "add.u32 %s, %s, %u", w->bars, w->g.smem, w->L.bars);
+	ptx_ins(k, "add.u32 %s, %s, %u", w->bars, w->g.smem, w->layout.bars);
 	w->stage0 = ptx_reg(k, PTX_U32, "stage0");
-	ptx_ins(k, "add.u32 %s, %s, %u", w->stage0, w->g.smem, w->L.stages);
+	ptx_ins(k, "add.u32 %s, %s, %u", w->stage0, w->g.smem, w->layout.stages);
 	ptx_sreg(k, tid, "%tid.x");
 	ptx_ins(k, "setp.ne.u32 %s, %s, 0", p0, tid);
 	ptx_guard(k, p0, 0);
 	ptx_bra_div(k, skip); /* thread 0 alone initialises */
 	ptx_comment(k, "full[s]: the producer's arrival plus the bytes; empty[s]: one arrival per warp of a group");
-	for (int s = 0; s < w->S; s++) {
+	for (int s = 0; s < w->stages; s++) {
 		ptx_mbarrier_init(k, w->bars, 8LL * s, 1);
-		ptx_mbarrier_init(k, w->bars, 8LL * (w->S + s), kp->bdimx / 32);
+		ptx_mbarrier_init(k, w->bars, 8LL * (w->stages + s), kp->bdimx / 32);
 	}
-	if (w->C > 1) {
+	if (w->cluster_ctas > 1) {
 		ptx_comment(k, "row-sum exchange: 2 slots per row group, armed by the group's thread 0");
 		for (unsigned i = 0; i < 2 * kp->bdimy; i++)
-			ptx_mbarrier_init(k, w->bars, (long long)(w->L.xbar - w->L.bars) + 8LL * i, 1);
+			ptx_mbarrier_init(k, w->bars, (long long)(w->layout.xbar - w->layout.bars) + 8LL * i, 1);
 	}
 	ptx_fence_mbarrier_init(k);
 	ptx_label(k, skip);
-	if (w->C > 1) /* the other CTAs' barriers are ready before anything is sent to them */
+	if (w->cluster_ctas > 1) /* the other CTAs' barriers are ready before anything is sent to them */
 		ptx_cluster_sync(k);
 	else
 		ptx_bar_sync(k, 0, 0);
@@ -870,7 +871,7 @@ static void prologue(struct ws *w)
 		const char *i32 = ptx_tmp(k, PTX_U32), *n32 = ptx_tmp(k, PTX_U32), *r = ptx_tmp(k, PTX_U64);
 		const char *base[3] = { w->cbase[0], w->cbase[1], w->obase }, *ld[3] = { w->cld[0], w->cld[1], w->old };
 		stride_ids(w, i32, n32);
-		ptx_ins(k, "mul.wide.u32 %s, %s, %d", r, i32, w->U);
+		ptx_ins(k, "mul.wide.u32 %s, %s, %d", r, i32, w->stage_rows);
 		wsn__rk_prefetch_row(&w->g, tid, r, base, ld, 3);
 	}
 	/* the set-up above overlaps the previous grid's tail; global memory only from here on */
@@ -920,31 +921,31 @@ static int gen_backward(struct ws *w)
 
 	memset(&ka, 0, sizeof(ka));
 	wsn__rk_abi_params(g, 1, &abi);
-	for (int i = 0; i < 7; i++)
-		ka.pr[i] = abi.pr[i];
-	w->rows = abi.rows;
-	dyld = abi.ld[0], xld = abi.ld[1], dxld = abi.ld[2];
-	ka.sld = abi.sld;
+	memcpy(ka.param, abi.reg, sizeof(ka.param));
+	w->rows = abi.reg[WSN_ABI_BWD_rows];
+	dyld = abi.reg[WSN_ABI_BWD_dy_ld], xld = abi.reg[WSN_ABI_BWD_x_ld], dxld = abi.reg[WSN_ABI_BWD_dx_ld];
+	ka.sld = abi.reg[WSN_ABI_BWD_stats_ld];
 	ka.ld_out = dxld;
-	if (w->C > 1) {
+	if (w->cluster_ctas > 1) {
 		/* this CTA's columns: rank * hidden / cluster on, in dy, x, dx and the weight */
 		const char *cb = ptx_tmp(k, PTX_U64);
 		g->rank = ptx_reg(k, PTX_U32, "cta_rank");
 		ptx_sreg(k, g->rank, "%cluster_ctarank");
 		ptx_ins(k, "mul.wide.u32 %s, %s, %lld", cb, g->rank, g->H * g->E);
-		for (int i = 0; i < 6; i++)
-			if (i == 0 || i == 1 || i == 5 || (i == 2 && kp->has_weight))
-				ptx_ins(k, "add.u64 %s, %s, %s", ka.pr[i], ka.pr[i], cb);
+		static const int split[] = { WSN_ABI_BWD_dy, WSN_ABI_BWD_x, WSN_ABI_BWD_weight, WSN_ABI_BWD_dx };
+		for (size_t i = 0; i < WSN_ARRAY_SIZE(split); i++)
+			if (split[i] != WSN_ABI_BWD_weight || kp->has_weight)
+				ptx_ins(k, "add.u64 %s, %s, %s", ka.param[split[i]], ka.param[split[i]], cb);
 	}
-	w->cbase[0] = ka.pr[0];
+	w->cbase[0] = ka.param[WSN_ABI_BWD_dy];
 	w->cld[0] = dyld;
-	w->cbase[1] = ka.pr[1];
+	w->cbase[1] = ka.param[WSN_ABI_BWD_x];
 	w->cld[1] = xld;
-	w->obase = ka.pr[5];
+	w->obase = ka.param[WSN_ABI_BWD_dx];
 	w->old = dxld;
 	w->ns = kp->stats_ring ? (g->ln ? 2 : 1) : 0;
-	w->sbase[0] = g->ln ? ka.pr[3] : ka.pr[4];
-	w->sbase[1] = ka.pr[4];
+	w->sbase[0] = g->ln ? ka.param[WSN_ABI_BWD_mean] : ka.param[WSN_ABI_BWD_rstd];
+	w->sbase[1] = ka.param[WSN_ABI_BWD_rstd];
 	w->sld = ka.sld;
 	prologue(w);
 	wsn__rk_setup_common(g);
@@ -953,8 +954,9 @@ static int gen_backward(struct ws *w)
 	ptx_ins(k, "mul.wide.u32 %s, %s, 16", ka.txoff, g->tx);
 	for (int a = 0; a < 2; a++) /* registers or shared memory: the ws plans have no other */
 		if (accs[a])
-			wsn__rk_acc_home(g, accs[a], a ? w->L.db : w->L.dw);
-	const char *ptrs[] = { ka.pr[0], ka.pr[1], ka.pr[5], dyld, xld, dxld, ka.pr[2] };
+			wsn__rk_acc_home(g, accs[a], a ? w->layout.db : w->layout.dw);
+	const char *ptrs[] = { ka.param[WSN_ABI_BWD_dy], ka.param[WSN_ABI_BWD_x], ka.param[WSN_ABI_BWD_dx], dyld, xld, dxld,
+			       ka.param[WSN_ABI_BWD_weight] };
 	const char *pal = wsn__rk_aligned_pred(g, ptrs, kp->has_weight ? 7 : 6);
 	const char *elem = ptx_label_new(k, "elem_path"), *join = ptx_label_new(k, "rows_done");
 	ptx_guard(k, pal, 1);
@@ -973,7 +975,7 @@ static int gen_backward(struct ws *w)
 	if (accs[0] || accs[1]) {
 		/* the fold buffer reuses the ring, last written by the bulk copies */
 		ptx_fence_proxy_async(k);
-		wsn__rk_bwd_epilogue(g, accs, ka.pr[6]);
+		wsn__rk_bwd_epilogue(g, accs, ka.param[WSN_ABI_BWD_ws]);
 	}
 	ptx_exit(k);
 	return 0;
@@ -990,13 +992,12 @@ static int gen_forward(struct ws *w)
 
 	memset(&ka, 0, sizeof(ka));
 	wsn__rk_abi_params(g, 0, &abi);
-	for (int i = 0; i < 6; i++)
-		ka.pr[i] = abi.pr[i];
-	w->rows = abi.rows;
-	xld = abi.ld[0], yld = abi.ld[1];
-	ka.eps = abi.eps;
+	memcpy(ka.param, abi.reg, sizeof(ka.param));
+	w->rows = abi.reg[WSN_ABI_FWD_rows];
+	xld = abi.reg[WSN_ABI_FWD_x_ld], yld = abi.reg[WSN_ABI_FWD_y_ld];
+	ka.eps = abi.reg[WSN_ABI_FWD_eps];
 	ka.ld_out = yld;
-	w->cbase[0] = ka.pr[0];
+	w->cbase[0] = ka.param[WSN_ABI_FWD_x];
 	w->cld[0] = xld;
 	prologue(w);
 	wsn__rk_setup_common(g);
@@ -1008,15 +1009,15 @@ static int gen_forward(struct ws *w)
 		ka.p_mean = ptx_reg(k, PTX_PRED, "p_mean_out");
 		ka.p_rstd = ptx_reg(k, PTX_PRED, "p_rstd_out");
 		ptx_ins(k, "setp.eq.u32 %s, %s, 0", p_t0, g->tx);
-		ptx_ins(k, "setp.ne.and.u64 %s, %s, 0, %s", ka.p_mean, ka.pr[4], p_t0);
-		ptx_ins(k, "setp.ne.and.u64 %s, %s, 0, %s", ka.p_rstd, ka.pr[5], p_t0);
+		ptx_ins(k, "setp.ne.and.u64 %s, %s, 0, %s", ka.p_mean, ka.param[WSN_ABI_FWD_mean], p_t0);
+		ptx_ins(k, "setp.ne.and.u64 %s, %s, 0, %s", ka.p_rstd, ka.param[WSN_ABI_FWD_rstd], p_t0);
 	}
-	const char *ptrs[4 + 2] = { ka.pr[0], ka.pr[3], xld, yld };
+	const char *ptrs[4 + 2] = { ka.param[WSN_ABI_FWD_x], ka.param[WSN_ABI_FWD_y], xld, yld };
 	int np = 4;
 	if (kp->has_weight)
-		ptrs[np++] = ka.pr[1];
+		ptrs[np++] = ka.param[WSN_ABI_FWD_weight];
 	if (kp->has_bias)
-		ptrs[np++] = ka.pr[2];
+		ptrs[np++] = ka.param[WSN_ABI_FWD_bias];
 	const char *pal = wsn__rk_aligned_pred(g, ptrs, np);
 	const char *elem = ptx_label_new(k, "elem_path"), *join = ptx_label_new(k, "rows_done");
 	ptx_guard(k, pal, 1);
@@ -1099,29 +1100,29 @@ int wsn__ws_generate(const struct wsn__kernel_plan *kp, char **ptx)
 	g->tail = g->H % g->vec;
 	g->tid_base = kp->producer_threads;
 	g->griddep_later = 1; /* prologue() */
-	w->U = (int)kp->unroll;
-	w->S = (int)kp->stages;
-	w->C = kp->cluster > 1 ? (int)kp->cluster : 1;
+	w->stage_rows = (int)kp->unroll;
+	w->stages = (int)kp->stages;
+	w->cluster_ctas = kp->cluster > 1 ? (int)kp->cluster : 1;
 	w->nt = g->bwd ? 2 : 1;
-	w->RB = kp->row_bytes;
-	w->SB = kp->stage_bytes;
-	w->SO = (unsigned)(w->U * w->nt) * w->RB;
-	wsn__ws_layout(kp, &w->L);
-	g->sm_red = w->L.red;
-	g->red_slot = w->L.red_slot;
-	g->sm_xg = w->L.xg;
-	g->xg_slots = w->L.xg_slots;
+	w->row_bytes = kp->row_bytes;
+	w->stage_bytes = kp->stage_bytes;
+	w->stage_rows_bytes = (unsigned)(w->stage_rows * w->nt) * w->row_bytes;
+	wsn__ws_layout(kp, &w->layout);
+	g->sm_red = w->layout.red;
+	g->red_slot = w->layout.red_slot;
+	g->sm_xg = w->layout.xg;
+	g->xg_slots = w->layout.xg_slots;
 	g->all_bar = 15; /* row groups use 1..14 (or none: a warp per row) */
 	g->all_bar_count = kp->bdimx * kp->bdimy;
-	if ((long long)g->nv * g->bdimx < g->NV || w->RB < (unsigned)(g->H * g->E) + 16 ||
-	    w->SB != w->SO + wsn__ws_stats_bytes(kp) ||
-	    w->L.total > kp->smem_bytes) {
+	if ((long long)g->nv * g->bdimx < g->NV || w->row_bytes < (unsigned)(g->H * g->E) + 16 ||
+	    w->stage_bytes != w->stage_rows_bytes + wsn__ws_stats_bytes(kp) ||
+	    w->layout.total > kp->smem_bytes) {
 		ptx_module_free(&m);
 		free(w);
 		return wsn__error(WSN_EINVAL, "codegen: warp-specialised plan for %s does not cover hidden %lld or its "
 				  "shared memory", kp->entry, (long long)kp->hidden);
 	}
-	plan_comments(&m, kp, &w->L);
+	plan_comments(&m, kp, &w->layout);
 	ptx_module_extern_smem(&m, RK_SMEM_SYM, 128);
 	g->k = ptx_kernel_begin(&m, kp->entry);
 	if (!g->k) {

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* codegen/async.h: the async-group pass, which inserts the waits that bulk stores and wgmma groups need. */
+/* codegen/ptx/async.h: the async-group pass, which inserts the waits that bulk stores and wgmma groups need. */
 #ifndef WSN_ASYNC_H
 #define WSN_ASYNC_H
 
-#include "ptx.h"
+#include "emitter.h"
 
 /*
  * Attach the pass to a kernel right after ptx_kernel_begin; write the kernel as usual; the pass

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* codegen/async.c: the async-group pass: an IR over the finished body, a dataflow over its branches, the waits. */
+/* codegen/ptx/async.c: the async-group pass: an IR over the finished body, a dataflow over its branches, the waits. */
 #include "async.h"
 
 #include <limits.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* codegen/multiwave.c: multi-wave LayerNorm/RMSNorm kernels (forward, backward, finish) as PTX. */
+/* codegen/ptx/multiwave.c: multi-wave LayerNorm/RMSNorm kernels (forward, backward, finish) as PTX. */
 #include "rowkernel.h"
 
 #include <stdio.h>
@@ -143,11 +143,22 @@ static void chains_add(struct rk_gen *g, const char *dst, const char *const acc[
 	ptx_add_f32(g->k, dst, acc[0], acc[2]);
 }
 
-static void fwd_path(struct rk_gen *g, const char *rows, const char *row0, const char *rstride, const char *xp,
-		     const char *yp, const char *xld, const char *yld, const char *wp, const char *bp,
-		     const char *meanp, const char *rstdp, const char *eps, const char *txoff,
-		     const char *p_mean, const char *p_rstd)
+/* What a forward path reads: the parameters' registers and the CTA's row walk and predicates. */
+struct fwd_args {
+	const char *const *param;       /* by ABI slot (WSN_ABI_FWD_x, ...), row strides in bytes */
+	const char *row0, *rstride;     /* the group's first row, the stride between its rows */
+	const char *txoff;              /* this thread's byte offset in a row */
+	const char *p_mean, *p_rstd;    /* write the statistics: pointer given, first thread of the row */
+};
+
+static void fwd_path(struct rk_gen *g, const struct fwd_args *a)
 {
+	const char *rows = a->param[WSN_ABI_FWD_rows], *row0 = a->row0, *rstride = a->rstride;
+	const char *xp = a->param[WSN_ABI_FWD_x], *yp = a->param[WSN_ABI_FWD_y];
+	const char *xld = a->param[WSN_ABI_FWD_x_ld], *yld = a->param[WSN_ABI_FWD_y_ld];
+	const char *wp = a->param[WSN_ABI_FWD_weight], *bp = a->param[WSN_ABI_FWD_bias];
+	const char *meanp = a->param[WSN_ABI_FWD_mean], *rstdp = a->param[WSN_ABI_FWD_rstd];
+	const char *eps = a->param[WSN_ABI_FWD_eps], *txoff = a->txoff, *p_mean = a->p_mean, *p_rstd = a->p_rstd;
 	struct ptx_kernel *k = g->k;
 	const struct wsn__kernel_plan *kp = g->kp;
 	struct fwd_ctx c = {
@@ -280,8 +291,8 @@ static int gen_forward(struct rk_gen *g)
 	struct rk_abi abi;
 
 	wsn__rk_abi_params(g, 0, &abi);
-	const char *const *pr = abi.pr;
-	const char *rows = abi.rows, *xld = abi.ld[0], *yld = abi.ld[1], *eps = abi.eps;
+	const char *const *param = abi.reg;
+	const char *xld = param[WSN_ABI_FWD_x_ld], *yld = param[WSN_ABI_FWD_y_ld];
 	wsn__rk_setup_common(g);
 
 	const char *txoff = ptx_reg(k, PTX_U64, "txoff");
@@ -304,30 +315,29 @@ static int gen_forward(struct rk_gen *g)
 	const char *p_t0 = ptx_reg(k, PTX_PRED, "p_tx0"), *p_mean = ptx_reg(k, PTX_PRED, "p_mean_out");
 	const char *p_rstd = ptx_reg(k, PTX_PRED, "p_rstd_out");
 	ptx_ins(k, "setp.eq.u32 %s, %s, 0", p_t0, g->tx);
-	ptx_ins(k, "setp.ne.and.u64 %s, %s, 0, %s", p_mean, pr[4], p_t0);
-	ptx_ins(k, "setp.ne.and.u64 %s, %s, 0, %s", p_rstd, pr[5], p_t0);
+	ptx_ins(k, "setp.ne.and.u64 %s, %s, 0, %s", p_mean, param[WSN_ABI_FWD_mean], p_t0);
+	ptx_ins(k, "setp.ne.and.u64 %s, %s, 0, %s", p_rstd, param[WSN_ABI_FWD_rstd], p_t0);
 
 	/* 16-byte path when every row start is 16-byte aligned */
-	const char *ptrs[6] = { pr[0], pr[3], xld, yld };
+	const char *ptrs[6] = { param[WSN_ABI_FWD_x], param[WSN_ABI_FWD_y], xld, yld };
 	int np = 4;
 	if (kp->has_weight)
-		ptrs[np++] = pr[1];
+		ptrs[np++] = param[WSN_ABI_FWD_weight];
 	if (kp->has_bias)
-		ptrs[np++] = pr[2];
+		ptrs[np++] = param[WSN_ABI_FWD_bias];
+	const struct fwd_args args = { param, row0, rstride, txoff, p_mean, p_rstd };
 	const char *pal = wsn__rk_aligned_pred(g, ptrs, np);
 	const char *elem = ptx_label_new(k, "elem_path"), *exit = ptx_label_new(k, "exit");
 	ptx_guard(k, pal, 1);
 	ptx_bra(k, elem);
 	ptx_comment(k, "---- 16-byte vector path ----");
 	g->vecpath = 1;
-	fwd_path(g, rows, row0, rstride, pr[0], pr[3], xld, yld, pr[1], pr[2], pr[4], pr[5], eps, txoff, p_mean,
-		 p_rstd);
+	fwd_path(g, &args);
 	ptx_bra(k, exit);
 	ptx_label(k, elem);
 	ptx_comment(k, "---- element path: a row or parameter is not 16-byte aligned ----");
 	g->vecpath = 0;
-	fwd_path(g, rows, row0, rstride, pr[0], pr[3], xld, yld, pr[1], pr[2], pr[4], pr[5], eps, txoff, p_mean,
-		 p_rstd);
+	fwd_path(g, &args);
 	ptx_label(k, exit);
 	ptx_ret(k);
 	return 0;
@@ -399,7 +409,8 @@ static void bwd_dx(struct rk_gen *g, int j, void *arg)
 	wsn__rk_store_vec(g, &c->dx, j, po);
 }
 
-static void bwd_path(struct rk_gen *g, const char *rows, const char *row0, const char *rstride, const char *const pr[7],
+static void bwd_path(struct rk_gen *g, const char *rows, const char *row0, const char *rstride,
+		     const char *const param[WSN_ABI_BWD_COUNT],
 		     const char *dyld, const char *xld, const char *dxld, const char *sld, const char *txoff,
 		     struct rk_acc *dw, struct rk_acc *db)
 {
@@ -430,7 +441,7 @@ static void bwd_path(struct rk_gen *g, const char *rows, const char *row0, const
 	}
 	if (kp->has_weight) {
 		c.w.g = ptx_reg(k, PTX_U64, "wa");
-		ptx_ins(k, "add.u64 %s, %s, %s", c.w.g, pr[2], txoff);
+		ptx_ins(k, "add.u64 %s, %s, %s", c.w.g, param[WSN_ABI_BWD_weight], txoff);
 		if (c.w.store == WSN_STORE_REG) {
 			ptx_comment(k, "weight loaded once per CTA, kept in registers");
 			wsn__rk_reg_names(g, &c.w);
@@ -471,9 +482,9 @@ static void bwd_path(struct rk_gen *g, const char *rows, const char *row0, const
 	ptx_bra(k, done);
 	ptx_loop_begin(k, &lp, g->vecpath ? "vec_row" : "elem_row");
 	wsn__rk_opaque_zeros(g, row, inv);
-	wsn__rk_row_addr(g, c.dy.g, pr[0], row, dyld, txoff);
-	wsn__rk_row_addr(g, c.x.g, pr[1], row, xld, txoff);
-	wsn__rk_row_addr(g, c.dx.g, pr[5], row, dxld, txoff);
+	wsn__rk_row_addr(g, c.dy.g, param[WSN_ABI_BWD_dy], row, dyld, txoff);
+	wsn__rk_row_addr(g, c.x.g, param[WSN_ABI_BWD_x], row, xld, txoff);
+	wsn__rk_row_addr(g, c.dx.g, param[WSN_ABI_BWD_dx], row, dxld, txoff);
 	/* per-row statistics, broadcast to the row's threads */
 	c.mean = ptx_reg(k, PTX_F32, "mean");
 	c.rstd = ptx_reg(k, PTX_F32, "rstd");
@@ -481,11 +492,11 @@ static void bwd_path(struct rk_gen *g, const char *rows, const char *row0, const
 		const char *so = ptx_tmp(k, PTX_U64), *a = ptx_tmp(k, PTX_U64);
 		ptx_ins(k, "mul.lo.u64 %s, %s, %s", so, row, sld);
 		if (g->ln) {
-			ptx_ins(k, "add.u64 %s, %s, %s", a, pr[3], so);
+			ptx_ins(k, "add.u64 %s, %s, %s", a, param[WSN_ABI_BWD_mean], so);
 			ptx_ld_global(k, PTX_CACHE_DEFAULT, PTX_F32, c.mean, a, 0);
 		}
 		const char *b = ptx_tmp(k, PTX_U64);
-		ptx_ins(k, "add.u64 %s, %s, %s", b, pr[4], so);
+		ptx_ins(k, "add.u64 %s, %s, %s", b, param[WSN_ABI_BWD_rstd], so);
 		ptx_ld_global(k, PTX_CACHE_DEFAULT, PTX_F32, c.rstd, b, 0);
 	}
 	if (c.dy.store == WSN_STORE_REG) {
@@ -533,8 +544,9 @@ static int gen_backward(struct rk_gen *g)
 	struct rk_acc *accs[2] = { kp->has_weight ? &dw : NULL, kp->has_bias ? &db : NULL };
 
 	wsn__rk_abi_params(g, 1, &abi);
-	const char *const *pr = abi.pr;
-	const char *rows = abi.rows, *dyld = abi.ld[0], *xld = abi.ld[1], *dxld = abi.ld[2], *sld = abi.sld;
+	const char *const *param = abi.reg;
+	const char *rows = param[WSN_ABI_BWD_rows], *dyld = param[WSN_ABI_BWD_dy_ld], *xld = param[WSN_ABI_BWD_x_ld];
+	const char *dxld = param[WSN_ABI_BWD_dx_ld], *sld = param[WSN_ABI_BWD_stats_ld];
 	wsn__rk_setup_common(g);
 
 	const char *txoff = ptx_reg(k, PTX_U64, "txoff");
@@ -560,30 +572,31 @@ static int gen_backward(struct rk_gen *g)
 			else
 				ptx_mov(k, PTX_U32, part, c);
 			ptx_ins(k, "mul.wide.u32 %s, %s, %lld", ac->g, part, g->H * 4);
-			ptx_ins(k, "add.u64 %s, %s, %s", ac->g, ac->g, pr[6]);
+			ptx_ins(k, "add.u64 %s, %s, %s", ac->g, ac->g, param[WSN_ABI_BWD_ws]);
 			ptx_ins(k, "mul.wide.u32 %s, %s, %d", col, g->tx, g->vec * 4);
 			ptx_ins(k, "add.u64 %s, %s, %s", ac->g, ac->g, col);
 		}
 	}
 
-	const char *ptrs[] = { pr[0], pr[1], pr[5], dyld, xld, dxld, pr[2] };
+	const char *ptrs[] = { param[WSN_ABI_BWD_dy], param[WSN_ABI_BWD_x], param[WSN_ABI_BWD_dx], dyld, xld, dxld,
+			       param[WSN_ABI_BWD_weight] };
 	const char *pal = wsn__rk_aligned_pred(g, ptrs, kp->has_weight ? 7 : 6);
 	const char *elem = ptx_label_new(k, "elem_path"), *join = ptx_label_new(k, "rows_done");
 	ptx_guard(k, pal, 1);
 	ptx_bra(k, elem);
 	ptx_comment(k, "---- 16-byte vector path ----");
 	g->vecpath = 1;
-	bwd_path(g, rows, row0, rstride, pr, dyld, xld, dxld, sld, txoff, &dw, &db);
+	bwd_path(g, rows, row0, rstride, param, dyld, xld, dxld, sld, txoff, &dw, &db);
 	ptx_bra(k, join);
 	ptx_label(k, elem);
 	ptx_comment(k, "---- element path: a row or the weight is not 16-byte aligned ----");
 	g->vecpath = 0;
-	bwd_path(g, rows, row0, rstride, pr, dyld, xld, dxld, sld, txoff, &dw, &db);
+	bwd_path(g, rows, row0, rstride, param, dyld, xld, dxld, sld, txoff, &dw, &db);
 	ptx_label(k, join);
 	g->vecpath = 1;
 	wsn__rk_griddep_end(g);
 	if (accs[0] || accs[1])
-		wsn__rk_bwd_epilogue(g, accs, pr[6]);
+		wsn__rk_bwd_epilogue(g, accs, param[WSN_ABI_BWD_ws]);
 	ptx_ret(k);
 	return 0;
 }
@@ -637,19 +650,15 @@ static void layout_smem(struct rk_gen *g)
 	g->sm_xg = off;
 }
 
-int wsn__generate_ptx(const struct wsn__kernel_plan *kp, char **ptx)
+int wsn__multiwave_generate(const struct wsn__kernel_plan *kp, char **ptx)
 {
 	struct ptx_module m;
 	struct rk_gen g;
 	int err;
 
 	*ptx = NULL;
-	if (kp->approach == WSN_APPROACH_WS)
-		return wsn__ws_generate(kp, ptx);
-	if (kp->approach != WSN_APPROACH_MULTIWAVE)
-		return wsn__error(WSN_ENOTSUP, "codegen: %s kernels are not available (approach %s)", kp->entry,
-				  wsn_approach_name(kp->approach));
-	if (!kp->bdimx || kp->bdimx % 32 || !kp->nvec || kp->nvec > RK_MAXV || kp->bdimx * kp->bdimy != kp->block_threads)
+	if (kp->approach != WSN_APPROACH_MULTIWAVE || !kp->bdimx || kp->bdimx % 32 || !kp->nvec || kp->nvec > RK_MAXV ||
+	    kp->bdimx * kp->bdimy != kp->block_threads)
 		return wsn__error(WSN_EINVAL, "codegen: plan for %s is inconsistent (bdimx %u, bdimy %u, nvec %u)",
 				  kp->entry, kp->bdimx, kp->bdimy, kp->nvec);
 	if ((err = ptx_module_init(&m, kp->arch)))
