@@ -31,7 +31,7 @@ void pl_dev_fail(struct pl_dev *d, const char *msg)
 	pthread_mutex_unlock(&d->mu);
 }
 
-void pl_set_state(struct pl_dev *d, struct pl_slot *sl, int state)
+static void set_state(struct pl_dev *d, struct pl_slot *sl, int state)
 {
 	pthread_mutex_lock(&d->mu);
 	sl->state = state;
@@ -59,6 +59,23 @@ bool pl_wait_slot(struct pl_dev *d, int64_t k, int want)
 	}
 	pthread_mutex_unlock(&d->mu);
 	return ok;
+}
+
+void pl_stage_loop(struct pl_dev *d, int from, pl_stage_work *work, void *ctx, int to)
+{
+	char msg[PL_ERRLEN];
+
+	for (int64_t k = 0;; k++) {
+		struct pl_slot *sl = &d->slots[k % d->ring];
+
+		if (!pl_wait_slot(d, k, from))
+			break;
+		if (work(d, sl, ctx, msg, sizeof(msg)) < 0) {
+			pl_dev_fail(d, msg);
+			break;
+		}
+		set_state(d, sl, to);
+	}
 }
 
 unsigned char *pl_host_in(const struct pl_dev *d, const struct pl_slot *sl, int i)

@@ -382,22 +382,15 @@ fail:
 	return err;
 }
 
+static int submit_work(struct pl_dev *d, struct pl_slot *sl, void *ctx, char *msg, size_t len)
+{
+	(void)ctx;
+	return d->run->cfg->read_only ? 0 : submit(d, sl, msg, len);
+}
+
 void *pl_submit_main(void *arg)
 {
-	struct pl_dev *d = arg;
-	char msg[PL_ERRLEN];
-
-	for (int64_t k = 0;; k++) {
-		struct pl_slot *sl = &d->slots[k % d->ring];
-
-		if (!pl_wait_slot(d, k, SLOT_READ))
-			break;
-		if (!d->run->cfg->read_only && submit(d, sl, msg, sizeof(msg)) < 0) {
-			pl_dev_fail(d, msg);
-			break;
-		}
-		pl_set_state(d, sl, SLOT_SUBMITTED);
-	}
+	pl_stage_loop(arg, SLOT_READ, submit_work, NULL, SLOT_SUBMITTED);
 	return NULL;
 }
 
@@ -451,64 +444,57 @@ fail:
 	return err;
 }
 
+static int complete_work(struct pl_dev *d, struct pl_slot *sl, void *ctx, char *msg, size_t len)
+{
+	(void)ctx;
+	return d->run->cfg->read_only ? 0 : complete(d, sl, msg, len);
+}
+
 void *pl_complete_main(void *arg)
 {
-	struct pl_dev *d = arg;
-	char msg[PL_ERRLEN];
-
-	for (int64_t k = 0;; k++) {
-		struct pl_slot *sl = &d->slots[k % d->ring];
-
-		if (!pl_wait_slot(d, k, SLOT_SUBMITTED))
-			break;
-		if (!d->run->cfg->read_only && complete(d, sl, msg, sizeof(msg)) < 0) {
-			pl_dev_fail(d, msg);
-			break;
-		}
-		pl_set_state(d, sl, SLOT_DONE);
-	}
+	pl_stage_loop(arg, SLOT_SUBMITTED, complete_work, NULL, SLOT_DONE);
 	return NULL;
 }
 
 /* ---- stage: output writes ---- */
 
-void *pl_write_main(void *arg)
+/* ctx: the stage's writer, created at its first write. A failed write fails the dataset, not the device. */
+static int write_work(struct pl_dev *d, struct pl_slot *sl, void *ctx, char *msg, size_t len)
 {
-	struct pl_dev *d = arg;
+	struct pl_writer **w = ctx;
 	struct pl_dataset *ds = d->run->ds;
 	const struct pl_shape *sh = &ds->shape;
 	struct pl_devres *res = d->res;
-	struct pl_writer *w = NULL;
-	char msg[PL_ERRLEN];
 
-	for (int64_t k = 0;; k++) {
-		struct pl_slot *sl = &d->slots[k % d->ring];
+	if (sl->write && !atomic_load(&ds->stop)) {
+		void *host[PL_NOUT] = { 0 };
+		double t0 = cli_now(), bytes = 0;
 
-		if (!pl_wait_slot(d, k, SLOT_VERIFIED))
-			break;
-		if (sl->write && !atomic_load(&ds->stop)) {
-			void *host[PL_NOUT] = { 0 };
-			double t0 = cli_now(), bytes = 0;
-
-			for (int i = 0; i < PL_NOUT; i++)
-				if (sh->out[i]) {
-					host[i] = sl->hout + d->out_off[i];
-					bytes += (double)pl_out_bytes(sh, i, sl->b.rows);
-				}
-			if ((!w && pl_writer_create(&w, msg, sizeof(msg)) < 0) ||
-			    pl_out_write_batch(ds, w, &sl->b, host, msg, sizeof(msg)) < 0) {
-				pl_dataset_fail(ds, WSN_EIO, msg);
-			} else {
-				pl_stage_add(&res->st[ST_WRITE], bytes, cli_now() - t0, sl->b.rows);
+		for (int i = 0; i < PL_NOUT; i++)
+			if (sh->out[i]) {
+				host[i] = sl->hout + d->out_off[i];
+				bytes += (double)pl_out_bytes(sh, i, sl->b.rows);
 			}
+		if ((!*w && pl_writer_create(w, msg, len) < 0) ||
+		    pl_out_write_batch(ds, *w, &sl->b, host, msg, len) < 0) {
+			pl_dataset_fail(ds, WSN_EIO, msg);
+		} else {
+			pl_stage_add(&res->st[ST_WRITE], bytes, cli_now() - t0, sl->b.rows);
 		}
-		res->rows += sl->b.rows;
-		res->batches++;
-		if (!d->run->cfg->read_only)
-			res->kernel_rows += sl->b.rows * d->run->cfg->kernel_loops;
-		atomic_fetch_add(&res->live_rows, (long long)sl->b.rows);
-		pl_set_state(d, sl, SLOT_FREE);
 	}
+	res->rows += sl->b.rows;
+	res->batches++;
+	if (!d->run->cfg->read_only)
+		res->kernel_rows += sl->b.rows * d->run->cfg->kernel_loops;
+	atomic_fetch_add(&res->live_rows, (long long)sl->b.rows);
+	return 0;
+}
+
+void *pl_write_main(void *arg)
+{
+	struct pl_writer *w = NULL;
+
+	pl_stage_loop(arg, SLOT_VERIFIED, write_work, &w, SLOT_FREE);
 	pl_writer_destroy(w);
 	return NULL;
 }

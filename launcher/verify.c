@@ -211,27 +211,26 @@ int pl_verify_cpu(struct pl_dev *d, struct wsn_device **cpu, char *msg, size_t l
 	return 0;
 }
 
+/* ctx: the CPU reference device, opened at the first verified batch. */
+static int verify_work(struct pl_dev *d, struct pl_slot *sl, void *ctx, char *msg, size_t len)
+{
+	struct wsn_device **cpu = ctx;
+	double t0;
+
+	if (!sl->verify || atomic_load(&d->run->ds->stop))
+		return 0;
+	t0 = cli_now();
+	if (pl_verify_cpu(d, cpu, msg, len) < 0 || pl_verify_batch(d, *cpu, sl, msg, len) < 0)
+		return -1;
+	pl_stage_add(&d->res->st[ST_VERIFY], 0, cli_now() - t0, sl->b.rows);
+	return 0;
+}
+
 void *pl_verify_main(void *arg)
 {
-	struct pl_dev *d = arg;
 	struct wsn_device *cpu = NULL;
-	char msg[PL_ERRLEN];
 
-	for (int64_t k = 0;; k++) {
-		struct pl_slot *sl = &d->slots[k % d->ring];
-
-		if (!pl_wait_slot(d, k, SLOT_DONE))
-			break;
-		if (sl->verify && !atomic_load(&d->run->ds->stop)) {
-			double t0 = cli_now();
-			if (pl_verify_cpu(d, &cpu, msg, sizeof(msg)) < 0 || pl_verify_batch(d, cpu, sl, msg, sizeof(msg)) < 0) {
-				pl_dev_fail(d, msg);
-				break;
-			}
-			pl_stage_add(&d->res->st[ST_VERIFY], 0, cli_now() - t0, sl->b.rows);
-		}
-		pl_set_state(d, sl, SLOT_VERIFIED);
-	}
+	pl_stage_loop(arg, SLOT_DONE, verify_work, &cpu, SLOT_VERIFIED);
 	wsn_device_close(cpu);
 	return NULL;
 }
