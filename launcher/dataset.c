@@ -477,6 +477,16 @@ static int entry_dtype_check(const char *path, const struct wsn_st_entry *e, cha
 	return WSN_EDTYPE;
 }
 
+int pl_shard_identify(struct pl_shard *sh, char *msg, size_t len)
+{
+	if (stat(sh->path, &sh->id) < 0) {
+		snprintf(msg, len, "run: cannot open input '%s': %s", sh->path, strerror(errno));
+		return -1;
+	}
+	sh->have_id = 1;
+	return 0;
+}
+
 static int check_shard(struct pl_dataset *ds, struct pl_shard *sh, int first, char *msg, size_t len)
 {
 	const struct wsn_st_entry *x = wsn_st_find(sh->st, "x"), *e;

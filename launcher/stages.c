@@ -66,16 +66,6 @@ static void batch_submit(struct pl_dev *d, struct wsn_reader *rd, struct pending
 	}
 }
 
-int pl_shard_identify(struct pl_shard *sh, char *msg, size_t len)
-{
-	if (stat(sh->path, &sh->id) < 0) {
-		snprintf(msg, len, "run: cannot open input '%s': %s", sh->path, strerror(errno));
-		return -1;
-	}
-	sh->have_id = 1;
-	return 0;
-}
-
 /*
  * Is the file at sh->path still the one its header was read from (the same inode, size and
  * modification time)? Every batch opens the file again by its name, so a file replaced (renamed
