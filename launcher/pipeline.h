@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* launcher/pipeline.h: the `wsnorm run` pipeline: dataset, per-device stage threads, outputs, measurements. */
+/* launcher/pipeline.h: the `wsnorm run` pipeline: dataset, per-device stage threads, outputs, measurements.
+ * Implemented by shape.c, dataset.c, devices.c, verify.c, output.c and run.c; the ring of slots and
+ * its stage threads are private to ring.h. */
 #ifndef WSN_PIPELINE_H
 #define WSN_PIPELINE_H
 
