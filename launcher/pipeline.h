@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* launcher/pipeline.h: the `wsnorm run` pipeline: dataset, per-device stage threads, outputs, measurements. */
+/* launcher/pipeline.h: the `wsnorm run` pipeline: dataset, per-device stage threads, outputs, measurements.
+ * Implemented by shape.c, dataset.c, devices.c, verify.c, output.c and run.c; the ring of slots and
+ * its stage threads are private to ring.h. */
 #ifndef WSN_PIPELINE_H
 #define WSN_PIPELINE_H
 
@@ -217,6 +219,14 @@ int pl_dataset_list(struct pl_dataset *ds, const char *input, int raw);
 int pl_shard_identify(struct pl_shard *sh, char *msg, size_t len);
 int pl_shard_open(struct pl_dataset *ds, int i, struct wsn_reader *r, int first, char *msg, size_t len);
 void pl_dataset_free(struct pl_dataset *ds);
+/* Record the dataset's first failure and stop every device. */
+void pl_dataset_fail(struct pl_dataset *ds, int err, const char *msg);
+/* The next batch into b: 1, 0 when there are no more, or a WSN_E* code (recorded). */
+int pl_next_batch(struct pl_dataset *ds, struct wsn_reader *r, struct pl_batch *b);
+/* Up to n batches of the first pass, for the stages measured alone; the count or an error. */
+int pl_first_batches(struct pl_dataset *ds, struct wsn_reader *r, struct pl_batch *out, int n);
+/* "what: ENAME: detail" with the library's last error of this thread, into buf. */
+void pl_errf(char *buf, size_t len, int err, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* Rows of a [..., hidden] safetensors entry: the product of its dimensions but the last (0 when one is
  * 0; -1 when the product overflows). */
