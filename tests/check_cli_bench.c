@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: MIT */
+/* tests/check_cli_bench.c: wsnorm bench: its check, list options and JSON errors. */
+#include "testutil.h"
+
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <errno.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli_util.h"
+
+/*
+ * bench checks each point's outputs against the CPU reference once: "ok" and exit 0 when they
+ * agree; --inject-mismatch (one element read back made wrong) gives FAIL, the output and its error
+ * on stderr, "mismatch" in --json and exit 1; --no-verify says off. The copy size is printed exactly,
+ * "; no bias" only where an op has a bias, and lists may not repeat an entry.
+ */
+START_TEST(test_bench_check)
+{
+	struct tu_proc p;
+	json_t *j, *r;
+
+	RUN(&p, "bench", "--device", "cpu", "--op", "layernorm-bwd,rmsnorm-fwd", "--hidden", "96,257", "--rows", "70",
+	    "--iters", "1", "--copy-size", "1000K");
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	ck_assert_msg(strstr(p.out, "(read + write, 1000 KiB)\n"), "%s", p.out);
+	ck_assert_msg(strstr(p.out, " sets batch check approach\n"), "%s", p.out);
+	for (const char *l = strchr(p.out, '\n') + 1; (l = strchr(l, '\n')) && l[1]; l++)
+		ck_assert_msg(!strncmp(l + 1, "layernorm-bwd", 13) || !strncmp(l + 1, "rmsnorm-fwd", 11), "%s", p.out);
+	{
+		int ok = 0;
+		for (const char *q = p.out; (q = strstr(q, " ok    cpu\n")); q++)
+			ok++;
+		ck_assert_msg(ok == 4, "%d points checked ok:\n%s", ok, p.out);
+	}
+	tu_proc_free(&p);
+
+	RUN(&p, "bench", "--device", "cpu", "--op", "layernorm-bwd,rmsnorm-fwd", "--hidden", "96", "--rows", "70",
+	    "--iters", "1", "--copy-size", "64K", "--inject-mismatch");
+	ck_assert_msg(p.status == 1, "exit %d: %s", p.status, p.err);
+	ck_assert_msg(strstr(p.out, " FAIL  cpu\n"), "%s", p.out);
+	ck_assert_msg(strstr(p.err, "wsnorm: bench: layernorm-bwd bf16 hidden 96: the outputs differ from the CPU "
+				    "reference: dx rel_l2 "), "%s", p.err);
+	ck_assert_msg(strstr(p.err, "rmsnorm-fwd bf16 hidden 96: the outputs differ from the CPU reference: y rel_l2 "),
+		      "%s", p.err);
+	tu_proc_free(&p);
+
+	RUN(&p, "bench", "--device", "cpu", "--op", "rmsnorm-bwd", "--dtype", "f32", "--hidden", "33", "--rows", "5",
+	    "--iters", "1", "--copy-size", "64K", "--inject-mismatch", "--json");
+	j = cli_out_json(&p, 1);
+	r = json_array_get(json_object_get(j, "results"), 0);
+	ck_assert_str_eq(json_string_value(json_object_get(r, "check")), "mismatch");
+	ck_assert(json_real_value(json_object_get(r, "check_rel_l2")) > 1e-5);
+	ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(r, "check_error")), "dx rel_l2"));
+	ck_assert_int_eq(json_integer_value(json_object_get(j, "copy_bytes")), 65536);
+	ck_assert(!json_is_true(json_object_get(r, "l2_resident")));
+	json_decref(j);
+	tu_proc_free(&p);
+
+	RUN(&p, "bench", "--device", "cpu", "--op", "rmsnorm-bwd", "--dtype", "f16", "--hidden", "33", "--rows", "5",
+	    "--iters", "1", "--copy-size", "64K", "--json");
+	j = cli_out_json(&p, 0);
+	r = json_array_get(json_object_get(j, "results"), 0);
+	ck_assert_str_eq(json_string_value(json_object_get(r, "check")), "pass");
+	ck_assert(json_real_value(json_object_get(r, "check_rel_l2")) <= 5e-3);
+	ck_assert_ptr_null(json_object_get(r, "check_error"));
+	json_decref(j);
+	tu_proc_free(&p);
+
+	RUN(&p, "bench", "--device", "cpu", "--op", "rmsnorm-bwd", "--hidden", "33", "--rows", "5", "--iters", "1",
+	    "--copy-size", "64K", "--no-verify", "--no-bias", "--json");
+	j = cli_out_json(&p, 0);
+	r = json_array_get(json_object_get(j, "results"), 0);
+	ck_assert_str_eq(json_string_value(json_object_get(r, "check")), "off");
+	ck_assert(json_is_null(json_object_get(r, "check_rel_l2")));
+	json_decref(j);
+	tu_proc_free(&p);
+	/* RMSNorm has no bias to drop: the header does not say so */
+	RUN(&p, "bench", "--device", "cpu", "--op", "rmsnorm-bwd", "--hidden", "33", "--rows", "5", "--iters", "1",
+	    "--copy-size", "64K", "--no-verify", "--no-bias");
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	ck_assert_ptr_null(strstr(p.out, "no bias"));
+	ck_assert_msg(strstr(p.out, " off   cpu\n"), "%s", p.out);
+	tu_proc_free(&p);
+
+	{
+		static const struct {
+			const char *args[8];
+			const char *msg;
+		} bad[] = {
+			{ { "bench", "--op", "rmsnorm-fwd,layernorm-bwd,rmsnorm-fwd", NULL },
+			  "--op 'rmsnorm-fwd,layernorm-bwd,rmsnorm-fwd' names rmsnorm-fwd twice" },
+			{ { "bench", "--dtype", "f16,bf16,f16", NULL }, "--dtype 'f16,bf16,f16' names f16 twice" },
+			{ { "bench", "--hidden", "1k,2048,1024", NULL }, "--hidden '1k,2048,1024' names 1024 twice" },
+			{ { "bench", "--op", "rmsnorm-fwd", "--op", "layernorm-bwd,rmsnorm-fwd", NULL },
+			  "--op 'layernorm-bwd,rmsnorm-fwd' names rmsnorm-fwd, which an earlier --op named" },
+			{ { "bench", "--dtype", "f16", "--dtype", "f16", NULL }, "--dtype 'f16' names f16, which an earlier" },
+			{ { "bench", "--hidden", "2k", "--hidden", "64,2048", NULL },
+			  "--hidden '64,2048' names 2048, which an earlier --hidden named" },
+			{ { "run", "--input", "a.safetensors", "--input", "b.safetensors", NULL },
+			  "--input given twice ('a.safetensors', 'b.safetensors'): name several files as one" },
+			{ { "run", "--devices", "0", "--devices", "1", NULL }, "--devices given twice ('0', '1')" },
+			{ { "bench", "--no-verify", "--inject-mismatch", NULL },
+			  "--inject-mismatch tests the check that --no-verify turns off" },
+			{ { "bench", "--h2d", "--no-verify", NULL }, "--h2d times copies, not kernels: drop --no-verify" },
+		};
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			char *argv[10] = { (char *)tu_wsnorm_bin() };
+			for (int k = 0; bad[i].args[k]; k++)
+				argv[k + 1] = (char *)bad[i].args[k];
+			tu_run(argv, 60, &p);
+			ck_assert_msg(p.status == 2, "%s: exit %d", bad[i].msg, p.status);
+			ck_assert_msg(strstr(p.err, bad[i].msg), "want '%s' in: %s", bad[i].msg, p.err);
+			ck_assert_str_eq(p.out, "");
+			tu_proc_free(&p);
+		}
+	}
+}
+END_TEST
+
+/* bench's list options given again add to their lists: two --op and two --hidden time four points. */
+START_TEST(test_bench_lists_add)
+{
+	static const char *const want_op[] = { "layernorm-fwd", "layernorm-fwd", "rmsnorm-fwd", "rmsnorm-fwd" };
+	static const int want_hidden[] = { 64, 128, 64, 128 };
+	struct tu_proc p;
+	json_t *j, *res;
+
+	RUN(&p, "bench", "--device", "cpu", "--op", "layernorm-fwd", "--hidden", "64", "--dtype", "f32", "--op",
+	    "rmsnorm-fwd", "--hidden", "128", "--rows", "8", "--iters", "1", "--warmup", "0", "--copy-size", "64K",
+	    "--json");
+	j = cli_out_json(&p, 0);
+	res = json_object_get(j, "results");
+	ck_assert_int_eq(json_array_size(res), 4);
+	for (int i = 0; i < 4; i++) {
+		json_t *pt = json_array_get(res, (size_t)i);
+		ck_assert_str_eq(json_string_value(json_object_get(pt, "op")), want_op[i]);
+		ck_assert_int_eq(json_integer_value(json_object_get(pt, "hidden")), want_hidden[i]);
+		ck_assert_str_eq(json_string_value(json_object_get(pt, "dtype")), "f32");
+	}
+	json_decref(j);
+	tu_proc_free(&p);
+}
+END_TEST
+
+/*
+ * bench --json after a runtime error: the document still comes, with the points measured before
+ * it and the error's message, and the exit status is 3. Hidden 16M over 2M f32 rows needs a
+ * 128 TiB buffer, which no mapping gets (at once, with no memory used); hidden 1 comes first.
+ */
+START_TEST(test_bench_json_error)
+{
+	struct tu_proc p;
+	json_t *j, *res, *e;
+
+	RUN(&p, "bench", "--device", "cpu", "--op", "rmsnorm-fwd", "--dtype", "f32", "--hidden", "1,16M", "--rows", "2M",
+	    "--iters", "1", "--warmup", "0", "--batch", "1", "--copy-size", "64K", "--json");
+	j = cli_out_json(&p, 3);
+	res = json_object_get(j, "results");
+	ck_assert_int_eq(json_array_size(res), 1);
+	ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(res, 0), "hidden")), 1);
+	ck_assert(json_real_value(json_object_get(json_array_get(res, 0), "tbs")) > 0);
+	ck_assert(json_real_value(json_object_get(j, "copy_tbs")) > 0);
+	e = json_object_get(j, "error");
+	ck_assert_msg(json_is_string(e), "no error member: %s", p.out);
+	ck_assert_ptr_nonnull(strstr(json_string_value(e), "hidden 16777216"));
+	/* the same message as on stderr, after "wsnorm: " */
+	{
+		char *line;
+		ck_assert(asprintf(&line, "wsnorm: %s\n", json_string_value(e)) > 0);
+		ck_assert_msg(strstr(p.err, line) != NULL, "stderr %s\njson error %s", p.err, json_string_value(e));
+		free(line);
+	}
+	json_decref(j);
+	tu_proc_free(&p);
+	/* the text table has the same row before the error */
+	RUN(&p, "bench", "--device", "cpu", "--op", "rmsnorm-fwd", "--dtype", "f32", "--hidden", "1,16M", "--rows", "2M",
+	    "--iters", "1", "--warmup", "0", "--batch", "1", "--copy-size", "64K");
+	ck_assert_int_eq(p.status, 3);
+	ck_assert_ptr_nonnull(strstr(p.out, "rmsnorm-fwd    f32         1 2097152"));
+	ck_assert_ptr_null(strstr(p.out, "16777216"));
+	tu_proc_free(&p);
+}
+END_TEST
+
+Suite *suite_cli_bench(void)
+{
+	Suite *s = suite_create("cli");
+	TCase *tc;
+
+	tc = tcase_create("cli");
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_bench_json_error);
+	tcase_add_test(tc, test_bench_lists_add);
+	tcase_add_test(tc, test_bench_check);
+	suite_add_tcase(s, tc);
+	return s;
+}

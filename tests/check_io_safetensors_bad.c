@@ -1,0 +1,385 @@
+/* SPDX-License-Identifier: MIT */
+/* tests/check_io_safetensors_bad.c: safetensors files that are short, malformed or hostile, each refused with an error that names it. */
+#include "testutil.h"
+#include "io/io_internal.h" /* wsn__reader_fixed_buffers */
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "io_util.h"
+
+START_TEST(test_st_bad_short_file)
+{
+	char *path = io_pjoin(io_tdir, "short.safetensors");
+	struct wsn_st_file *f;
+
+	tu_write_file(path, "\x10\0\0\0\0", 5);
+	io_expect_err(wsn_st_open(path, NULL, &f), WSN_ETRUNC, path, "5 bytes");
+	free(path);
+}
+END_TEST
+
+START_TEST(test_st_bad_empty_file)
+{
+	char *path = io_pjoin(io_tdir, "empty.safetensors");
+	struct wsn_st_file *f;
+
+	tu_write_file(path, "", 0);
+	io_expect_err(wsn_st_open(path, NULL, &f), WSN_ETRUNC, path, "empty");
+	free(path);
+}
+END_TEST
+
+START_TEST(test_st_bad_directory)
+{
+	struct wsn_st_file *f;
+
+	io_expect_err(wsn_st_open(io_tdir, NULL, &f), WSN_EISDIR, io_tdir, "directory");
+}
+END_TEST
+
+START_TEST(test_st_bad_missing)
+{
+	char *path = io_pjoin(io_tdir, "absent.safetensors");
+	struct wsn_st_file *f;
+
+	io_expect_err(wsn_st_open(path, NULL, &f), WSN_ENOENT, path, NULL);
+	free(path);
+}
+END_TEST
+
+/* errno values the table names keep their name: a symlink loop is ELOOP, a long name ENAMETOOLONG */
+START_TEST(test_st_bad_errno_names)
+{
+	char *a = io_pjoin(io_tdir, "loop-a"), *b = io_pjoin(io_tdir, "loop-b"), *lng;
+	struct wsn_st_file *f;
+	size_t n = strlen(io_tdir) + 1 + 300;
+
+	ck_assert_int_eq(symlink(b, a), 0);
+	ck_assert_int_eq(symlink(a, b), 0);
+	io_expect_err(wsn_st_open(a, NULL, &f), WSN_ELOOP, a, NULL);
+	ck_assert_str_eq(wsn_err_name(WSN_ELOOP), "ELOOP");
+	lng = malloc(n + 1);
+	ck_assert_ptr_nonnull(lng);
+	snprintf(lng, n + 1, "%s/", io_tdir);
+	memset(lng + strlen(lng), 'n', n - strlen(lng));
+	lng[n] = '\0';
+	io_expect_err(wsn_st_open(lng, NULL, &f), WSN_ENAMETOOLONG, NULL, NULL);
+	ck_assert_str_eq(wsn_strerror(WSN_ENAMETOOLONG), "file name too long");
+	unlink(a);
+	unlink(b);
+	free(lng);
+	free(a);
+	free(b);
+}
+END_TEST
+
+START_TEST(test_st_bad_header_past_eof)
+{
+	char *path = io_pjoin(io_tdir, "long.safetensors");
+	unsigned char buf[64] = { 0 };
+	struct wsn_st_file *f;
+
+	buf[0] = 200; /* 200-byte header in a 64-byte file */
+	memcpy(buf + 8, "{}", 2);
+	tu_write_file(path, buf, sizeof(buf));
+	io_expect_err(wsn_st_open(path, NULL, &f), WSN_ETRUNC, path, "200");
+	free(path);
+}
+END_TEST
+
+START_TEST(test_st_bad_header_absurd)
+{
+	char *path = io_pjoin(io_tdir, "absurd.safetensors");
+	unsigned char buf[16] = { 0 };
+	struct wsn_st_file *f;
+
+	memset(buf, 0xff, 8);
+	tu_write_file(path, buf, sizeof(buf));
+	io_expect_err(wsn_st_open(path, NULL, &f), WSN_EFORMAT, path, "100 MiB");
+	memset(buf, 0, 8);
+	buf[3] = 0x08; /* 128 MiB */
+	tu_write_file(path, buf, sizeof(buf));
+	io_expect_err(wsn_st_open(path, NULL, &f), WSN_EFORMAT, path, "134217728");
+	free(path);
+}
+END_TEST
+
+START_TEST(test_st_bad_header_zero)
+{
+	io_bad_header("", 4, WSN_EFORMAT, "header length is 0", NULL);
+}
+END_TEST
+
+START_TEST(test_st_bad_json)
+{
+	io_bad_header("{\"x\": {\"dtype\": \"F32\", ", 0, WSN_EFORMAT, "JSON", NULL);
+	io_bad_header("{\"x\": 1} trailing", 0, WSN_EFORMAT, "JSON", NULL);
+	/* duplicate keys */
+	io_bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+		   "\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, WSN_EFORMAT, "JSON",
+		   NULL);
+}
+END_TEST
+
+/* A NUL inside the header ends nothing: the length bounds the parse and NUL is not JSON. */
+START_TEST(test_st_bad_json_nul)
+{
+	char *path = io_pjoin(io_tdir, "nul.safetensors");
+	const char json[] = "{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
+	unsigned char buf[8 + sizeof(json) + 7 + 4] = { 0 };
+	struct wsn_st_file *f;
+
+	buf[0] = (unsigned char)(sizeof(json) + 7); /* header = json, NUL, 7 spaces */
+	memcpy(buf + 8, json, sizeof(json));
+	memset(buf + 8 + sizeof(json), ' ', 7);
+	tu_write_file(path, buf, sizeof(buf));
+	io_expect_err(wsn_st_open(path, NULL, &f), WSN_EFORMAT, path, "NUL byte at byte 54");
+	free(path);
+}
+END_TEST
+
+START_TEST(test_st_bad_not_object)
+{
+	io_bad_header("[1, 2, 3]", 0, WSN_EFORMAT, "not an object", NULL);
+	io_bad_header("\"string\"", 0, WSN_EFORMAT, NULL, NULL);
+}
+END_TEST
+
+START_TEST(test_st_bad_entry_not_object)
+{
+	io_bad_header("{\"weight\": [1, 2]}", 0, WSN_EFORMAT, "'weight'", "weight");
+}
+END_TEST
+
+START_TEST(test_st_bad_dtype)
+{
+	/* a name that is no safetensors dtype (a GGML one, a wider integer, a bare "F8", lower case) */
+	io_bad_header("{\"idx\":{\"dtype\":\"Q4_0\",\"shape\":[1],\"data_offsets\":[0,8]}}", 8, WSN_EDTYPE,
+		   "\"Q4_0\"", "idx");
+	io_bad_header("{\"idx\":{\"dtype\":\"I128\",\"shape\":[1],\"data_offsets\":[0,16]}}", 16, WSN_EDTYPE,
+		   "\"I128\"", "idx");
+	io_bad_header("{\"idx\":{\"dtype\":\"F8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1, WSN_EDTYPE,
+		   "\"F8\"", "idx");
+	io_bad_header("{\"idx\":{\"dtype\":\"i64\",\"shape\":[1],\"data_offsets\":[0,8]}}", 8, WSN_EDTYPE,
+		   "\"i64\"", "idx");
+	io_bad_header("{\"idx\":{\"dtype\":\"f32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, WSN_EDTYPE,
+		   "'idx'", "idx");
+	io_bad_header("{\"idx\":{\"dtype\":7,\"shape\":[1],\"data_offsets\":[0,4]}}", 4, WSN_EFORMAT,
+		   "'idx'", "idx");
+	io_bad_header("{\"idx\":{\"shape\":[1],\"data_offsets\":[0,4]}}", 4, WSN_EFORMAT, "dtype", "idx");
+}
+END_TEST
+
+/* The size checks hold for the dtypes wsnorm does not compute with, each with its own element size. */
+START_TEST(test_st_bad_other_dtypes)
+{
+	io_bad_header("{\"n\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, WSN_ESHAPE,
+		   "16 bytes", "n");
+	io_bad_header("{\"m\":{\"dtype\":\"BOOL\",\"shape\":[3],\"data_offsets\":[0,4]}}", 4, WSN_ESHAPE,
+		   "3 bytes", "m");
+	io_bad_header("{\"s\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,16]}}", 12, WSN_ETRUNC,
+		   "'s'", "s");
+	io_bad_header("{\"n\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[0,8]},"
+		   "\"m\":{\"dtype\":\"BOOL\",\"shape\":[2],\"data_offsets\":[6,8]}}", 8, WSN_EFORMAT,
+		   "overlap", "n");
+	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "'m'"));
+	/* 2^61 elements fit, their 2^64 bytes do not */
+	io_bad_header("{\"n\":{\"dtype\":\"U64\",\"shape\":[2305843009213693952],\"data_offsets\":[0,8]}}", 8,
+		   WSN_EOVERFLOW, "'n'", "n");
+	/* three 4-bit elements end inside a byte */
+	io_bad_header("{\"q\":{\"dtype\":\"F4\",\"shape\":[3],\"data_offsets\":[0,2]}}", 2, WSN_ESHAPE,
+		   "not a whole number of bytes", "q");
+	io_bad_header("{\"q\":{\"dtype\":\"F6_E2M3\",\"shape\":[2,3],\"data_offsets\":[0,5]}}", 5, WSN_ESHAPE,
+		   "6 elements of 6 bits", "q");
+}
+END_TEST
+
+START_TEST(test_st_bad_shape)
+{
+	io_bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":4,\"data_offsets\":[0,16]}}", 16, WSN_EFORMAT,
+		   "'x'", "x");
+	io_bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[2,-2],\"data_offsets\":[0,16]}}", 16,
+		   WSN_ESHAPE, "negative", "x");
+	io_bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[2,2.0],\"data_offsets\":[0,16]}}", 16,
+		   WSN_EFORMAT, "'x'", "x");
+	io_bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[\"2\"],\"data_offsets\":[0,8]}}", 8,
+		   WSN_EFORMAT, "'x'", "x");
+	io_bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,4],\"data_offsets\":[0,16]}}", 16,
+		   WSN_ESHAPE, "5 dimensions", "x");
+}
+END_TEST
+
+START_TEST(test_st_bad_shape_overflow)
+{
+	io_bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],"
+		   "\"data_offsets\":[0,16]}}", 16, WSN_EOVERFLOW, "'x'", "x");
+	/* fits int64 elements but not bytes */
+	io_bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904],"
+		   "\"data_offsets\":[0,16]}}", 16, WSN_EOVERFLOW, "'x'", "x");
+	io_bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[99999999999999999999],"
+		   "\"data_offsets\":[0,16]}}", 16, WSN_EFORMAT, NULL, NULL);
+}
+END_TEST
+
+START_TEST(test_st_bad_shape_mismatch)
+{
+	io_bad_header("{\"x\":{\"dtype\":\"BF16\",\"shape\":[3,3],\"data_offsets\":[0,16]}}", 16,
+		   WSN_ESHAPE, "'x'", "x");
+	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "18 bytes"));
+}
+END_TEST
+
+START_TEST(test_st_bad_offsets)
+{
+	io_bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4,8]}}", 8,
+		   WSN_EFORMAT, "'x'", "x");
+	io_bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0]}}", 8, WSN_EFORMAT,
+		   "data_offsets", "x");
+	io_bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[\"0\",4]}}", 8,
+		   WSN_EFORMAT, "'x'", "x");
+	io_bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[1]}}", 8, WSN_EFORMAT, "data_offsets", "x");
+	io_bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[-4,0]}}", 8,
+		   WSN_EFORMAT, "'x'", "x");
+	io_bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,4]}}", 8, WSN_EFORMAT,
+		   "'x'", "x");
+}
+END_TEST
+
+START_TEST(test_st_bad_offsets_past_eof)
+{
+	io_bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 12,
+		   WSN_ETRUNC, "'x'", "x");
+	io_bad_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[9223372036854775800,"
+		   "9223372036854775804]}}", 12, WSN_ETRUNC, "'x'", "x");
+}
+END_TEST
+
+START_TEST(test_st_bad_overlap)
+{
+	io_bad_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
+		   "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[12,20]}}", 20, WSN_EFORMAT,
+		   "overlap", "a");
+	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "'a'"));
+	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "'b'"));
+	/* contained in a larger, earlier range */
+	io_bad_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]},"
+		   "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]},"
+		   "\"c\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[16,20]}}", 32, WSN_EFORMAT,
+		   "overlap", "a");
+}
+END_TEST
+
+START_TEST(test_st_bad_metadata)
+{
+	io_bad_header("{\"__metadata__\":{\"k\":1}}", 0, WSN_EFORMAT, "'k'", NULL);
+	io_bad_header("{\"__metadata__\":{\"k\":\"v\",\"n\":null}}", 0, WSN_EFORMAT, "'n'", NULL);
+	io_bad_header("{\"__metadata__\":[\"k\"]}", 0, WSN_EFORMAT, "__metadata__", NULL);
+}
+END_TEST
+
+START_TEST(test_st_bad_long_name)
+{
+	char json[512], name[WSN_ST_MAX_NAME + 1];
+
+	memset(name, 'n', WSN_ST_MAX_NAME);
+	name[WSN_ST_MAX_NAME] = '\0';
+	snprintf(json, sizeof(json), "{\"%s\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+		 name);
+	io_bad_header(json, 4, WSN_ERANGE, "nnnnnnnn", NULL);
+	/* one byte shorter is fine */
+	name[WSN_ST_MAX_NAME - 1] = '\0';
+	snprintf(json, sizeof(json), "{\"%s\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+		 name);
+	{
+		char *path = io_pjoin(io_tdir, "name.safetensors");
+		struct wsn_st_file *f;
+
+		io_write_raw_st(path, json, 4);
+		ck_assert_msg(wsn_st_open(path, NULL, &f) == 0, "%s", wsn_last_error());
+		ck_assert_ptr_nonnull(wsn_st_find(f, name));
+		wsn_st_close(f);
+		free(path);
+	}
+}
+END_TEST
+
+START_TEST(test_st_missing_tensor_and_small_buffer)
+{
+	char *path = io_pjoin(io_tdir, "two.safetensors");
+	float x[6] = { 0 };
+	struct wsn_tensor t;
+	struct wsn_named_tensor nt = { "x", &t };
+	struct wsn_st_file *f;
+
+	wsn_tensor_2d(&t, x, WSN_F32, WSN_MEM_HOST, 2, 3);
+	ck_assert_int_eq(wsn_st_write(path, &nt, 1, NULL), 0);
+	ck_assert_int_eq(wsn_st_open(path, NULL, &f), 0);
+	io_expect_err(wsn_st_read(f, "dy", x, sizeof(x)), WSN_ENOTENSOR, path, "'dy'");
+	io_expect_err(wsn_st_read(f, "x", x, sizeof(x) - 1), WSN_ERANGE, path, "'x'");
+	ck_assert_int_eq(wsn_st_read(f, "x", x, sizeof(x)), 0);
+	wsn_st_close(f);
+	free(path);
+}
+END_TEST
+
+/* The file shrinks after it was opened: the read names the tensor and the file. */
+START_TEST(test_st_truncated_after_open)
+{
+	char *path = io_pjoin(io_tdir, "shrink.safetensors");
+	float x[1024] = { 0 };
+	struct wsn_tensor t;
+	struct wsn_named_tensor nt = { "x", &t };
+	struct wsn_st_file *f;
+
+	wsn_tensor_1d(&t, x, WSN_F32, WSN_MEM_HOST, 1024);
+	ck_assert_int_eq(wsn_st_write(path, &nt, 1, NULL), 0);
+	ck_assert_int_eq(wsn_st_open(path, NULL, &f), 0);
+	ck_assert_int_eq(truncate(path, 1000), 0);
+	io_expect_err(wsn_st_read(f, "x", x, sizeof(x)), WSN_ETRUNC, path, "'x'");
+	wsn_st_close(f);
+	free(path);
+}
+END_TEST
+
+Suite *suite_io_safetensors_bad(void)
+{
+	Suite *s = suite_create("io");
+	TCase *tc;
+
+	tc = tcase_create("safetensors-bad-input");
+	tcase_add_checked_fixture(tc, io_setup_tmp, io_teardown_tmp);
+	tcase_add_test(tc, test_st_bad_short_file);
+	tcase_add_test(tc, test_st_bad_empty_file);
+	tcase_add_test(tc, test_st_bad_directory);
+	tcase_add_test(tc, test_st_bad_missing);
+	tcase_add_test(tc, test_st_bad_errno_names);
+	tcase_add_test(tc, test_st_bad_header_past_eof);
+	tcase_add_test(tc, test_st_bad_header_absurd);
+	tcase_add_test(tc, test_st_bad_header_zero);
+	tcase_add_test(tc, test_st_bad_json);
+	tcase_add_test(tc, test_st_bad_json_nul);
+	tcase_add_test(tc, test_st_bad_not_object);
+	tcase_add_test(tc, test_st_bad_entry_not_object);
+	tcase_add_test(tc, test_st_bad_dtype);
+	tcase_add_test(tc, test_st_bad_other_dtypes);
+	tcase_add_test(tc, test_st_bad_shape);
+	tcase_add_test(tc, test_st_bad_shape_overflow);
+	tcase_add_test(tc, test_st_bad_shape_mismatch);
+	tcase_add_test(tc, test_st_bad_offsets);
+	tcase_add_test(tc, test_st_bad_offsets_past_eof);
+	tcase_add_test(tc, test_st_bad_overlap);
+	tcase_add_test(tc, test_st_bad_metadata);
+	tcase_add_test(tc, test_st_bad_long_name);
+	tcase_add_test(tc, test_st_missing_tensor_and_small_buffer);
+	tcase_add_test(tc, test_st_truncated_after_open);
+	suite_add_tcase(s, tc);
+	return s;
+}

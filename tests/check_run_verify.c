@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: MIT */
+/* tests/check_run_verify.c: wsnorm run's verification: injected mismatches, thresholds and faults. */
+#include "testutil.h"
+
+#include "io/io_internal.h" /* wsn__reader_inject_short_reads */
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <linux/loop.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "run_util.h"
+
+/* An injected wrong output fails verification of every verified batch: exit 1, counted per batch. */
+START_TEST(test_injected_mismatch)
+{
+	char *dir = tu_tmpdir(), *in = run_path_in(dir, "in.safetensors");
+	struct tu_proc p;
+	json_t *j;
+
+	run_gen("layernorm-bwd", "f32", "120", "48", "1", in);
+	RUN(&p, "run", "--input", in, "--device", "cpu", "--inject-mismatch", "--batch-rows", "40", "--json",
+	    "--copy-size", "64K");
+	ck_assert_int_eq(p.status, 1);
+	j = run_parse(&p);
+	ck_assert_str_eq(run_jstr(j, "result"), "mismatch");
+	ck_assert_int_eq(run_jint(j, "verify.batches"), 3);
+	ck_assert_int_eq(run_jint(j, "verify.mismatched_batches"), 3);
+	ck_assert(json_is_false(json_object_get(json_object_get(j, "verify"), "pass")));
+	ck_assert(json_is_false(json_object_get(json_object_get(json_object_get(j, "verify"), "tensors"), "dx") ?
+				json_object_get(json_object_get(json_object_get(json_object_get(j, "verify"), "tensors"),
+								"dx"), "pass") : json_true()));
+	ck_assert_ptr_nonnull(strstr(run_jstr(json_object_get(j, "verify"), "first_mismatch"), "batch 0"));
+	json_decref(j);
+	tu_proc_free(&p);
+	RUN(&p, "run", "--input", in, "--device", "cpu", "--inject-mismatch", "--batch-rows", "40", "--copy-size",
+	    "64K");
+	ck_assert_int_eq(p.status, 1);
+	ck_assert_ptr_nonnull(strstr(p.out, "FAIL: verification mismatch"));
+	tu_proc_free(&p);
+	tu_rmtree(dir);
+	free(in);
+	free(dir);
+}
+END_TEST
+
+/* Thresholds: an impossible one gives exit 1 naming it; a trivial one passes. */
+START_TEST(test_thresholds)
+{
+	char *dir = tu_tmpdir(), *in = run_path_in(dir, "in.safetensors");
+	struct tu_proc p;
+	json_t *j;
+
+	run_gen("rmsnorm-fwd", "bf16", "64", "128", "1", in);
+	RUN(&p, "run", "--input", in, "--device", "cpu", "--min-read-gbs", "1000000", "--copy-size", "64K");
+	ck_assert_int_eq(p.status, 1);
+	ck_assert_msg(strstr(p.err, "threshold missed: --min-read-gbs") != NULL, "%s", p.err);
+	ck_assert_ptr_nonnull(strstr(p.out, "FAIL: threshold missed"));
+	tu_proc_free(&p);
+	RUN(&p, "run", "--input", in, "--device", "cpu", "--min-kernel-frac", "1", "--json", "--copy-size", "64K");
+	ck_assert_int_eq(p.status, 1);
+	ck_assert_msg(strstr(p.err, "--min-kernel-frac") != NULL, "%s", p.err);
+	j = run_parse(&p);
+	ck_assert_str_eq(run_jstr(j, "result"), "threshold");
+	ck_assert(json_is_false(json_object_get(json_array_get(json_object_get(j, "thresholds"), 0), "pass")));
+	json_decref(j);
+	tu_proc_free(&p);
+	/* a CPU has no host-to-device copies: the threshold cannot be met */
+	RUN(&p, "run", "--input", in, "--device", "cpu", "--min-h2d-gbs", "1", "--copy-size", "64K");
+	ck_assert_int_eq(p.status, 1);
+	ck_assert_msg(strstr(p.err, "--min-h2d-gbs 1: h2d on cpu was not measured") != NULL, "%s", p.err);
+	tu_proc_free(&p);
+	RUN(&p, "run", "--input", in, "--device", "cpu", "--min-read-gbs", "0.000001", "--min-kernel-frac", "1e-9",
+	    "--copy-size", "64K");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	tu_proc_free(&p);
+	/* a wrong output and a missed threshold: the result is the mismatch, in the JSON as in the text */
+	for (int k = 0; k < 2; k++) {
+		RUN(&p, "run", "--input", in, "--device", "cpu", "--inject-mismatch", "--min-read-gbs", "1000000",
+		    "--copy-size", "64K", k ? "--json" : NULL);
+		ck_assert_int_eq(p.status, 1);
+		if (k) {
+			j = run_parse(&p);
+			ck_assert_str_eq(run_jstr(j, "result"), "mismatch");
+			json_decref(j);
+		} else {
+			ck_assert_msg(strstr(p.out, "FAIL: verification mismatch"), "%s", p.out);
+		}
+		tu_proc_free(&p);
+	}
+	tu_rmtree(dir);
+	free(in);
+	free(dir);
+}
+END_TEST
+
+/* --inject-fault on a device that gets no batch (one batch, two devices): the run still fails, every time. */
+START_TEST(test_fault_without_batch)
+{
+	char *dir = tu_tmpdir(), *in = run_path_in(dir, "in.safetensors");
+	struct tu_proc p;
+
+	run_gen("rmsnorm-fwd", "bf16", "20", "32", "1", in);
+	for (int i = 0; i < 16; i++) { /* which device takes the batch is a race: try both ways often */
+		RUN(&p, "run", "--input", in, "--devices", "cpu,cpu", "--inject-fault", i % 2 ? "1" : "0", "--copy-size",
+		    "64K");
+		ck_assert_msg(p.status == 3, "try %d: exit %d: %s", i, p.status, p.err);
+		ck_assert_msg(strstr(p.err, "injected fault"), "%s", p.err);
+		ck_assert_msg(strstr(p.out, "result   ERROR"), "%s", p.out);
+		tu_proc_free(&p);
+	}
+	tu_rmtree(dir);
+	free(in);
+	free(dir);
+}
+END_TEST
+
+Suite *suite_run_verify(void)
+{
+	Suite *s = suite_create("pipeline");
+	TCase *tc;
+
+	tc = tcase_create("pipeline");
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_injected_mismatch);
+	tcase_add_test(tc, test_thresholds);
+	tcase_add_test(tc, test_fault_without_batch);
+	suite_add_tcase(s, tc);
+	return s;
+}
