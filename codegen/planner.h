@@ -3,6 +3,10 @@
 #ifndef WSN_CODEGEN_PLANNER_H
 #define WSN_CODEGEN_PLANNER_H
 
+#ifndef WSN_LAYER_CODEGEN
+#error "codegen/planner.h is private to codegen (docs/DESIGN.md, Layers)"
+#endif
+
 #include "codegen.h"
 
 /*

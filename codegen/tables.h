@@ -3,6 +3,10 @@
 #ifndef WSN_CODEGEN_TABLES_H
 #define WSN_CODEGEN_TABLES_H
 
+#ifndef WSN_LAYER_CODEGEN
+#error "codegen/tables.h is private to codegen (docs/DESIGN.md, Layers)"
+#endif
+
 #include "core/params.h"
 
 /* A dtype mask of a table row: WSN_DTYPE_BIT(WSN_BF16) | ...; 0 in a row: any dtype. */

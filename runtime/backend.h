@@ -3,6 +3,10 @@
 #ifndef WSN_BACKEND_H
 #define WSN_BACKEND_H
 
+#ifndef WSN_LAYER_RUNTIME
+#error "runtime/backend.h is private to the runtime (docs/DESIGN.md, Layers)"
+#endif
+
 #include "core/params.h"
 #include "overlap.h"
 

@@ -3,6 +3,10 @@
 #ifndef WSN_COMPARE_H
 #define WSN_COMPARE_H
 
+#ifndef WSN_LAYER_RUNTIME
+#error "runtime/compare.h is private to the runtime (docs/DESIGN.md, Layers)"
+#endif
+
 #include "core/util.h"
 
 /* Start c; sums[] are the running ||got - ref||^2 and ||ref||^2. */

@@ -3,6 +3,10 @@
 #ifndef WSN_OVERLAP_H
 #define WSN_OVERLAP_H
 
+#ifndef WSN_LAYER_RUNTIME
+#error "runtime/overlap.h is private to the runtime (docs/DESIGN.md, Layers)"
+#endif
+
 #include "core/params.h"
 
 struct wsn__span {

@@ -3,6 +3,10 @@
 #ifndef WSN_TUNECACHE_H
 #define WSN_TUNECACHE_H
 
+#ifndef WSN_LAYER_RUNTIME
+#error "runtime/tunecache.h is private to the runtime (docs/DESIGN.md, Layers)"
+#endif
+
 #include "core/params.h"
 
 #include <stddef.h>

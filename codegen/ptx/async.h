@@ -3,6 +3,10 @@
 #ifndef WSN_ASYNC_H
 #define WSN_ASYNC_H
 
+#ifndef WSN_LAYER_CODEGEN
+#error "codegen/ptx/async.h is private to codegen (docs/DESIGN.md, Layers)"
+#endif
+
 #include "emitter.h"
 
 /*

@@ -3,6 +3,10 @@
 #ifndef WSN_PTX_H
 #define WSN_PTX_H
 
+#ifndef WSN_LAYER_CODEGEN
+#error "codegen/ptx/emitter.h is private to codegen (docs/DESIGN.md, Layers)"
+#endif
+
 #include "core/error.h"
 #include "core/util.h"
 

@@ -3,6 +3,10 @@
 #ifndef WSN_ROWKERNEL_H
 #define WSN_ROWKERNEL_H
 
+#ifndef WSN_LAYER_CODEGEN
+#error "codegen/ptx/rowkernel.h is private to codegen (docs/DESIGN.md, Layers)"
+#endif
+
 #include "abi.h"
 #include "codegen.h"
 #include "emitter.h"

@@ -3,6 +3,10 @@
 #ifndef WSN_CPU_H
 #define WSN_CPU_H
 
+#ifndef WSN_LAYER_RUNTIME
+#error "runtime/cpu/cpu.h is private to the runtime (docs/DESIGN.md, Layers)"
+#endif
+
 #include "backend.h"
 #include "core/params.h"
 

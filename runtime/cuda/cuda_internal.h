@@ -3,6 +3,10 @@
 #ifndef WSN_CUDA_INTERNAL_H
 #define WSN_CUDA_INTERNAL_H
 
+#ifndef WSN_LAYER_RUNTIME
+#error "runtime/cuda/cuda_internal.h is private to the runtime (docs/DESIGN.md, Layers)"
+#endif
+
 #include "backend.h"
 #include "core/params.h"
 #include "core/util.h"

@@ -3,6 +3,10 @@
 #ifndef WSN_IO_INTERNAL_H
 #define WSN_IO_INTERNAL_H
 
+#ifndef WSN_LAYER_RUNTIME
+#error "runtime/io/io_internal.h is private to the runtime (docs/DESIGN.md, Layers)"
+#endif
+
 #include "core/util.h"
 
 #include <stdbool.h>

@@ -3,6 +3,10 @@
 #ifndef WSN_IO_READER_INTERNAL_H
 #define WSN_IO_READER_INTERNAL_H
 
+#ifndef WSN_LAYER_RUNTIME
+#error "runtime/io/reader_internal.h is private to the runtime (docs/DESIGN.md, Layers)"
+#endif
+
 #include "io/io_internal.h"
 
 #include <liburing.h>
