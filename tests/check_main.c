@@ -10,6 +10,7 @@
 Suite *suite_core(void);
 Suite *suite_cpu(void);
 Suite *suite_io(void);
+Suite *suite_io_writer(void);
 Suite *suite_cli(void);
 Suite *suite_codegen(void);
 Suite *suite_ws(void);
@@ -28,6 +29,7 @@ int main(void)
 	printf("wsnorm tests, WSNORM_SEED=0x%llx\n", (unsigned long long)tu_seed());
 	srunner_add_suite(sr, suite_cpu());
 	srunner_add_suite(sr, suite_io());
+	srunner_add_suite(sr, suite_io_writer());
 	srunner_add_suite(sr, suite_cli());
 	srunner_add_suite(sr, suite_codegen());
 	srunner_add_suite(sr, suite_ws());
