@@ -59,82 +59,50 @@ static char *sibling(const char *path, const char *suffix)
 	return asprintf(&name, "%.*s.wsnorm%s", (int)(base - path), path, suffix) < 0 ? NULL : name;
 }
 
-static const char *st_dtype(enum wsn_dtype dt)
-{
-	return dt == WSN_F32 ? "F32" : dt == WSN_F16 ? "F16" : "BF16";
-}
-
 /* Output tensors in file order: the forward ops' y, mean, rstd; the backward ops' dx, dweight, dbias. */
 static const int out_order[PL_NOUT] = { PL_OUT_Y, PL_OUT_MEAN, PL_OUT_RSTD, PL_OUT_DX, PL_OUT_DW, PL_OUT_DB };
 
-/* y's or dx's shape: x's own (a [2, 5, 64] x gives a [2, 5, 64] y), or [rows, hidden] for raw input. */
-static json_t *row_shape(const struct wsn_st_entry *x, int64_t rows, int64_t hidden)
+/*
+ * The header, from wsn_st_header(): metadata first, then the outputs with their data packed in
+ * order; o->off gets each output's absolute offset. y and dx take x's shape (a [2, 5, 64] x gives a
+ * [2, 5, 64] y), or [rows, hidden] for raw input (x NULL). 0 or a WSN_E* code.
+ */
+static int build_header(const struct pl_shape *sh, const struct wsn_st_entry *x, int64_t rows, struct pl_out *o,
+			unsigned char **hdr, size_t *hlen)
 {
-	json_t *a;
+	const char *meta[] = { "wsnorm.op", wsn_op_name(sh->op), NULL };
+	struct wsn_st_tensor_info info[PL_NOUT];
+	uint64_t off[PL_NOUT];
+	int which[PL_NOUT], n = 0, err;
 
-	if (!x)
-		return json_pack("[I, I]", (json_int_t)rows, (json_int_t)hidden);
-	a = json_array();
-	for (int d = 0; a && d < x->ndim; d++)
-		if (json_array_append_new(a, json_integer((json_int_t)x->shape[d]))) {
-			json_decref(a);
-			return NULL;
-		}
-	return a;
-}
-
-/* The header: metadata first, then the outputs with their data packed in order. x: the input's x
- * (NULL for raw input). */
-static char *build_header(const struct pl_shape *sh, const struct wsn_st_entry *x, int64_t rows, struct pl_out *o,
-			  size_t *hlen)
-{
-	json_t *root = json_object(), *meta = json_object();
-	uint64_t off = 0;
-	char *text = NULL, *hdr = NULL;
-	size_t tlen, padded;
-
-	if (!root || !meta || json_object_set_new(root, "__metadata__", meta)) {
-		json_decref(meta);
-		goto out;
-	}
-	json_object_set_new(meta, "wsnorm.op", json_string(wsn_op_name(sh->op)));
 	for (int k = 0; k < PL_NOUT; k++) {
 		int i = out_order[k];
-		uint64_t n = pl_out_bytes(sh, i, rows);
-		enum wsn_dtype dt = i == PL_OUT_MEAN || i == PL_OUT_RSTD ? WSN_F32 : sh->dt;
-		json_t *e;
+		struct wsn_st_tensor_info *t = &info[n];
 
 		if (!sh->out[i])
 			continue;
-		if (i == PL_OUT_Y || i == PL_OUT_DX)
-			e = json_pack("{s:s, s:o, s:[I, I]}", "dtype", st_dtype(dt), "shape",
-				      row_shape(x, rows, sh->hidden), "data_offsets", (json_int_t)off, (json_int_t)(off + n));
-		else
-			e = json_pack("{s:s, s:[I], s:[I, I]}", "dtype", st_dtype(dt), "shape",
-				      (json_int_t)(sh->out_row[i] ? rows : sh->hidden), "data_offsets", (json_int_t)off,
-				      (json_int_t)(off + n));
-		if (!e || json_object_set_new(root, pl_out_names[i], e))
-			goto out;
-		o->off[i] = off;
-		off += n;
+		*t = (struct wsn_st_tensor_info){ .name = pl_out_names[i],
+			.dtype = i == PL_OUT_MEAN || i == PL_OUT_RSTD ? WSN_F32 : sh->dt };
+		if ((i == PL_OUT_Y || i == PL_OUT_DX) && x) {
+			t->ndim = x->ndim;
+			memcpy(t->shape, x->shape, sizeof(t->shape));
+		} else if (i == PL_OUT_Y || i == PL_OUT_DX) {
+			t->ndim = 2;
+			t->shape[0] = rows;
+			t->shape[1] = sh->hidden;
+		} else {
+			t->ndim = 1;
+			t->shape[0] = sh->out_row[i] ? rows : sh->hidden;
+		}
+		which[n++] = i;
 	}
-	if (!(text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER)))
-		goto out;
-	tlen = strlen(text);
-	padded = (tlen + 7) & ~(size_t)7;
-	if (!(hdr = malloc(8 + padded)))
-		goto out;
-	for (int i = 0; i < 8; i++)
-		hdr[i] = (char)((uint64_t)padded >> (8 * i));
-	memcpy(hdr + 8, text, tlen);
-	memset(hdr + 8 + tlen, ' ', padded - tlen);
-	*hlen = 8 + padded;
+	if ((err = wsn_st_header(info, n, meta, hdr, hlen, off)))
+		return err;
 	for (int i = 0; i < PL_NOUT; i++)
-		o->off[i] += 8 + padded;
-out:
-	free(text);
-	json_decref(root);
-	return hdr;
+		o->off[i] = *hlen;
+	for (int k = 0; k < n; k++)
+		o->off[which[k]] = off[k];
+	return 0;
 }
 
 static void out_free(struct pl_out *o)
@@ -218,7 +186,7 @@ int pl_out_create(struct pl_dataset *ds, int i, char *msg, size_t len)
 	const struct pl_shape *sh = &ds->shape;
 	struct pl_shard *shard = &ds->shards[i];
 	struct pl_out *o = calloc(1, sizeof(*o));
-	char *hdr = NULL;
+	unsigned char *hdr = NULL;
 	size_t hlen = 0, done = 0;
 	uint64_t total;
 	int e;
@@ -246,8 +214,13 @@ int pl_out_create(struct pl_dataset *ds, int i, char *msg, size_t len)
 	for (int k = PL_OUT_DW; k <= PL_OUT_DB; k++)
 		if (sh->out[k] && !(o->acc[k - PL_OUT_DW] = calloc((size_t)sh->hidden, sizeof(double))))
 			goto oom;
-	if (!(hdr = build_header(sh, shard->st ? wsn_st_find(shard->st, "x") : NULL, shard->rows, o, &hlen)))
-		goto oom;
+	if ((e = build_header(sh, shard->st ? wsn_st_find(shard->st, "x") : NULL, shard->rows, o, &hdr, &hlen))) {
+		if (e == WSN_ENOMEM)
+			goto oom;
+		snprintf(msg, len, "run: output for '%s': %s: %s", shard->path, wsn_err_name(e), wsn_last_error());
+		out_free(o);
+		return e;
+	}
 	if (!(o->tmp = sibling(o->path, ".XXXXXX")))
 		goto oom;
 	if ((o->fd = mkostemp(o->tmp, O_CLOEXEC)) < 0) {

@@ -21,6 +21,7 @@ Suite *suite_io_safetensors(void);
 Suite *suite_io_safetensors_bad(void);
 Suite *suite_io_reader(void);
 Suite *suite_io_raw(void);
+Suite *suite_io_writer(void);
 Suite *suite_cli_help(void);
 Suite *suite_cli_plan(void);
 Suite *suite_cli_values(void);
@@ -73,6 +74,7 @@ int main(void)
 	srunner_add_suite(sr, suite_io_safetensors_bad());
 	srunner_add_suite(sr, suite_io_reader());
 	srunner_add_suite(sr, suite_io_raw());
+	srunner_add_suite(sr, suite_io_writer());
 	srunner_add_suite(sr, suite_cli_help());
 	srunner_add_suite(sr, suite_cli_plan());
 	srunner_add_suite(sr, suite_cli_values());

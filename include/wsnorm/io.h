@@ -158,6 +158,27 @@ struct wsn_named_tensor {
 WSN_API int wsn_st_write(const char *path, const struct wsn_named_tensor *tensors, int n,
 			 const char *const *metadata);
 
+/* A tensor's header entry without its data: name, dtype and shape. */
+struct wsn_st_tensor_info {
+	const char *name;
+	enum wsn_dtype dtype; /* WSN_F32, WSN_F16 or WSN_BF16 */
+	int ndim;             /* 0..WSN_MAX_DIMS */
+	int64_t shape[WSN_MAX_DIMS];
+};
+/*
+ * Build the safetensors header wsn_st_write() writes, for callers that write the data themselves:
+ * the 8-byte little-endian length, then the JSON object (metadata key/value pairs, NULL-terminated
+ * list, first; then the n tensors in the given order, data packed in that order) padded with
+ * spaces to a multiple of 8 bytes. *header is malloc'd (free() it) and *header_len bytes long;
+ * offsets, when not NULL, receives n absolute file offsets of the tensors' data. Returns 0 or
+ * WSN_EINVAL (no name, a name used twice or reserved, bad ndim), WSN_ERANGE (a name of
+ * WSN_ST_MAX_NAME bytes or more), WSN_EDTYPE, WSN_ESHAPE (a negative dimension), WSN_EOVERFLOW
+ * (a tensor's bytes or the data offsets exceed INT64_MAX), WSN_ENOMEM; the detail names the tensor.
+ */
+WSN_API int wsn_st_header(const struct wsn_st_tensor_info *tensors, int n,
+			  const char *const *metadata, unsigned char **header, size_t *header_len,
+			  uint64_t *offsets);
+
 /*
  * Raw binary tensors: the file holds exactly numel * dtype size bytes (plus `offset` bytes before
  * them). Reads into dst through reader r. Returns 0, WSN_ETRUNC or WSN_ESHAPE (file size does not

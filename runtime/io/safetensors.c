@@ -472,50 +472,95 @@ WSN_API int wsn_st_read(struct wsn_st_file *f, const char *name, void *dst, size
 
 /* ---- writing ---- */
 
-/* Build the header object: metadata first, then the tensors in the given order, data packed. */
-static int build_header(const char *path, const struct wsn_named_tensor *tensors, int n,
-			const char *const *metadata, json_t *root)
+/*
+ * The header of n tensors, what names the file (or the call) in messages: the 8-byte little-endian
+ * length, then the JSON object (metadata first, then the tensors in the given order with their
+ * data packed in that order) padded with spaces to a multiple of 8 bytes. *hdr is malloc'd;
+ * offsets (NULL: not wanted) receives each tensor's absolute data offset.
+ */
+static int make_header(const char *what, const struct wsn_st_tensor_info *tensors, int n,
+		       const char *const *metadata, unsigned char **hdr, size_t *hdr_len,
+		       uint64_t *offsets)
 {
+	json_t *root = json_object();
 	uint64_t off = 0;
-	char what[1024];
-	int err;
+	char *text = NULL;
+	size_t text_len, padded;
+	int err = 0;
 
+	*hdr = NULL;
+	*hdr_len = 0;
+	if (!root)
+		return wsn__error(WSN_ENOMEM, "%s: out of memory", what);
 	if (metadata && metadata[0]) {
 		json_t *meta = json_object();
 
-		if (!meta || json_object_set_new(root, METADATA_KEY, meta))
-			return wsn__error(WSN_ENOMEM, "%s: out of memory", path);
+		if (!meta || json_object_set_new(root, METADATA_KEY, meta)) {
+			err = wsn__error(WSN_ENOMEM, "%s: out of memory", what);
+			goto out;
+		}
 		for (size_t i = 0; metadata[i]; i += 2) {
-			if (!metadata[i + 1])
-				return wsn__error(WSN_EINVAL, "%s: metadata key '%s' has no value", path,
-						  metadata[i]);
-			if (json_object_set_new(meta, metadata[i], json_string(metadata[i + 1])))
-				return wsn__error(WSN_EINVAL, "%s: metadata '%s' is not valid UTF-8 text",
-						  path, metadata[i]);
+			if (!metadata[i + 1]) {
+				err = wsn__error(WSN_EINVAL, "%s: metadata key '%s' has no value", what,
+						 metadata[i]);
+				goto out;
+			}
+			if (json_object_set_new(meta, metadata[i], json_string(metadata[i + 1]))) {
+				err = wsn__error(WSN_EINVAL, "%s: metadata '%s' is not valid UTF-8 text",
+						 what, metadata[i]);
+				goto out;
+			}
 		}
 	}
 	for (int i = 0; i < n; i++) {
-		const char *name = tensors[i].name;
-		const struct wsn_tensor *t = tensors[i].t;
-		json_t *shape, *entry;
+		const struct wsn_st_tensor_info *t = &tensors[i];
+		const char *name = t->name;
 		uint64_t nbytes;
+		json_t *shape, *entry;
 
-		if (!name || !name[0])
-			return wsn__error(WSN_EINVAL, "%s: tensor %d has no name", path, i);
-		if (strlen(name) >= WSN_ST_MAX_NAME)
-			return wsn__error(WSN_ERANGE, "%s: tensor name '%.48s...' is longer than %d bytes",
-					  path, name, WSN_ST_MAX_NAME - 1);
-		if (!strcmp(name, METADATA_KEY) || json_object_get(root, name))
-			return wsn__error(WSN_EINVAL, "%s: tensor name '%s' is reserved or used twice",
-					  path, name);
-		snprintf(what, sizeof(what), "%s: tensor '%s'", path, name);
-		err = wsn__check_host_contiguous(t, what);
-		if (err)
-			return err;
-		nbytes = wsn__tensor_bytes(t);
-		if (off + nbytes < off || off + nbytes > (uint64_t)INT64_MAX)
-			return wsn__error(WSN_EOVERFLOW, "%s: the tensors' data exceeds the offset range",
-					  path);
+		if (!name || !name[0]) {
+			err = wsn__error(WSN_EINVAL, "%s: tensor %d has no name", what, i);
+			goto out;
+		}
+		if (strlen(name) >= WSN_ST_MAX_NAME) {
+			err = wsn__error(WSN_ERANGE, "%s: tensor name '%.48s...' is longer than %d bytes",
+					 what, name, WSN_ST_MAX_NAME - 1);
+			goto out;
+		}
+		if (!strcmp(name, METADATA_KEY) || json_object_get(root, name)) {
+			err = wsn__error(WSN_EINVAL, "%s: tensor name '%s' is reserved or used twice",
+					 what, name);
+			goto out;
+		}
+		if (!st_dtype_name(t->dtype)) {
+			err = wsn__error(WSN_EDTYPE, "%s: tensor '%s': dtype %d is not F32, F16 or BF16",
+					 what, name, (int)t->dtype);
+			goto out;
+		}
+		if (t->ndim < 0 || t->ndim > WSN_MAX_DIMS) {
+			err = wsn__error(WSN_EINVAL, "%s: tensor '%s': %d dimensions (expected 0..%d)",
+					 what, name, t->ndim, WSN_MAX_DIMS);
+			goto out;
+		}
+		nbytes = wsn_dtype_size(t->dtype);
+		for (int d = 0; d < t->ndim; d++) {
+			if (t->shape[d] < 0) {
+				err = wsn__error(WSN_ESHAPE, "%s: tensor '%s': shape[%d] = %lld is negative",
+						 what, name, d, (long long)t->shape[d]);
+				goto out;
+			}
+			if (__builtin_mul_overflow(nbytes, (uint64_t)t->shape[d], &nbytes) ||
+			    nbytes > (uint64_t)INT64_MAX) {
+				err = wsn__error(WSN_EOVERFLOW, "%s: tensor '%s': the bytes of its shape "
+						 "overflow", what, name);
+				goto out;
+			}
+		}
+		if (off + nbytes < off || off + nbytes > (uint64_t)INT64_MAX) {
+			err = wsn__error(WSN_EOVERFLOW, "%s: the tensors' data exceeds the offset range",
+					 what);
+			goto out;
+		}
 		shape = json_array();
 		for (int d = 0; shape && d < t->ndim; d++)
 			if (json_array_append_new(shape, json_integer(t->shape[d]))) {
@@ -525,13 +570,61 @@ static int build_header(const char *path, const struct wsn_named_tensor *tensors
 		entry = shape ? json_pack("{s:s, s:o, s:[I, I]}", "dtype", st_dtype_name(t->dtype),
 					  "shape", shape, "data_offsets", (json_int_t)off,
 					  (json_int_t)(off + nbytes)) : NULL;
-		if (!entry)
-			return wsn__error(WSN_ENOMEM, "%s: out of memory", path);
-		if (json_object_set_new(root, name, entry))
-			return wsn__error(WSN_EINVAL, "%s: tensor name '%s' is not valid UTF-8", path, name);
+		if (!entry) {
+			err = wsn__error(WSN_ENOMEM, "%s: out of memory", what);
+			goto out;
+		}
+		if (json_object_set_new(root, name, entry)) {
+			err = wsn__error(WSN_EINVAL, "%s: tensor name '%s' is not valid UTF-8", what, name);
+			goto out;
+		}
+		if (offsets)
+			offsets[i] = off;
 		off += nbytes;
 	}
-	return 0;
+	text = json_dumps(root, JSON_COMPACT);
+	if (!text) {
+		err = wsn__error(WSN_ENOMEM, "%s: out of memory for the header", what);
+		goto out;
+	}
+	text_len = strlen(text);
+	padded = (text_len + 7) & ~(size_t)7;
+	*hdr = malloc(8 + padded);
+	if (!*hdr) {
+		err = wsn__error(WSN_ENOMEM, "%s: out of memory for the header", what);
+		goto out;
+	}
+	for (int i = 0; i < 8; i++)
+		(*hdr)[i] = (unsigned char)((uint64_t)padded >> (8 * i));
+	memcpy(*hdr + 8, text, text_len);
+	memset(*hdr + 8 + text_len, ' ', padded - text_len);
+	*hdr_len = 8 + padded;
+	for (int i = 0; offsets && i < n; i++)
+		offsets[i] += *hdr_len;
+out:
+	free(text);
+	json_decref(root);
+	return err;
+}
+
+/*
+ * Build the safetensors header of n tensors described by dtype and shape, and optional metadata
+ * (key, value, ..., NULL): *header (malloc'd, free() it) holds *header_len bytes, the 8-byte length
+ * and the padded JSON; offsets (n entries, or NULL) receives each tensor's absolute data offset,
+ * data packed in the given order. Returns 0 or WSN_EINVAL, WSN_EDTYPE, WSN_ESHAPE, WSN_ERANGE,
+ * WSN_EOVERFLOW, WSN_ENOMEM naming the tensor.
+ */
+WSN_API int wsn_st_header(const struct wsn_st_tensor_info *tensors, int n,
+			  const char *const *metadata, unsigned char **header, size_t *header_len,
+			  uint64_t *offsets)
+{
+	if (!header || !header_len)
+		return wsn__error(WSN_EINVAL, "safetensors header: no output pointer");
+	*header = NULL;
+	*header_len = 0;
+	if (n < 0 || (n > 0 && !tensors))
+		return wsn__error(WSN_EINVAL, "safetensors header: %d tensors", n);
+	return make_header("safetensors header", tensors, n, metadata, header, header_len, offsets);
 }
 
 /*
@@ -545,42 +638,42 @@ WSN_API int wsn_st_write(const char *path, const struct wsn_named_tensor *tensor
 			 const char *const *metadata)
 {
 	struct wsn__out_file o = { .fd = -1 };
+	struct wsn_st_tensor_info *info = NULL;
 	unsigned char *hdr = NULL;
-	json_t *root = NULL;
-	char *text = NULL;
-	size_t tlen, hlen;
+	size_t hlen;
+	char what[1024];
 	int err;
 
 	if (!path || !path[0])
 		return wsn__error(WSN_EINVAL, "safetensors write: no path");
 	if (n < 0 || (n > 0 && !tensors))
 		return wsn__error(WSN_EINVAL, "%s: %d tensors to write", path, n);
-	root = json_object();
-	if (!root)
+	info = calloc(n > 0 ? (size_t)n : 1, sizeof(*info));
+	if (!info)
 		return wsn__error(WSN_ENOMEM, "%s: out of memory", path);
-	err = build_header(path, tensors, n, metadata, root);
+	for (int i = 0; i < n; i++) {
+		const struct wsn_tensor *t = tensors[i].t;
+
+		if (!tensors[i].name || !tensors[i].name[0]) {
+			err = wsn__error(WSN_EINVAL, "%s: tensor %d has no name", path, i);
+			goto out;
+		}
+		snprintf(what, sizeof(what), "%s: tensor '%s'", path, tensors[i].name);
+		err = wsn__check_host_contiguous(t, what);
+		if (err)
+			goto out;
+		info[i].name = tensors[i].name;
+		info[i].dtype = t->dtype;
+		info[i].ndim = t->ndim;
+		memcpy(info[i].shape, t->shape, sizeof(info[i].shape));
+	}
+	err = make_header(path, info, n, metadata, &hdr, &hlen, NULL);
 	if (err)
 		goto out;
-	text = json_dumps(root, JSON_COMPACT);
-	if (!text) {
-		err = wsn__error(WSN_ENOMEM, "%s: out of memory for the header", path);
-		goto out;
-	}
-	tlen = strlen(text);
-	hlen = (tlen + 7) & ~(size_t)7;
-	hdr = malloc(8 + hlen);
-	if (!hdr) {
-		err = wsn__error(WSN_ENOMEM, "%s: out of memory for the header", path);
-		goto out;
-	}
-	for (int i = 0; i < 8; i++)
-		hdr[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
-	memcpy(hdr + 8, text, tlen);
-	memset(hdr + 8 + tlen, ' ', hlen - tlen);
 	err = wsn__out_open(&o, path);
 	if (err)
 		goto out;
-	err = wsn__out_write(&o, hdr, 8 + hlen);
+	err = wsn__out_write(&o, hdr, hlen);
 	for (int i = 0; i < n && !err; i++)
 		err = wsn__out_write(&o, tensors[i].t->data, (size_t)wsn__tensor_bytes(tensors[i].t));
 	if (!err)
@@ -588,7 +681,6 @@ WSN_API int wsn_st_write(const char *path, const struct wsn_named_tensor *tensor
 out:
 	wsn__out_abort(&o);
 	free(hdr);
-	free(text);
-	json_decref(root);
+	free(info);
 	return err;
 }
