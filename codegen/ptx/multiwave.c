@@ -287,7 +287,6 @@ static void fwd_path(struct rk_gen *g, const struct fwd_args *a)
 static int gen_forward(struct rk_gen *g)
 {
 	struct ptx_kernel *k = g->k;
-	const struct wsn__kernel_plan *kp = g->kp;
 	struct rk_abi abi;
 
 	wsn__rk_abi_params(g, 0, &abi);
@@ -319,14 +318,8 @@ static int gen_forward(struct rk_gen *g)
 	ptx_ins(k, "setp.ne.and.u64 %s, %s, 0, %s", p_rstd, param[WSN_ABI_FWD_rstd], p_t0);
 
 	/* 16-byte path when every row start is 16-byte aligned */
-	const char *ptrs[6] = { param[WSN_ABI_FWD_x], param[WSN_ABI_FWD_y], xld, yld };
-	int np = 4;
-	if (kp->has_weight)
-		ptrs[np++] = param[WSN_ABI_FWD_weight];
-	if (kp->has_bias)
-		ptrs[np++] = param[WSN_ABI_FWD_bias];
 	const struct fwd_args args = { param, row0, rstride, txoff, p_mean, p_rstd };
-	const char *pal = wsn__rk_aligned_pred(g, ptrs, np);
+	const char *pal = wsn__rk_fwd_aligned_pred(g, param, xld, yld);
 	const char *elem = ptx_label_new(k, "elem_path"), *exit = ptx_label_new(k, "exit");
 	ptx_guard(k, pal, 1);
 	ptx_bra(k, elem);
@@ -578,9 +571,7 @@ static int gen_backward(struct rk_gen *g)
 		}
 	}
 
-	const char *ptrs[] = { param[WSN_ABI_BWD_dy], param[WSN_ABI_BWD_x], param[WSN_ABI_BWD_dx], dyld, xld, dxld,
-			       param[WSN_ABI_BWD_weight] };
-	const char *pal = wsn__rk_aligned_pred(g, ptrs, kp->has_weight ? 7 : 6);
+	const char *pal = wsn__rk_bwd_aligned_pred(g, param, dyld, xld, dxld);
 	const char *elem = ptx_label_new(k, "elem_path"), *join = ptx_label_new(k, "rows_done");
 	ptx_guard(k, pal, 1);
 	ptx_bra(k, elem);

@@ -829,7 +829,8 @@ int wsn__rk_acc_home(struct rk_gen *g, struct rk_acc *a, unsigned smem_off)
 	return 1;
 }
 
-const char *wsn__rk_aligned_pred(struct rk_gen *g, const char *const v[], int n)
+/* A predicate "p_aligned": every one of the n (>= 2) .b64 addresses and strides is 16-byte aligned. */
+static const char *aligned_pred(struct rk_gen *g, const char *const v[], int n)
 {
 	struct ptx_kernel *k = g->k;
 	const char *al = ptx_tmp(k, PTX_B64), *pal = ptx_reg(k, PTX_PRED, "p_aligned");
@@ -840,6 +841,27 @@ const char *wsn__rk_aligned_pred(struct rk_gen *g, const char *const v[], int n)
 	ptx_ins(k, "and.b64 %s, %s, 15", al, al);
 	ptx_ins(k, "setp.eq.u64 %s, %s, 0", pal, al);
 	return pal;
+}
+
+const char *wsn__rk_fwd_aligned_pred(struct rk_gen *g, const char *const param[], const char *xld, const char *yld)
+{
+	const char *v[6] = { param[WSN_ABI_FWD_x], param[WSN_ABI_FWD_y], xld, yld };
+	int n = 4;
+
+	if (g->kp->has_weight)
+		v[n++] = param[WSN_ABI_FWD_weight];
+	if (g->kp->has_bias)
+		v[n++] = param[WSN_ABI_FWD_bias];
+	return aligned_pred(g, v, n);
+}
+
+const char *wsn__rk_bwd_aligned_pred(struct rk_gen *g, const char *const param[], const char *dyld, const char *xld,
+				     const char *dxld)
+{
+	const char *v[] = { param[WSN_ABI_BWD_dy], param[WSN_ABI_BWD_x], param[WSN_ABI_BWD_dx], dyld, xld, dxld,
+			    param[WSN_ABI_BWD_weight] };
+
+	return aligned_pred(g, v, g->kp->has_weight ? 7 : 6);
 }
 
 void wsn__rk_acc_zero(struct rk_gen *g, struct rk_acc *a)

@@ -209,8 +209,12 @@ void wsn__rk_acc_zero(struct rk_gen *g, struct rk_acc *a);
  * shared memory at byte offset smem_off of g->smem (WSN_STORE_SMEM). 0 for another store, which is
  * the caller's to place. */
 int wsn__rk_acc_home(struct rk_gen *g, struct rk_acc *a, unsigned smem_off);
-/* A predicate "p_aligned": every one of the n (>= 2) .b64 addresses and strides is 16-byte aligned. */
-const char *wsn__rk_aligned_pred(struct rk_gen *g, const char *const v[], int n);
+/* A predicate "p_aligned": the forward's row tensors (x, y), their byte strides xld and yld and the
+ * plan's weight and bias are all 16-byte aligned. param: the parameters' registers by ABI slot. */
+const char *wsn__rk_fwd_aligned_pred(struct rk_gen *g, const char *const param[], const char *xld, const char *yld);
+/* The same for the backward: dy, x, dx, their byte strides and the plan's weight. */
+const char *wsn__rk_bwd_aligned_pred(struct rk_gen *g, const char *const param[], const char *dyld, const char *xld,
+				     const char *dxld);
 /* After the row loop: fold the row groups' register accumulators through shared memory at sm_xg in a
  * fixed order (group 0 + (group 1 + (... + group bdimy - 1))), then write the CTA's partial rows:
  * dweight at ws[ctaid][.], dbias at ws[nctaid + ctaid][.] (rows of hidden floats; with g->rank: cluster

@@ -955,9 +955,7 @@ static int gen_backward(struct ws *w)
 	for (int a = 0; a < 2; a++) /* registers or shared memory: the ws plans have no other */
 		if (accs[a])
 			wsn__rk_acc_home(g, accs[a], a ? w->layout.db : w->layout.dw);
-	const char *ptrs[] = { ka.param[WSN_ABI_BWD_dy], ka.param[WSN_ABI_BWD_x], ka.param[WSN_ABI_BWD_dx], dyld, xld, dxld,
-			       ka.param[WSN_ABI_BWD_weight] };
-	const char *pal = wsn__rk_aligned_pred(g, ptrs, kp->has_weight ? 7 : 6);
+	const char *pal = wsn__rk_bwd_aligned_pred(g, ka.param, dyld, xld, dxld);
 	const char *elem = ptx_label_new(k, "elem_path"), *join = ptx_label_new(k, "rows_done");
 	ptx_guard(k, pal, 1);
 	ptx_bra(k, elem);
@@ -985,7 +983,6 @@ static int gen_forward(struct ws *w)
 {
 	struct rk_gen *g = &w->g;
 	struct ptx_kernel *k = g->k;
-	const struct wsn__kernel_plan *kp = g->kp;
 	struct rk_abi abi;
 	struct kargs ka;
 	const char *xld, *yld;
@@ -1012,13 +1009,7 @@ static int gen_forward(struct ws *w)
 		ptx_ins(k, "setp.ne.and.u64 %s, %s, 0, %s", ka.p_mean, ka.param[WSN_ABI_FWD_mean], p_t0);
 		ptx_ins(k, "setp.ne.and.u64 %s, %s, 0, %s", ka.p_rstd, ka.param[WSN_ABI_FWD_rstd], p_t0);
 	}
-	const char *ptrs[4 + 2] = { ka.param[WSN_ABI_FWD_x], ka.param[WSN_ABI_FWD_y], xld, yld };
-	int np = 4;
-	if (kp->has_weight)
-		ptrs[np++] = ka.param[WSN_ABI_FWD_weight];
-	if (kp->has_bias)
-		ptrs[np++] = ka.param[WSN_ABI_FWD_bias];
-	const char *pal = wsn__rk_aligned_pred(g, ptrs, np);
+	const char *pal = wsn__rk_fwd_aligned_pred(g, ka.param, xld, yld);
 	const char *elem = ptx_label_new(k, "elem_path"), *join = ptx_label_new(k, "rows_done");
 	ptx_guard(k, pal, 1);
 	ptx_bra(k, elem);
