@@ -23,7 +23,7 @@ files=0
 # would find it (the including file's folder first, then the include paths of Makefile.am)
 resolve() {
 	dir=$(dirname "$1")
-	for base in "$dir" include runtime codegen codegen/ptx; do
+	for base in "$dir" include runtime codegen; do
 		if [ -f "$base/$2" ]; then
 			# normalise a/b/../c
 			p=$(cd "$(dirname "$base/$2")" && pwd)/$(basename "$2")
