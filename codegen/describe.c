@@ -6,11 +6,34 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The kernel's ABI table: the backward's for the backward ops, else the forward's. */
+static const struct wsn__abi *kernel_abi(const struct wsn__kernel_plan *kp)
+{
+	return wsn_op_is_backward(kp->op) ? &wsn__abi_backward : &wsn__abi_forward;
+}
+
+/* "x, weight, ..." from abi, like snprintf into buf (truncated to len). */
+static void abi_names(const struct wsn__abi *abi, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	buf[0] = 0;
+	for (int i = 0; i < abi->count && off < len; i++) {
+		int n = snprintf(buf + off, len - off, "%s%s", i ? ", " : "", abi->params[i].name);
+
+		if (n < 0)
+			break;
+		off += (size_t)n;
+	}
+}
+
 /* A ws plan as text, like snprintf. */
 static int describe_ws(const struct wsn__kernel_plan *kp, char *buf, size_t len)
 {
 	int bwd = wsn_op_is_backward(kp->op);
-	char split[160] = "";
+	char split[160] = "", names[256];
+
+	abi_names(kernel_abi(kp), names, sizeof(names));
 
 	if (kp->cluster > 1)
 		snprintf(split, sizeof(split), "cluster:       %u CTAs per row, %lld columns each; row sums traded through "
@@ -18,6 +41,7 @@ static int describe_ws(const struct wsn__kernel_plan *kp, char *buf, size_t len)
 	return snprintf(buf, len,
 			"approach:      ws%s\n"
 			"kernel:        %s (sm_%da)\n"
+			"parameters:    %s\n"
 			"finish kernel: %s\n"
 			"op/dtype:      %s %s, hidden %lld, rows %lld, weight %s, bias %s\n"
 			"block:         %u threads = producer %u + bdimy %u row groups x bdimx %u; %u vectors (%u elements) "
@@ -30,7 +54,7 @@ static int describe_ws(const struct wsn__kernel_plan *kp, char *buf, size_t len)
 			"grid:          persistent, up to %u CTAs; finish %u x %u threads; workspace %zu B\n"
 			"why:           %s\n",
 			kp->ws_forced ? (kp->ws_good ? " (forced)" : " (forced; the heuristic expects it to be slow)") : "",
-			kp->entry, kp->arch, kp->finish_entry[0] ? kp->finish_entry : "(none)", wsn_op_name(kp->op),
+			kp->entry, kp->arch, names, kp->finish_entry[0] ? kp->finish_entry : "(none)", wsn_op_name(kp->op),
 			wsn_dtype_name(kp->dtype), (long long)kp->hidden, (long long)kp->rows, kp->has_weight ? "yes" : "no",
 			kp->has_bias ? "yes" : "no", kp->block_threads, kp->producer_threads, kp->bdimy, kp->bdimx, kp->nvec,
 			kp->per_thread, kp->vec, split, kp->stages, kp->stages > 1 ? "s" : "", kp->unroll,
@@ -45,14 +69,17 @@ static int describe_ws(const struct wsn__kernel_plan *kp, char *buf, size_t len)
 
 int wsn__describe_kernel_plan(const struct wsn__kernel_plan *kp, char *buf, size_t len)
 {
+	char names[256];
 	int n;
 
 	if (kp->approach == WSN_APPROACH_WS)
 		return describe_ws(kp, buf, len);
+	abi_names(kernel_abi(kp), names, sizeof(names));
 
 	n = snprintf(buf, len,
 		     "approach:      %s\n"
 		     "kernel:        %s (sm_%da)\n"
+		     "parameters:    %s\n"
 		     "finish kernel: %s\n"
 		     "op/dtype:      %s %s, hidden %lld, rows %lld, weight %s, bias %s\n"
 		     "block:         %u threads = bdimx %u x bdimy %u; %u vectors (%u elements) per thread, vec %u\n"
@@ -60,7 +87,7 @@ int wsn__describe_kernel_plan(const struct wsn__kernel_plan *kp, char *buf, size
 		     "budget:        ~%u registers/thread, %u B dynamic shared memory, %u CTAs/SM\n"
 		     "grid:          %s %u CTAs%s; finish %u x %u threads; workspace %zu B\n"
 		     "why:           %s\n",
-		     wsn_approach_name(kp->approach), kp->entry, kp->arch,
+		     wsn_approach_name(kp->approach), kp->entry, kp->arch, names,
 		     kp->finish_entry[0] ? kp->finish_entry : "(none)", wsn_op_name(kp->op),
 		     wsn_dtype_name(kp->dtype), (long long)kp->hidden, (long long)kp->rows,
 		     kp->has_weight ? "yes" : "no", kp->has_bias ? "yes" : "no", kp->block_threads, kp->bdimx,
@@ -80,6 +107,26 @@ static void jset(json_t *o, const char *key, json_t *v, int *bad)
 		*bad = 1;
 }
 
+/* [{"name", "type", "meaning"}, ...] of abi, in launch order. */
+static json_t *jabi(const struct wsn__abi *abi, int *bad)
+{
+	static const char *const types[] = { [WSN_ABI_u64] = "u64", [WSN_ABI_u32] = "u32", [WSN_ABI_f32] = "f32" };
+	json_t *a = json_array();
+
+	for (int i = 0; a && i < abi->count; i++) {
+		json_t *p = json_object();
+
+		if (p) {
+			jset(p, "name", json_string(abi->params[i].name), bad);
+			jset(p, "type", json_string(types[abi->params[i].type]), bad);
+			jset(p, "meaning", json_string(abi->params[i].meaning), bad);
+		}
+		if (!p || json_array_append_new(a, p))
+			*bad = 1;
+	}
+	return a;
+}
+
 static json_t *jstore(int applies, int store)
 {
 	return applies ? json_string(wsn__store_name(store)) : json_null();
@@ -96,6 +143,7 @@ int wsn__kernel_plan_json(const struct wsn__kernel_plan *kp, void *obj)
 	jset(o, "rule", wsn__json_text(kp->rule), &bad);
 	jset(o, "arch", json_string(arch), &bad);
 	jset(o, "kernel", json_string(kp->entry), &bad);
+	jset(o, "parameters", jabi(kernel_abi(kp), &bad), &bad);
 	jset(o, "finish_kernel", kp->finish_entry[0] ? json_string(kp->finish_entry) : json_null(), &bad);
 	jset(o, "block_threads", json_integer(kp->block_threads), &bad);
 	jset(o, "bdimx", json_integer(kp->bdimx), &bad);
@@ -160,6 +208,7 @@ int wsn__kernel_plan_json(const struct wsn__kernel_plan *kp, void *obj)
 		if (f) {
 			jset(f, "grid", json_integer(kp->finish_grid), &bad);
 			jset(f, "threads", json_integer(kp->finish_threads), &bad);
+			jset(f, "parameters", jabi(&wsn__abi_finish, &bad), &bad);
 		}
 		jset(o, "finish", f, &bad);
 	} else {

@@ -36,6 +36,7 @@ Suite *suite_cli_json(void);
 Suite *suite_codegen_emitter(void);
 Suite *suite_codegen_planner(void);
 Suite *suite_codegen_kernels(void);
+Suite *suite_codegen_abi(void);
 Suite *suite_codegen_ptxas(void);
 Suite *suite_ws_planner(void);
 Suite *suite_ws_rules(void);
@@ -89,6 +90,7 @@ int main(void)
 	srunner_add_suite(sr, suite_codegen_emitter());
 	srunner_add_suite(sr, suite_codegen_planner());
 	srunner_add_suite(sr, suite_codegen_kernels());
+	srunner_add_suite(sr, suite_codegen_abi());
 	srunner_add_suite(sr, suite_codegen_ptxas());
 	srunner_add_suite(sr, suite_ws_planner());
 	srunner_add_suite(sr, suite_ws_rules());
