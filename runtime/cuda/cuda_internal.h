@@ -236,7 +236,7 @@ int wsn__tma_check(const struct wsn__tma_desc *d);
  */
 int wsn__tma_encode(CUtensorMap *map, const struct wsn__tma_desc *d);
 
-/* ---- plans (cuda_plan.c) ---- */
+/* ---- plans: the backend ops (cuda_plan.c, cuda_describe.c, cuda_launch.c; cuda_plan.h) ---- */
 
 int wsn__cuda_plan_create(void *ctx, const struct wsn__plan_params *p, void **out);
 void wsn__cuda_plan_destroy(void *ctx, void *plan);
