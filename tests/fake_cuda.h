@@ -95,14 +95,27 @@ const char *fake__error_name(CUresult r);
 /* Count a call of e and return the failure injected into it, if any. Takes the lock; fake__leave() drops it. */
 CUresult fake__enter(enum entry e);
 CUresult fake__leave(CUresult r);
-/* Begin an entry point: count it, then return an injected failure or, before cuInit, NOT_INITIALIZED. */
-#define BEGIN(name)                                                     \
+/* Begin entry point e where it works before cuInit: count it, then return an injected failure. */
+#define BEGIN_ANY(e)                                    \
+	do {                                            \
+		CUresult r_ = fake__enter(e);           \
+		if (r_ != CUDA_SUCCESS)                 \
+			return fake__leave(r_);         \
+	} while (0)
+/* Begin entry point e: count it, then return an injected failure or, before cuInit, NOT_INITIALIZED. */
+#define BEGIN_ENTRY(e)                                                  \
 	do {                                                            \
-		CUresult r_ = fake__enter(E_##name);                    \
-		if (r_ != CUDA_SUCCESS)                                 \
-			return fake__leave(r_);                         \
+		BEGIN_ANY(e);                                           \
 		if (!fake__initialised)                                 \
 			return fake__leave(CUDA_ERROR_NOT_INITIALIZED); \
+	} while (0)
+#define BEGIN(name) BEGIN_ENTRY(E_##name)
+/* BEGIN for an entry point given a device ordinal d: an unknown one is CUDA_ERROR_INVALID_DEVICE. */
+#define BEGIN_DEVICE(name, d)                                                \
+	do {                                                                 \
+		BEGIN(name);                                                 \
+		if ((d) < 0 || (d) >= fake__ndev)                            \
+			return fake__leave(CUDA_ERROR_INVALID_DEVICE);       \
 	} while (0)
 
 /* The live object of kind k behind handle (the device address for K_MEM and K_HOST), or NULL. */
@@ -114,12 +127,19 @@ struct object *fake__add(enum kind k, int dev);
 /* Release o (its memory for K_MEM); its handle is never given out again. */
 void fake__drop(struct object *o);
 /*
+ * The entry point e that releases the module, stream or event (k) behind handle: counted, found or a
+ * caller's bug, and released even when the call fails (by injection or after a fault). Takes the lock.
+ */
+CUresult fake__release(enum entry e, enum kind k, void *handle);
+/*
  * The current context for a call that needs one (what): a primary context the caller retained.
  * Anything else is a caller's bug: no context, the application's, or a released one.
  */
 CUresult fake__need_context(const char *what, struct context **out);
 /* A stream argument (NULL: the context's default stream) of a call made in context c. */
 CUresult fake__check_stream(const char *what, struct context *c, CUstream s);
+/* fake__need_context, then fake__check_stream of s in that context: a call on stream s. */
+CUresult fake__need_stream(const char *what, CUstream s, struct context **out);
 /* The sticky fault of the device an object belongs to. */
 CUresult fake__fault_of(int dev);
 /* Move the modelled clock on by ns. */

@@ -9,10 +9,7 @@
 
 CUresult fake_cuInit(unsigned flags)
 {
-	CUresult r = fake__enter(E_cuInit);
-
-	if (r != CUDA_SUCCESS)
-		return fake__leave(r);
+	BEGIN_ANY(E_cuInit);
 	if (flags)
 		return fake__leave(CUDA_ERROR_INVALID_VALUE);
 	if (!fake__ndev)
@@ -23,10 +20,7 @@ CUresult fake_cuInit(unsigned flags)
 
 CUresult fake_cuDriverGetVersion(int *v)
 {
-	CUresult r = fake__enter(E_cuDriverGetVersion);
-
-	if (r != CUDA_SUCCESS)
-		return fake__leave(r);
+	BEGIN_ANY(E_cuDriverGetVersion);
 	*v = 13000;
 	return fake__leave(CUDA_SUCCESS);
 }
@@ -40,18 +34,14 @@ CUresult fake_cuDeviceGetCount(int *n)
 
 CUresult fake_cuDeviceGet(CUdevice *d, int i)
 {
-	BEGIN(cuDeviceGet);
-	if (i < 0 || i >= fake__ndev)
-		return fake__leave(CUDA_ERROR_INVALID_DEVICE);
+	BEGIN_DEVICE(cuDeviceGet, i);
 	*d = i;
 	return fake__leave(CUDA_SUCCESS);
 }
 
 CUresult fake_cuDeviceGetName(char *buf, int len, CUdevice d)
 {
-	BEGIN(cuDeviceGetName);
-	if (d < 0 || d >= fake__ndev)
-		return fake__leave(CUDA_ERROR_INVALID_DEVICE);
+	BEGIN_DEVICE(cuDeviceGetName, d);
 	if (!buf || len < 1)
 		return fake__leave(CUDA_ERROR_INVALID_VALUE);
 	snprintf(buf, (size_t)len, "NVIDIA H100 80GB HBM3 (fake)");
@@ -60,9 +50,7 @@ CUresult fake_cuDeviceGetName(char *buf, int len, CUdevice d)
 
 CUresult fake_cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
 {
-	BEGIN(cuDeviceGetAttribute);
-	if (d < 0 || d >= fake__ndev)
-		return fake__leave(CUDA_ERROR_INVALID_DEVICE);
+	BEGIN_DEVICE(cuDeviceGetAttribute, d);
 	switch (a) {
 	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; break;
 	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; break;
@@ -83,18 +71,14 @@ CUresult fake_cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
 
 CUresult fake_cuDeviceTotalMem(size_t *bytes, CUdevice d)
 {
-	BEGIN(cuDeviceTotalMem);
-	if (d < 0 || d >= fake__ndev)
-		return fake__leave(CUDA_ERROR_INVALID_DEVICE);
+	BEGIN_DEVICE(cuDeviceTotalMem, d);
 	*bytes = TOTAL_MEM;
 	return fake__leave(CUDA_SUCCESS);
 }
 
 CUresult fake_cuDeviceGetPCIBusId(char *buf, int len, CUdevice d)
 {
-	BEGIN(cuDeviceGetPCIBusId);
-	if (d < 0 || d >= fake__ndev)
-		return fake__leave(CUDA_ERROR_INVALID_DEVICE);
+	BEGIN_DEVICE(cuDeviceGetPCIBusId, d);
 	snprintf(buf, (size_t)len, "00000000:%02X:00.0", 0xf0 + d); /* no such bus here: no sysfs link found */
 	return fake__leave(CUDA_SUCCESS);
 }
@@ -103,9 +87,7 @@ CUresult fake_cuDeviceGetPCIBusId(char *buf, int len, CUdevice d)
 
 CUresult fake_cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
 {
-	BEGIN(cuDevicePrimaryCtxRetain);
-	if (d < 0 || d >= fake__ndev)
-		return fake__leave(CUDA_ERROR_INVALID_DEVICE);
+	BEGIN_DEVICE(cuDevicePrimaryCtxRetain, d);
 	fake__contexts[d].retains++;
 	*c = (CUcontext)&fake__contexts[d];
 	return fake__leave(CUDA_SUCCESS);

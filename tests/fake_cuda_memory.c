@@ -59,8 +59,7 @@ CUresult fake_cuMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, CUstream
 	CUresult r;
 
 	BEGIN(cuMemsetD8Async);
-	if ((r = fake__need_context("cuMemsetD8Async", &c)) != CUDA_SUCCESS ||
-	    (r = fake__check_stream("cuMemsetD8Async", c, s)) != CUDA_SUCCESS)
+	if ((r = fake__need_stream("cuMemsetD8Async", s, &c)) != CUDA_SUCCESS)
 		return fake__leave(r);
 	if (!fake__find_range((uintptr_t)p, n)) {
 		fake__bug("cuMemsetD8Async of %zu bytes at %#llx, outside every allocation", n, (unsigned long long)p);
@@ -114,12 +113,8 @@ static CUresult copy(enum entry e, void *dst, int dst_dev, const void *src, int 
 	struct context *c;
 	CUresult r;
 
-	if ((r = fake__enter(e)) != CUDA_SUCCESS)
-		return fake__leave(r);
-	if (!fake__initialised)
-		return fake__leave(CUDA_ERROR_NOT_INITIALIZED);
-	if ((r = fake__need_context(fake__entry_names[e], &c)) != CUDA_SUCCESS ||
-	    (r = fake__check_stream(fake__entry_names[e], c, s)) != CUDA_SUCCESS)
+	BEGIN_ENTRY(e);
+	if ((r = fake__need_stream(fake__entry_names[e], s, &c)) != CUDA_SUCCESS)
 		return fake__leave(r);
 	if ((dst_dev && !fake__find_range((uintptr_t)dst, n)) || (src_dev && !fake__find_range((uintptr_t)src, n))) {
 		fake__bug("%s of %zu bytes from %p to %p, outside every allocation", fake__entry_names[e], n, src, dst);
@@ -165,26 +160,9 @@ CUresult fake_cuStreamCreate(CUstream *s, unsigned flags)
 	return fake__leave(CUDA_SUCCESS);
 }
 
-/* Release a stream or event (K): found, or a caller's bug; released even when the call fails. */
-static CUresult destroy(enum entry e, enum kind k, void *handle)
-{
-	CUresult r = fake__enter(e);
-	struct object *o;
-
-	if (!(o = fake__find(k, (uintptr_t)handle))) {
-		fake__bug("%s of %p, which is not a live %s", fake__entry_names[e], handle,
-			  k == K_STREAM ? "stream" : "event");
-		return fake__leave(CUDA_ERROR_INVALID_HANDLE);
-	}
-	if (r == CUDA_SUCCESS)
-		r = fake__fault_of(o->dev);
-	fake__drop(o);
-	return fake__leave(r);
-}
-
 CUresult fake_cuStreamDestroy(CUstream s)
 {
-	return destroy(E_cuStreamDestroy, K_STREAM, s);
+	return fake__release(E_cuStreamDestroy, K_STREAM, s);
 }
 
 CUresult fake_cuStreamSynchronize(CUstream s)
@@ -210,8 +188,7 @@ CUresult fake_cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags)
 
 	BEGIN(cuStreamWaitEvent);
 	(void)flags;
-	if ((r = fake__need_context("cuStreamWaitEvent", &c)) != CUDA_SUCCESS ||
-	    (r = fake__check_stream("cuStreamWaitEvent", c, s)) != CUDA_SUCCESS)
+	if ((r = fake__need_stream("cuStreamWaitEvent", s, &c)) != CUDA_SUCCESS)
 		return fake__leave(r);
 	if (!(o = fake__find(K_EVENT, (uintptr_t)e))) {
 		fake__bug("cuStreamWaitEvent on unknown event %p", (void *)e);
@@ -238,7 +215,7 @@ CUresult fake_cuEventCreate(CUevent *e, unsigned flags)
 
 CUresult fake_cuEventDestroy(CUevent e)
 {
-	return destroy(E_cuEventDestroy, K_EVENT, e);
+	return fake__release(E_cuEventDestroy, K_EVENT, e);
 }
 
 CUresult fake_cuEventRecord(CUevent e, CUstream s)
@@ -248,8 +225,7 @@ CUresult fake_cuEventRecord(CUevent e, CUstream s)
 	CUresult r;
 
 	BEGIN(cuEventRecord);
-	if ((r = fake__need_context("cuEventRecord", &c)) != CUDA_SUCCESS ||
-	    (r = fake__check_stream("cuEventRecord", c, s)) != CUDA_SUCCESS)
+	if ((r = fake__need_stream("cuEventRecord", s, &c)) != CUDA_SUCCESS)
 		return fake__leave(r);
 	if (!(o = fake__find(K_EVENT, (uintptr_t)e))) {
 		fake__bug("cuEventRecord of unknown event %p", (void *)e);

@@ -86,17 +86,7 @@ CUresult fake_cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n, CUj
 
 CUresult fake_cuModuleUnload(CUmodule m)
 {
-	CUresult r = fake__enter(E_cuModuleUnload);
-	struct object *o;
-
-	if (!(o = fake__find(K_MODULE, (uintptr_t)m))) {
-		fake__bug("cuModuleUnload of %p, which is not a live module", (void *)m);
-		return fake__leave(CUDA_ERROR_INVALID_HANDLE);
-	}
-	if (r == CUDA_SUCCESS)
-		r = fake__fault_of(o->dev);
-	fake__drop(o);
-	return fake__leave(r);
+	return fake__release(E_cuModuleUnload, K_MODULE, m);
 }
 
 /* The kernel behind handle f and its module, or NULL. */

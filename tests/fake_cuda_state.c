@@ -21,29 +21,34 @@ const char *const fake__entry_names[E_N] = {
 
 static const struct wsn__cu_error_entry errors[] = { WSN_CU_ERRORS(WSN_CU_ERROR_ENTRY) };
 
-CUresult fake_cuGetErrorName(CUresult e, const char **s)
+/* The table's entry for r, or NULL. */
+static const struct wsn__cu_error_entry *error_entry(CUresult r)
 {
 	for (size_t i = 0; i < WSN_ARRAY_SIZE(errors); i++)
-		if (errors[i].code == e) {
-			*s = errors[i].name;
-			return CUDA_SUCCESS;
-		}
-	*s = NULL;
-	return CUDA_ERROR_INVALID_VALUE;
+		if (errors[i].code == r)
+			return &errors[i];
+	return NULL;
+}
+
+CUresult fake_cuGetErrorName(CUresult e, const char **s)
+{
+	const struct wsn__cu_error_entry *entry = error_entry(e);
+
+	*s = entry ? entry->name : NULL;
+	return entry ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult fake_cuGetErrorString(CUresult e, const char **s)
 {
-	for (size_t i = 0; i < WSN_ARRAY_SIZE(errors); i++)
-		if (errors[i].code == e) {
-			*s = errors[i].text;
-			return CUDA_SUCCESS;
-		}
-	*s = NULL;
-	return CUDA_ERROR_INVALID_VALUE;
+	const struct wsn__cu_error_entry *entry = error_entry(e);
+
+	*s = entry ? entry->text : NULL;
+	return entry ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 static const char *const kind_names[K_N] = { "allocations", "pinned ranges", "modules", "streams", "events" };
+/* what fake__release calls one of a kind in its message */
+static const char *const release_nouns[K_N] = { [K_MODULE] = "module", [K_STREAM] = "stream", [K_EVENT] = "event" };
 
 /* ---- state, call counts and injected failures (WSNORM_FAKE_CUDA_*) ---- */
 
@@ -152,10 +157,9 @@ void fake__load_env(void)
 
 const char *fake__error_name(CUresult r)
 {
-	for (size_t i = 0; i < WSN_ARRAY_SIZE(errors); i++)
-		if (errors[i].code == r)
-			return errors[i].name;
-	return "CUDA_ERROR_UNRECOGNIZED";
+	const struct wsn__cu_error_entry *entry = error_entry(r);
+
+	return entry ? entry->name : "CUDA_ERROR_UNRECOGNIZED";
 }
 
 CUresult fake__enter(enum entry e)
@@ -233,6 +237,21 @@ void fake__drop(struct object *o)
 	released = o;
 }
 
+CUresult fake__release(enum entry e, enum kind k, void *handle)
+{
+	CUresult r = fake__enter(e);
+	struct object *o;
+
+	if (!(o = fake__find(k, (uintptr_t)handle))) {
+		fake__bug("%s of %p, which is not a live %s", fake__entry_names[e], handle, release_nouns[k]);
+		return fake__leave(CUDA_ERROR_INVALID_HANDLE);
+	}
+	if (r == CUDA_SUCCESS)
+		r = fake__fault_of(o->dev);
+	fake__drop(o);
+	return fake__leave(r);
+}
+
 CUresult fake__need_context(const char *what, struct context **out)
 {
 	struct context *c = fake__current;
@@ -268,6 +287,13 @@ CUresult fake__check_stream(const char *what, struct context *c, CUstream s)
 		return CUDA_ERROR_INVALID_HANDLE;
 	}
 	return CUDA_SUCCESS;
+}
+
+CUresult fake__need_stream(const char *what, CUstream s, struct context **out)
+{
+	CUresult r = fake__need_context(what, out);
+
+	return r != CUDA_SUCCESS ? r : fake__check_stream(what, *out, s);
 }
 
 CUresult fake__fault_of(int dev)
