@@ -20,18 +20,11 @@
 /* Host allocations at least this large are advised onto transparent huge pages. */
 #define HUGE_PAGE_BYTES ((size_t)2 << 20)
 
-/* One mapping made by host_alloc, kept so host_free knows its length. */
-struct host_map {
-	void *ptr;
-	size_t len;
-	struct host_map *next;
-};
-
 /* The device context. */
 struct cpu_ctx {
 	int threads; /* 0: all hardware threads */
 	pthread_mutex_t lock; /* guards maps */
-	struct host_map *maps;
+	struct wsn__host_map *maps;
 };
 
 struct cpu_stream {
@@ -134,7 +127,7 @@ static void cpu_device_close(void *ctx)
 	struct cpu_ctx *c = ctx;
 
 	while (c->maps) {
-		struct host_map *m = c->maps;
+		struct wsn__host_map *m = c->maps;
 
 		c->maps = m->next;
 		munmap(m->ptr, m->len);
@@ -192,7 +185,7 @@ static int cpu_mem_set(void *ctx, void *ptr, int value, size_t bytes, void *stre
 static int cpu_host_alloc(void *ctx, size_t bytes, void **out)
 {
 	struct cpu_ctx *c = ctx;
-	struct host_map *m;
+	struct wsn__host_map *m;
 	long page = sysconf(_SC_PAGESIZE);
 	size_t len;
 	void *p = NULL;
@@ -222,10 +215,7 @@ static int cpu_host_alloc(void *ctx, size_t bytes, void **out)
 #endif
 	m->ptr = p;
 	m->len = len;
-	pthread_mutex_lock(&c->lock);
-	m->next = c->maps;
-	c->maps = m;
-	pthread_mutex_unlock(&c->lock);
+	wsn__host_map_add(&c->lock, &c->maps, m);
 	*out = p;
 	return 0;
 }
@@ -233,17 +223,8 @@ static int cpu_host_alloc(void *ctx, size_t bytes, void **out)
 static int cpu_host_free(void *ctx, void *ptr)
 {
 	struct cpu_ctx *c = ctx;
-	struct host_map **pp, *m = NULL;
+	struct wsn__host_map *m = wsn__host_map_take(&c->lock, &c->maps, ptr);
 
-	pthread_mutex_lock(&c->lock);
-	for (pp = &c->maps; *pp; pp = &(*pp)->next) {
-		if ((*pp)->ptr == ptr) {
-			m = *pp;
-			*pp = m->next;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&c->lock);
 	if (!m)
 		return wsn__error(WSN_EINVAL, "cpu pinned host free: %p was not allocated by wsn_host_alloc on this device",
 				  ptr);

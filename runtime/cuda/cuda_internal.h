@@ -109,8 +109,7 @@ int wsn__cu_result_as(int err, CUresult r, const char *call, const char *fmt, ..
 
 /* ---- devices ---- */
 
-struct wsn__cu_host_block; /* one pinned host allocation (cuda_backend.c) */
-struct wsn__cu_hold;       /* the stream-hold kernel (cuda_backend.c) */
+struct wsn__cu_hold; /* the stream-hold kernel (cuda_backend.c) */
 
 /* An open device: what device_open returns as the backend's ctx. */
 struct wsn__cu_device {
@@ -122,7 +121,7 @@ struct wsn__cu_device {
 	char name[128];
 	struct wsn__gpu_props props;
 	pthread_mutex_t lock; /* guards host and hold */
-	struct wsn__cu_host_block *host;
+	struct wsn__host_map *host; /* pinned host allocations: pages registered with the driver */
 	struct wsn__cu_hold *hold; /* the stream-hold kernel, loaded at its first use */
 };
 
