@@ -241,19 +241,26 @@ static int cpu_memcpy(void *ctx, void *dst, const void *src, size_t bytes, enum 
 	return 0;
 }
 
-static int cpu_stream_create(void *ctx, void **out)
+/* A zeroed stream or event (what names it in the message). */
+static int handle_new(void **out, size_t size, const char *what)
 {
-	(void)ctx;
-	if (!(*out = calloc(1, sizeof(struct cpu_stream))))
-		return wsn__error(WSN_ENOMEM, "cpu stream: out of memory");
+	if (!(*out = calloc(1, size)))
+		return wsn__error(WSN_ENOMEM, "%s: out of memory", what);
 	return 0;
 }
 
-static int cpu_stream_destroy(void *ctx, void *s)
+/* Streams and events hold nothing but their own memory. */
+static int cpu_handle_destroy(void *ctx, void *handle)
 {
 	(void)ctx;
-	free(s);
+	free(handle);
 	return 0;
+}
+
+static int cpu_stream_create(void *ctx, void **out)
+{
+	(void)ctx;
+	return handle_new(out, sizeof(struct cpu_stream), "cpu stream");
 }
 
 /* Execution is synchronous: by the time anyone waits, the work is done. */
@@ -272,16 +279,7 @@ static int cpu_stream_wait_event(void *ctx, void *s, void *e)
 static int cpu_event_create(void *ctx, void **out)
 {
 	(void)ctx;
-	if (!(*out = calloc(1, sizeof(struct cpu_event))))
-		return wsn__error(WSN_ENOMEM, "cpu event: out of memory");
-	return 0;
-}
-
-static int cpu_event_destroy(void *ctx, void *e)
-{
-	(void)ctx;
-	free(e);
-	return 0;
+	return handle_new(out, sizeof(struct cpu_event), "cpu event");
 }
 
 static int cpu_event_record(void *ctx, void *e, void *s)
@@ -406,11 +404,11 @@ const struct wsn__backend_ops wsn__cpu_ops = {
 	.host_free = cpu_host_free,
 	.memcpy = cpu_memcpy,
 	.stream_create = cpu_stream_create,
-	.stream_destroy = cpu_stream_destroy,
+	.stream_destroy = cpu_handle_destroy,
 	.stream_sync = cpu_stream_sync,
 	.stream_wait_event = cpu_stream_wait_event,
 	.event_create = cpu_event_create,
-	.event_destroy = cpu_event_destroy,
+	.event_destroy = cpu_handle_destroy,
 	.event_record = cpu_event_record,
 	.event_sync = cpu_event_sync,
 	.event_query = cpu_event_query,
