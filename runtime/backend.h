@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* runtime/backend.h: how a backend plugs in (its ops table), one execution's checked tensors, and the public objects. */
+/*
+ * runtime/backend.h: how a backend plugs in (its ops table), one execution's checked tensors, the
+ * helpers backends share, and the public objects.
+ */
 #ifndef WSN_BACKEND_H
 #define WSN_BACKEND_H
 
@@ -75,6 +78,20 @@ struct wsn__backend_ops {
 	/* Tensors in ex were validated against the plan; memory kinds match the backend. */
 	int (*execute)(void *ctx, void *plan, const struct wsn__exec *ex, void *stream);
 };
+
+/* ---- what backends share (backend.c) ---- */
+
+/* One mapping a backend's host_alloc made, kept so that host_free and device_close know its length. */
+struct wsn__host_map {
+	void *ptr;
+	size_t len;
+	struct wsn__host_map *next;
+};
+
+/* Add m to the device's *list of mappings, under the device's lock. */
+void wsn__host_map_add(pthread_mutex_t *lock, struct wsn__host_map **list, struct wsn__host_map *m);
+/* Remove and return the mapping of *list that starts at ptr, under lock; NULL when there is none. */
+struct wsn__host_map *wsn__host_map_take(pthread_mutex_t *lock, struct wsn__host_map **list, const void *ptr);
 
 extern const struct wsn__backend_ops wsn__cpu_ops;
 #ifdef WSN_HAVE_CUDA

@@ -20,18 +20,11 @@
 /* Host allocations at least this large are advised onto transparent huge pages. */
 #define HUGE_PAGE_BYTES ((size_t)2 << 20)
 
-/* One mapping made by host_alloc, kept so host_free knows its length. */
-struct host_map {
-	void *ptr;
-	size_t len;
-	struct host_map *next;
-};
-
 /* The device context. */
 struct cpu_ctx {
 	int threads; /* 0: all hardware threads */
 	pthread_mutex_t lock; /* guards maps */
-	struct host_map *maps;
+	struct wsn__host_map *maps;
 };
 
 struct cpu_stream {
@@ -134,7 +127,7 @@ static void cpu_device_close(void *ctx)
 	struct cpu_ctx *c = ctx;
 
 	while (c->maps) {
-		struct host_map *m = c->maps;
+		struct wsn__host_map *m = c->maps;
 
 		c->maps = m->next;
 		munmap(m->ptr, m->len);
@@ -192,7 +185,7 @@ static int cpu_mem_set(void *ctx, void *ptr, int value, size_t bytes, void *stre
 static int cpu_host_alloc(void *ctx, size_t bytes, void **out)
 {
 	struct cpu_ctx *c = ctx;
-	struct host_map *m;
+	struct wsn__host_map *m;
 	long page = sysconf(_SC_PAGESIZE);
 	size_t len;
 	void *p = NULL;
@@ -222,10 +215,7 @@ static int cpu_host_alloc(void *ctx, size_t bytes, void **out)
 #endif
 	m->ptr = p;
 	m->len = len;
-	pthread_mutex_lock(&c->lock);
-	m->next = c->maps;
-	c->maps = m;
-	pthread_mutex_unlock(&c->lock);
+	wsn__host_map_add(&c->lock, &c->maps, m);
 	*out = p;
 	return 0;
 }
@@ -233,17 +223,8 @@ static int cpu_host_alloc(void *ctx, size_t bytes, void **out)
 static int cpu_host_free(void *ctx, void *ptr)
 {
 	struct cpu_ctx *c = ctx;
-	struct host_map **pp, *m = NULL;
+	struct wsn__host_map *m = wsn__host_map_take(&c->lock, &c->maps, ptr);
 
-	pthread_mutex_lock(&c->lock);
-	for (pp = &c->maps; *pp; pp = &(*pp)->next) {
-		if ((*pp)->ptr == ptr) {
-			m = *pp;
-			*pp = m->next;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&c->lock);
 	if (!m)
 		return wsn__error(WSN_EINVAL, "cpu pinned host free: %p was not allocated by wsn_host_alloc on this device",
 				  ptr);
@@ -260,19 +241,26 @@ static int cpu_memcpy(void *ctx, void *dst, const void *src, size_t bytes, enum 
 	return 0;
 }
 
-static int cpu_stream_create(void *ctx, void **out)
+/* A zeroed stream or event (what names it in the message). */
+static int handle_new(void **out, size_t size, const char *what)
 {
-	(void)ctx;
-	if (!(*out = calloc(1, sizeof(struct cpu_stream))))
-		return wsn__error(WSN_ENOMEM, "cpu stream: out of memory");
+	if (!(*out = calloc(1, size)))
+		return wsn__error(WSN_ENOMEM, "%s: out of memory", what);
 	return 0;
 }
 
-static int cpu_stream_destroy(void *ctx, void *s)
+/* Streams and events hold nothing but their own memory. */
+static int cpu_handle_destroy(void *ctx, void *handle)
 {
 	(void)ctx;
-	free(s);
+	free(handle);
 	return 0;
+}
+
+static int cpu_stream_create(void *ctx, void **out)
+{
+	(void)ctx;
+	return handle_new(out, sizeof(struct cpu_stream), "cpu stream");
 }
 
 /* Execution is synchronous: by the time anyone waits, the work is done. */
@@ -291,16 +279,7 @@ static int cpu_stream_wait_event(void *ctx, void *s, void *e)
 static int cpu_event_create(void *ctx, void **out)
 {
 	(void)ctx;
-	if (!(*out = calloc(1, sizeof(struct cpu_event))))
-		return wsn__error(WSN_ENOMEM, "cpu event: out of memory");
-	return 0;
-}
-
-static int cpu_event_destroy(void *ctx, void *e)
-{
-	(void)ctx;
-	free(e);
-	return 0;
+	return handle_new(out, sizeof(struct cpu_event), "cpu event");
 }
 
 static int cpu_event_record(void *ctx, void *e, void *s)
@@ -425,11 +404,11 @@ const struct wsn__backend_ops wsn__cpu_ops = {
 	.host_free = cpu_host_free,
 	.memcpy = cpu_memcpy,
 	.stream_create = cpu_stream_create,
-	.stream_destroy = cpu_stream_destroy,
+	.stream_destroy = cpu_handle_destroy,
 	.stream_sync = cpu_stream_sync,
 	.stream_wait_event = cpu_stream_wait_event,
 	.event_create = cpu_event_create,
-	.event_destroy = cpu_event_destroy,
+	.event_destroy = cpu_handle_destroy,
 	.event_record = cpu_event_record,
 	.event_sync = cpu_event_sync,
 	.event_query = cpu_event_query,

@@ -14,14 +14,6 @@
 
 #define HUGE_PAGE (2u << 20)
 
-/* One pinned host allocation: anonymous pages registered with the driver. */
-struct wsn__cu_host_block {
-	void *ptr;
-	size_t bytes;  /* mapped length */
-	int hugetlb;   /* mapped with MAP_HUGETLB */
-	struct wsn__cu_host_block *next;
-};
-
 static CUstream stream_of(void *s)
 {
 	return (CUstream)s; /* NULL: the context's default stream (CUstream 0) */
@@ -217,10 +209,10 @@ err:
 	return err;
 }
 
-static void host_block_release(struct wsn__cu_host_block *b)
+static void host_block_release(struct wsn__host_map *b)
 {
 	wsn__cu.cuMemHostUnregister(b->ptr);
-	munmap(b->ptr, b->bytes);
+	munmap(b->ptr, b->len);
 	free(b);
 }
 
@@ -305,7 +297,7 @@ static void cuda_device_close(void *ctx)
 		wsn__cu_enter_quiet(d, &scope);
 		hold_free(d->hold);
 		while (d->host) {
-			struct wsn__cu_host_block *b = d->host;
+			struct wsn__host_map *b = d->host;
 			d->host = b->next;
 			host_block_release(b);
 		}
@@ -358,20 +350,18 @@ static int cuda_mem_set(void *ctx, void *ptr, int value, size_t bytes, void *str
 }
 
 /* Anonymous pages, huge when the size is worth it and the system has them. */
-static void *map_pages(size_t *bytes, int *hugetlb)
+static void *map_pages(size_t *bytes)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	size_t len;
 	void *p;
 
-	*hugetlb = 0;
 	if (*bytes >= HUGE_PAGE) {
 		len = (*bytes + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
 #ifdef MAP_HUGETLB
 		p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
 		if (p != MAP_FAILED) {
 			*bytes = len;
-			*hugetlb = 1;
 			return p;
 		}
 #endif
@@ -395,9 +385,9 @@ static void *map_pages(size_t *bytes, int *hugetlb)
 static int cuda_host_alloc(void *ctx, size_t bytes, void **out)
 {
 	struct wsn__cu_device *d = ctx;
-	struct wsn__cu_host_block *b;
+	struct wsn__host_map *b;
 	size_t len = bytes;
-	int err, huge;
+	int err;
 	void *p;
 	WSN_CU_SCOPE(scope);
 
@@ -405,7 +395,7 @@ static int cuda_host_alloc(void *ctx, size_t bytes, void **out)
 		return err;
 	if (!(b = calloc(1, sizeof(*b))))
 		return wsn__error(WSN_ENOMEM, "pinned host allocation of %zu bytes: out of memory", bytes);
-	if (!(p = map_pages(&len, &huge))) {
+	if (!(p = map_pages(&len))) {
 		free(b);
 		return wsn__error(WSN_ENOMEM, "pinned host allocation: mmap of %zu bytes failed", bytes);
 	}
@@ -417,12 +407,8 @@ static int cuda_host_alloc(void *ctx, size_t bytes, void **out)
 		return err;
 	}
 	b->ptr = p;
-	b->bytes = len;
-	b->hugetlb = huge;
-	pthread_mutex_lock(&d->lock);
-	b->next = d->host;
-	d->host = b;
-	pthread_mutex_unlock(&d->lock);
+	b->len = len;
+	wsn__host_map_add(&d->lock, &d->host, b);
 	*out = p;
 	return 0;
 }
@@ -430,26 +416,17 @@ static int cuda_host_alloc(void *ctx, size_t bytes, void **out)
 static int cuda_host_free(void *ctx, void *ptr)
 {
 	struct wsn__cu_device *d = ctx;
-	struct wsn__cu_host_block **pp, *b = NULL;
+	struct wsn__host_map *b = wsn__host_map_take(&d->lock, &d->host, ptr);
 	int err, uerr;
 	WSN_CU_SCOPE(scope);
 
-	pthread_mutex_lock(&d->lock);
-	for (pp = &d->host; *pp; pp = &(*pp)->next) {
-		if ((*pp)->ptr == ptr) {
-			b = *pp;
-			*pp = b->next;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&d->lock);
 	if (!b)
 		return wsn__error(WSN_EINVAL, "pinned host free: %p was not allocated by wsn_host_alloc on cuda:%d", ptr,
 				  d->index);
 	/* unpin and unmap even when the context is broken, so the pages never outlive the call */
 	err = wsn__cu_enter(d, &scope);
-	uerr = WSN_CU(cuMemHostUnregister, (b->ptr), "unpinning %zu bytes of host memory", b->bytes);
-	munmap(b->ptr, b->bytes);
+	uerr = WSN_CU(cuMemHostUnregister, (b->ptr), "unpinning %zu bytes of host memory", b->len);
+	munmap(b->ptr, b->len);
 	free(b);
 	return err < 0 ? err : uerr;
 }

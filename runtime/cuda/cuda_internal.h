@@ -109,8 +109,7 @@ int wsn__cu_result_as(int err, CUresult r, const char *call, const char *fmt, ..
 
 /* ---- devices ---- */
 
-struct wsn__cu_host_block; /* one pinned host allocation (cuda_backend.c) */
-struct wsn__cu_hold;       /* the stream-hold kernel (cuda_backend.c) */
+struct wsn__cu_hold; /* the stream-hold kernel (cuda_backend.c) */
 
 /* An open device: what device_open returns as the backend's ctx. */
 struct wsn__cu_device {
@@ -122,7 +121,7 @@ struct wsn__cu_device {
 	char name[128];
 	struct wsn__gpu_props props;
 	pthread_mutex_t lock; /* guards host and hold */
-	struct wsn__cu_host_block *host;
+	struct wsn__host_map *host; /* pinned host allocations: pages registered with the driver */
 	struct wsn__cu_hold *hold; /* the stream-hold kernel, loaded at its first use */
 };
 
@@ -236,7 +235,7 @@ int wsn__tma_check(const struct wsn__tma_desc *d);
  */
 int wsn__tma_encode(CUtensorMap *map, const struct wsn__tma_desc *d);
 
-/* ---- plans (cuda_plan.c) ---- */
+/* ---- plans: the backend ops (cuda_plan.c, cuda_describe.c, cuda_launch.c; cuda_plan.h) ---- */
 
 int wsn__cuda_plan_create(void *ctx, const struct wsn__plan_params *p, void **out);
 void wsn__cuda_plan_destroy(void *ctx, void *plan);
