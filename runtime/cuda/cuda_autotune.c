@@ -11,9 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* device bytes of scratch tensors, at most: room for 16384 rows of 32K bf16 (3.2 GB). Timed on fewer
- * rows, the ring's fill and drain weigh more: LayerNorm and RMSNorm bwd 32K picked shapes 1.3 % slower
- * on 16384 rows when timed on 5459 (NOTES v26). */
+/* device bytes of scratch tensors, at most: room for 16384 rows of 32K bf16. Timed on fewer rows, the
+ * ring's fill and drain weigh more and the shape picked can be slower on the full rows (NOTES v26). */
 #define TUNE_MAX_SCRATCH ((size_t)8 << 30)
 #define TUNE_FILL_BYTES ((size_t)4 << 20)   /* a random host pattern, copied over each input */
 #define TUNE_MAX_SETS 4096                  /* input sets the launches take in turn, at most */
@@ -193,7 +192,7 @@ static int scratch_fill(struct wsn__cu_device *d, struct tune_scratch *sc, int i
  * Scratch tensors for timing p, as `wsnorm bench` times: rows = the plan's rows capped by
  * WSN__TUNE_MAX_ROWS and TUNE_MAX_SCRATCH, in sets (x, dy, mean, rstd and the output) that the
  * launches take in turn, enough of them that a pass over all does not fit in L2 twice over (a set
- * of 2048 rows of 2K bf16 would stay in L2 and time the cache, not the memory: NOTES v27); inputs
+ * that fits in L2 would time the cache, not the memory: see NOTES v27); inputs
  * filled with random values (x around 0.5, positive rstd); weight, bias and their sums shared.
  */
 static int scratch_make(struct wsn__cu_device *d, const struct wsn__plan_params *p, struct tune_scratch *sc)
