@@ -14,6 +14,29 @@
 #include <time.h>
 #include <unistd.h>
 
+void tu_suite_add(Suite *suite, const struct tu_tcase *rows)
+{
+	for (const struct tu_tcase *row = rows; row->name; row++) {
+		TCase *tc = tcase_create(row->name);
+
+		if (row->setup || row->teardown)
+			tcase_add_checked_fixture(tc, row->setup, row->teardown);
+		if (row->timeout_s > 0)
+			tcase_set_timeout(tc, row->timeout_s);
+		for (const struct tu_test *t = row->tests; t->test; t++)
+			tcase_add_loop_test(tc, t->test, 0, t->loops);
+		suite_add_tcase(suite, tc);
+	}
+}
+
+Suite *tu_suite_build(const char *name, const struct tu_tcase *rows)
+{
+	Suite *suite = suite_create(name);
+
+	tu_suite_add(suite, rows);
+	return suite;
+}
+
 uint64_t tu_seed(void)
 {
 	static uint64_t seed;

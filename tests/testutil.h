@@ -12,6 +12,40 @@
 
 #include "wsnorm.h"
 
+/*
+ * A feature file's suite as a table of tcases, built by one call:
+ *
+ *	Suite *suite_io_raw(void)
+ *	{
+ *		return TU_SUITE("io", { "raw", 120, io_setup_tmp, io_teardown_tmp,
+ *					TU_TESTS({ test_raw_round_trip, 1 }, { test_raw_sizes, 4 }) },
+ *				{ "raw-bad-input", 0, NULL, NULL, TU_TESTS({ test_raw_bad, 1 }) });
+ *	}
+ *
+ * A row is the tcase's name, its timeout in seconds (0 keeps Check's default), a checked fixture's
+ * setup and teardown (NULL for none) and its tests in order. A test { test, n } runs for
+ * _i = 0 .. n - 1 (tcase_add_loop_test); n is 1 for a plain test. The table is built where the
+ * suite is, as START_TEST's test pointers are variables, not constants. TU_SUITE_ADD adds rows to a
+ * suite that exists, for tcases that run only under a condition.
+ */
+struct tu_test {
+	const TTest *test;
+	int loops;
+};
+struct tu_tcase {
+	const char *name;
+	int timeout_s;
+	SFun setup, teardown;
+	const struct tu_test *tests;
+};
+#define TU_TESTS(...) ((const struct tu_test[]){ __VA_ARGS__, { NULL, 0 } })
+#define TU_TCASES(...) ((const struct tu_tcase[]){ __VA_ARGS__, { NULL, 0, NULL, NULL, NULL } })
+#define TU_SUITE(name, ...) tu_suite_build((name), TU_TCASES(__VA_ARGS__))
+#define TU_SUITE_ADD(suite, ...) tu_suite_add((suite), TU_TCASES(__VA_ARGS__))
+/* The suite of that name with a tcase for each row, up to the row whose name is NULL. */
+Suite *tu_suite_build(const char *name, const struct tu_tcase *rows);
+void tu_suite_add(Suite *suite, const struct tu_tcase *rows);
+
 /* The run's base seed: $WSNORM_SEED or the time; printed once by the runner. */
 uint64_t tu_seed(void);
 /* A seed for one case, derived from the base seed and a tag, printed with the tag. */
