@@ -200,18 +200,6 @@ END_TEST
 
 Suite *suite_async_kernels(void)
 {
-	Suite *s = suite_create("async");
-	TCase *tc;
-
-	tc = tcase_create("bulk");
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_mixed_kinds);
-	tcase_add_test(tc, test_ws_shaped_kernel);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("contract");
-	tcase_add_test(tc, test_no_async_ops_unchanged);
-	tcase_add_test(tc, test_errors);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("async", { "bulk", 120, NULL, NULL, TU_TESTS({ test_mixed_kinds, 1 }, { test_ws_shaped_kernel, 1 }) },
+			{ "contract", 0, NULL, NULL, TU_TESTS({ test_no_async_ops_unchanged, 1 }, { test_errors, 1 }) });
 }

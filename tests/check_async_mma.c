@@ -284,21 +284,8 @@ END_TEST
 
 Suite *suite_async_mma(void)
 {
-	Suite *s = suite_create("async");
-	TCase *tc;
-
-	tc = tcase_create("wgmma");
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_mma_use_mma_use);
-	tcase_add_test(tc, test_mma_mma_use_use);
-	tcase_add_test(tc, test_mma_bias_relu);
-	tcase_add_test(tc, test_mma_accumulate_chain);
-	tcase_add_test(tc, test_mma_policies);
-	tcase_add_test(tc, test_mma_exit_and_explicit_wait);
-	tcase_add_test(tc, test_mma_a_fragments);
-	tcase_add_test(tc, test_mma_loop_accumulate);
-	tcase_add_test(tc, test_mma_loop_carried);
-	tcase_add_test(tc, test_mma_statements_on_one_line);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("async", { "wgmma", 120, NULL, NULL, TU_TESTS({ test_mma_use_mma_use, 1 }, { test_mma_mma_use_use, 1 },
+				{ test_mma_bias_relu, 1 }, { test_mma_accumulate_chain, 1 }, { test_mma_policies, 1 },
+				{ test_mma_exit_and_explicit_wait, 1 }, { test_mma_a_fragments, 1 }, { test_mma_loop_accumulate, 1 },
+				{ test_mma_loop_carried, 1 }, { test_mma_statements_on_one_line, 1 }) });
 }

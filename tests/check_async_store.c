@@ -328,22 +328,15 @@ END_TEST
 
 Suite *suite_async_store(void)
 {
-	Suite *s = suite_create("async");
-	TCase *tc;
-
-	tc = tcase_create("bulk");
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_store_then_overwrite);
-	tcase_add_test(tc, test_two_stores_overwrite_first);
-	tcase_add_test(tc, test_store_regions);
-	tcase_add_test(tc, test_store_unknown_source);
-	tcase_add_test(tc, test_store_commit_and_explicit_wait);
-	tcase_add_test(tc, test_store_before_exit);
-	tcase_add_test(tc, test_store_keep_newer);
-	tcase_add_test(tc, test_store_loop);
-	tcase_add_test(tc, test_store_loop_double_buffer);
-	tcase_add_test(tc, test_store_reuse_point);
-	tcase_add_test(tc, test_tensor_store);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("async", { "bulk", 120, NULL, NULL, TU_TESTS({ test_store_then_overwrite, 1 },
+				{ test_two_stores_overwrite_first, 1 },
+				{ test_store_regions, 1 },
+				{ test_store_unknown_source, 1 },
+				{ test_store_commit_and_explicit_wait, 1 },
+				{ test_store_before_exit, 1 },
+				{ test_store_keep_newer, 1 },
+				{ test_store_loop, 1 },
+				{ test_store_loop_double_buffer, 1 },
+				{ test_store_reuse_point, 1 },
+				{ test_tensor_store, 1 }) });
 }

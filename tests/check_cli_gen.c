@@ -161,13 +161,5 @@ END_TEST
 
 Suite *suite_cli_gen(void)
 {
-	Suite *s = suite_create("cli");
-	TCase *tc;
-
-	tc = tcase_create("cli");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_gen_shards_cleanup);
-	tcase_add_test(tc, test_gen_shards_replace);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("cli", { "cli", 300, NULL, NULL, TU_TESTS({ test_gen_shards_cleanup, 1 }, { test_gen_shards_replace, 1 }) });
 }

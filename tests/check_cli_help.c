@@ -195,18 +195,6 @@ END_TEST
 
 Suite *suite_cli_help(void)
 {
-	Suite *s = suite_create("cli");
-	TCase *tc;
-
-	tc = tcase_create("cli");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_help_golden);
-	tcase_add_test(tc, test_subcommand_help);
-	tcase_add_test(tc, test_version);
-	tcase_add_test(tc, test_usage_errors);
-	tcase_add_test(tc, test_devices_json);
-	tcase_add_test(tc, test_emit_help);
-	tcase_add_test(tc, test_top_level_edges);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("cli", { "cli", 300, NULL, NULL, TU_TESTS({ test_help_golden, 1 }, { test_subcommand_help, 1 }, { test_version, 1 },
+				{ test_usage_errors, 1 }, { test_devices_json, 1 }, { test_emit_help, 1 }, { test_top_level_edges, 1 }) });
 }

@@ -223,14 +223,6 @@ END_TEST
 
 Suite *suite_cli_inputs_bad(void)
 {
-	Suite *s = suite_create("cli");
-	TCase *tc;
-
-	tc = tcase_create("cli");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_bad_inputs);
-	tcase_add_test(tc, test_shard_headers_released);
-	tcase_add_test(tc, test_hostile_headers);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("cli", { "cli", 300, NULL, NULL, TU_TESTS({ test_bad_inputs, 1 },
+				{ test_shard_headers_released, 1 }, { test_hostile_headers, 1 }) });
 }

@@ -200,16 +200,9 @@ END_TEST
 
 Suite *suite_cli_output(void)
 {
-	Suite *s = suite_create("cli");
-	TCase *tc;
-
-	tc = tcase_create("cli");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_output_long_name);
-	tcase_add_test(tc, test_output_dir_one_shard);
-	tcase_add_test(tc, test_output_paths);
-	tcase_add_test(tc, test_output_many_shards);
-	tcase_add_test(tc, test_output_keeps_shape);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("cli", { "cli", 300, NULL, NULL, TU_TESTS({ test_output_long_name, 1 },
+				{ test_output_dir_one_shard, 1 },
+				{ test_output_paths, 1 },
+				{ test_output_many_shards, 1 },
+				{ test_output_keeps_shape, 1 }) });
 }

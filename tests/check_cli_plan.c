@@ -424,15 +424,6 @@ END_TEST
 
 Suite *suite_cli_plan(void)
 {
-	Suite *s = suite_create("cli");
-	TCase *tc;
-
-	tc = tcase_create("cli");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_plan_emit_cpu);
-	tcase_add_test(tc, test_plan_cluster);
-	tcase_add_test(tc, test_plan_json);
-	tcase_add_test(tc, test_autotune_cpu);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("cli", { "cli", 300, NULL, NULL, TU_TESTS({ test_plan_emit_cpu, 1 }, { test_plan_cluster, 1 },
+				{ test_plan_json, 1 }, { test_autotune_cpu, 1 }) });
 }

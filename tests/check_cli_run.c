@@ -275,17 +275,6 @@ END_TEST
 
 Suite *suite_cli_run(void)
 {
-	Suite *s = suite_create("cli");
-	TCase *tc;
-
-	tc = tcase_create("cli");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_gen_run_json);
-	tcase_add_test(tc, test_shards);
-	tcase_add_test(tc, test_raw_input);
-	tcase_add_test(tc, test_run_skips_hidden_files);
-	tcase_add_test(tc, test_mixed_metadata_warns);
-	tcase_add_test(tc, test_stale_shard_set);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("cli", { "cli", 300, NULL, NULL, TU_TESTS({ test_gen_run_json, 1 }, { test_shards, 1 }, { test_raw_input, 1 },
+				{ test_run_skips_hidden_files, 1 }, { test_mixed_metadata_warns, 1 }, { test_stale_shard_set, 1 }) });
 }

@@ -233,16 +233,6 @@ END_TEST
 
 Suite *suite_cli_values(void)
 {
-	Suite *s = suite_create("cli");
-	TCase *tc;
-
-	tc = tcase_create("cli");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_seed_syntax);
-	tcase_add_test(tc, test_size_suffixes);
-	tcase_add_test(tc, test_raw_shape_overflow);
-	tcase_add_test(tc, test_strict_values);
-	tcase_add_test(tc, test_decimal_values);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("cli", { "cli", 300, NULL, NULL, TU_TESTS({ test_seed_syntax, 1 }, { test_size_suffixes, 1 },
+				{ test_raw_shape_overflow, 1 }, { test_strict_values, 1 }, { test_decimal_values, 1 }) });
 }

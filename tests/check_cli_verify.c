@@ -75,13 +75,5 @@ END_TEST
 
 Suite *suite_cli_verify(void)
 {
-	Suite *s = suite_create("cli");
-	TCase *tc;
-
-	tc = tcase_create("cli");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_mismatch_exit);
-	tcase_add_test(tc, test_mismatch_nonfinite_input);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("cli", { "cli", 300, NULL, NULL, TU_TESTS({ test_mismatch_exit, 1 }, { test_mismatch_nonfinite_input, 1 }) });
 }

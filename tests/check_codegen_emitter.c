@@ -178,12 +178,6 @@ END_TEST
 
 Suite *suite_codegen_emitter(void)
 {
-	Suite *s = suite_create("codegen");
-	TCase *tc;
-
-	tc = tcase_create("emitter");
-	tcase_add_test(tc, test_emitter_registers_and_labels);
-	tcase_add_test(tc, test_emitter_async_ptxas);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("codegen", { "emitter", 0, NULL, NULL, TU_TESTS({ test_emitter_registers_and_labels, 1 },
+				{ test_emitter_async_ptxas, 1 }) });
 }

@@ -179,13 +179,6 @@ END_TEST
 
 Suite *suite_codegen_kernels(void)
 {
-	Suite *s = suite_create("codegen");
-	TCase *tc;
-
-	tc = tcase_create("planner");
-	tcase_add_test(tc, test_emit_public);
-	tcase_add_test(tc, test_kernel_text);
-	tcase_add_test(tc, test_prefetch_before_wait);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("codegen", { "planner", 0, NULL, NULL, TU_TESTS({ test_emit_public, 1 }, { test_kernel_text, 1 },
+				{ test_prefetch_before_wait, 1 }) });
 }

@@ -535,16 +535,7 @@ END_TEST
 
 Suite *suite_cpu_ops(void)
 {
-	Suite *s = suite_create("cpu");
-	TCase *tc;
-
-	tc = tcase_create("cpu");
-	tcase_set_timeout(tc, 120);
-	tcase_add_loop_test(tc, test_ops_against_reference, 0, WSN_OP_COUNT * WSN_DTYPE_COUNT);
-	tcase_add_test(tc, test_leading_dims);
-	tcase_add_test(tc, test_many_rows_reduction);
-	tcase_add_test(tc, test_variance_with_large_mean);
-	tcase_add_loop_test(tc, test_half_is_f32_rounded, 0, WSN_OP_COUNT);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("cpu", { "cpu", 120, NULL, NULL, TU_TESTS({ test_ops_against_reference, WSN_OP_COUNT * WSN_DTYPE_COUNT },
+				{ test_leading_dims, 1 }, { test_many_rows_reduction, 1 }, { test_variance_with_large_mean, 1 },
+				{ test_half_is_f32_rounded, WSN_OP_COUNT }) });
 }

@@ -566,18 +566,7 @@ END_TEST
 
 Suite *suite_run_datasets(void)
 {
-	Suite *s = suite_create("pipeline");
-	TCase *tc;
-
-	tc = tcase_create("pipeline");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_datasets);
-	tcase_add_test(tc, test_corrupt_shard);
-	tcase_add_test(tc, test_other_dtypes);
-	tcase_add_test(tc, test_input_replaced);
-	tcase_add_test(tc, test_lists_raw_modes);
-	tcase_add_test(tc, test_raw_block_device);
-	tcase_add_test(tc, test_shard_set);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("pipeline", { "pipeline", 300, NULL, NULL, TU_TESTS({ test_datasets, 1 }, { test_corrupt_shard, 1 },
+				{ test_other_dtypes, 1 }, { test_input_replaced, 1 }, { test_lists_raw_modes, 1 },
+				{ test_raw_block_device, 1 }, { test_shard_set, 1 }) });
 }

@@ -262,23 +262,12 @@ END_TEST
 
 Suite *suite_run_gpu(void)
 {
-	Suite *s = suite_create("pipeline");
-	TCase *tc;
+	Suite *s = TU_SUITE("pipeline", { "pipeline", 300, NULL, NULL, TU_TESTS({ test_gpu_path_on_cpu, 1 }) });
 
-	tc = tcase_create("pipeline");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_gpu_path_on_cpu);
-	suite_add_tcase(s, tc);
-
-	if (cuda_devices() > 0) {
-		tc = tcase_create("pipeline_gpu");
-		tcase_set_timeout(tc, 600);
-		tcase_add_test(tc, test_gpu_ops);
-		tcase_add_test(tc, test_gpu_all);
-		tcase_add_test(tc, test_gpu_checks);
-		suite_add_tcase(s, tc);
-	} else {
+	if (cuda_devices() > 0)
+		TU_SUITE_ADD(s, { "pipeline_gpu", 600, NULL, NULL,
+				  TU_TESTS({ test_gpu_ops, 1 }, { test_gpu_all, 1 }, { test_gpu_checks, 1 }) });
+	else
 		printf("pipeline: no CUDA device: the GPU pipeline cases (pipeline_gpu) do not run\n");
-	}
 	return s;
 }

@@ -238,16 +238,6 @@ END_TEST
 
 Suite *suite_run_options(void)
 {
-	Suite *s = suite_create("pipeline");
-	TCase *tc;
-
-	tc = tcase_create("pipeline");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_iterations_kernel_loops);
-	tcase_add_test(tc, test_duration);
-	tcase_add_test(tc, test_devices);
-	tcase_add_test(tc, test_usage_golden);
-	tcase_add_test(tc, test_bench_h2d);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("pipeline", { "pipeline", 300, NULL, NULL, TU_TESTS({ test_iterations_kernel_loops, 1 }, { test_duration, 1 },
+				{ test_devices, 1 }, { test_usage_golden, 1 }, { test_bench_h2d, 1 }) });
 }

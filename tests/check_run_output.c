@@ -263,15 +263,6 @@ END_TEST
 
 Suite *suite_run_output(void)
 {
-	Suite *s = suite_create("pipeline");
-	TCase *tc;
-
-	tc = tcase_create("pipeline");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_output_content);
-	tcase_add_test(tc, test_output_rollback);
-	tcase_add_test(tc, test_output_rollback_renamed_aside);
-	tcase_add_test(tc, test_output_onto_input);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("pipeline", { "pipeline", 300, NULL, NULL, TU_TESTS({ test_output_content, 1 }, { test_output_rollback, 1 },
+				{ test_output_rollback_renamed_aside, 1 }, { test_output_onto_input, 1 }) });
 }

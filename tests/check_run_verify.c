@@ -128,14 +128,6 @@ END_TEST
 
 Suite *suite_run_verify(void)
 {
-	Suite *s = suite_create("pipeline");
-	TCase *tc;
-
-	tc = tcase_create("pipeline");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_injected_mismatch);
-	tcase_add_test(tc, test_thresholds);
-	tcase_add_test(tc, test_fault_without_batch);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("pipeline", { "pipeline", 300, NULL, NULL, TU_TESTS({ test_injected_mismatch, 1 },
+				{ test_thresholds, 1 }, { test_fault_without_batch, 1 }) });
 }

@@ -194,16 +194,6 @@ END_TEST
 
 Suite *suite_ws_ptxas(void)
 {
-	Suite *s = suite_create("ws");
-	TCase *tc;
-
-	tc = tcase_create("planner");
-	tcase_add_test(tc, test_ws_fold);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("ptxas");
-	tcase_set_timeout(tc, 900);
-	tcase_add_test(tc, test_ws_ptxas);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("ws", { "planner", 0, NULL, NULL, TU_TESTS({ test_ws_fold, 1 }) },
+			{ "ptxas", 900, NULL, NULL, TU_TESTS({ test_ws_ptxas, 1 }) });
 }
