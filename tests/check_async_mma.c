@@ -184,7 +184,7 @@ START_TEST(test_mma_a_fragments)
 {
 	struct tk t;
 	const char *x;
-	char *text, *s;
+	char *text;
 
 	async_tk_begin(&t, "mma_afrag", 90, 1);
 	x = ptx_reg(t.k, PTX_B32, "x");
@@ -196,9 +196,7 @@ START_TEST(test_mma_a_fragments)
 	async_tk_use(&t, 1);                                 /* flushed already */
 	text = async_tk_end(&t);
 	ck_assert_uint_eq(async_count(text, MMA_WAIT), 1);
-	s = async_between(text, "add.u32 %x, %v0, 1;", "add.u32 %v1, %x, 1;");
-	ck_assert_uint_eq(async_count(s, MMA_WAIT), 1);
-	free(s);
+	async_expect_between(text, "add.u32 %x, %v0, 1;", "add.u32 %v1, %x, 1;", MMA_WAIT, 1);
 	async_ptxas_check(text, t.name, 90);
 	free(text);
 }
@@ -266,7 +264,7 @@ START_TEST(test_mma_statements_on_one_line)
 {
 	struct tk t;
 	const char *x;
-	char *text, *s;
+	char *text;
 
 	async_tk_begin(&t, "mma_one_line", 90, 1);
 	x = ptx_reg(t.k, PTX_F32, "x");
@@ -274,9 +272,7 @@ START_TEST(test_mma_statements_on_one_line)
 	ptx_ins(t.k, "mov.f32 %s, 0f3F800000; add.rn.f32 %s, %s, %s", x, t.sum, x, t.d[0][2]);
 	text = async_tk_end(&t);
 	ck_assert_uint_eq(async_count(text, MMA_WAIT), 1);
-	s = async_between(text, "mov.f32 %x, 0f3F800000;", "add.rn.f32 %sum, %x, %d1_2;");
-	ck_assert_uint_eq(async_count(s, MMA_WAIT), 1);
-	free(s);
+	async_expect_between(text, "mov.f32 %x, 0f3F800000;", "add.rn.f32 %sum, %x, %d1_2;", MMA_WAIT, 1);
 	async_ptxas_check(text, t.name, 90);
 	free(text);
 }
