@@ -70,6 +70,12 @@ void tu_run(char *const argv[], int timeout_s, struct tu_proc *p);
  * environment, each replacing a variable of that name. */
 void tu_run_env(char *const argv[], char *const env[], int timeout_s, struct tu_proc *p);
 void tu_proc_free(struct tu_proc *p);
+/* Run the wsnorm binary under test with the given arguments (strings) into *p, 120 s at most. */
+#define RUN(p, ...)                                                          \
+	do {                                                                 \
+		char *argv_[] = { (char *)tu_wsnorm_bin(), __VA_ARGS__, NULL }; \
+		tu_run(argv_, 120, (p));                                     \
+	} while (0)
 /* A file's bytes, NUL-terminated and malloc'd; their count in *len unless len is NULL. */
 char *tu_slurp(const char *path, size_t *len);
 /* The contents of tests/golden/<name> in the source tree ($WSNORM_SRCDIR), malloc'd. */
