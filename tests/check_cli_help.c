@@ -147,10 +147,7 @@ START_TEST(test_devices_json)
 	ck_assert_int_eq(json_array_size(json_object_get(json_array_get(b, 0), "devices")), 1);
 	json_decref(j);
 	tu_proc_free(&p);
-	RUN(&p, "devices");
-	ck_assert_int_eq(p.status, 0);
-	ck_assert_ptr_nonnull(strstr(p.out, "cpu: available"));
-	tu_proc_free(&p);
+	EXPECT_RUN(0, "cpu: available", NULL, "devices");
 }
 END_TEST
 

@@ -241,6 +241,26 @@ void tu_run_env(char *const argv[], char *const env[], int timeout_s, struct tu_
 	p->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+void tu_expect_wsnorm(const char *const *args, int status, const char *out_has, const char *err_has)
+{
+	char *argv[32] = { (char *)tu_wsnorm_bin() };
+	struct tu_proc p;
+	int n = 0;
+
+	for (; args[n]; n++) {
+		ck_assert_int_lt(n, 30);
+		argv[n + 1] = (char *)args[n];
+	}
+	argv[n + 1] = NULL;
+	tu_run(argv, 120, &p);
+	ck_assert_msg(p.status == status, "wsnorm %s: exit %d, want %d: %s", args[0], p.status, status, p.err);
+	if (out_has)
+		ck_assert_msg(strstr(p.out, out_has) != NULL, "wsnorm %s: stdout lacks '%s': %s", args[0], out_has, p.out);
+	if (err_has)
+		ck_assert_msg(strstr(p.err, err_has) != NULL, "wsnorm %s: stderr lacks '%s': %s", args[0], err_has, p.err);
+	tu_proc_free(&p);
+}
+
 void tu_proc_free(struct tu_proc *p)
 {
 	free(p->out);

@@ -76,6 +76,11 @@ void tu_proc_free(struct tu_proc *p);
 		char *argv_[] = { (char *)tu_wsnorm_bin(), __VA_ARGS__, NULL }; \
 		tu_run(argv_, 120, (p));                                     \
 	} while (0)
+/* Run wsnorm with the given arguments (strings, at most 30) and ck_assert its exit status and, where
+ * not NULL, that its stdout holds out_has and its stderr err_has. */
+void tu_expect_wsnorm(const char *const *args, int status, const char *out_has, const char *err_has);
+#define EXPECT_RUN(status, out_has, err_has, ...) \
+	tu_expect_wsnorm((const char *const[]){ __VA_ARGS__, NULL }, (status), (out_has), (err_has))
 /* A file's bytes, NUL-terminated and malloc'd; their count in *len unless len is NULL. */
 char *tu_slurp(const char *path, size_t *len);
 /* The contents of tests/golden/<name> in the source tree ($WSNORM_SRCDIR), malloc'd. */
