@@ -290,15 +290,13 @@ START_TEST(test_plan_cluster)
 	tu_proc_free(&p);
 	RUN(&p, "plan", "--op", "rmsnorm-bwd", "--dtype", "f32", "--hidden", "32768");
 	ck_assert_msg(p.status == 0, "%s", p.err);
-	ck_assert_ptr_nonnull(strstr(p.out, "approach:      ws"));
-	ck_assert_ptr_nonnull(strstr(p.out, "cluster:       4 CTAs per row, 8192 columns each"));
-	ck_assert_ptr_nonnull(strstr(p.out, "no fit with 2 CTAs per row"));
+	EXPECT_HAS(p.out, "approach:      ws", "cluster:       4 CTAs per row, 8192 columns each",
+		   "no fit with 2 CTAs per row");
 	tu_proc_free(&p);
 	RUN(&p, "emit", "--op", "rmsnorm-bwd", "--hidden", "4096", "--cluster", "4");
 	ck_assert_msg(p.status == 0, "%s", p.err);
-	ck_assert_ptr_nonnull(strstr(p.out, "st.async.shared::cluster.mbarrier::complete_tx::bytes"));
-	ck_assert_ptr_nonnull(strstr(p.out, "barrier.cluster.arrive.release.aligned"));
-	ck_assert_ptr_nonnull(strstr(p.out, "griddepcontrol.wait"));
+	EXPECT_HAS(p.out, "st.async.shared::cluster.mbarrier::complete_tx::bytes",
+		   "barrier.cluster.arrive.release.aligned", "griddepcontrol.wait");
 	tu_proc_free(&p);
 	RUN(&p, "plan", "--op", "layernorm-fwd", "--hidden", "4096", "--cluster", "2");
 	ck_assert_int_eq(p.status, 3);

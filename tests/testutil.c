@@ -157,6 +157,18 @@ void tu_assert_usage_golden(const char *const *args, const char *golden)
 	tu_proc_free(&p);
 }
 
+void tu_expect_has(const char *text, const char *const *needles)
+{
+	for (; *needles; needles++)
+		ck_assert_msg(strstr(text, *needles) != NULL, "'%s' is not in:\n%s", *needles, text);
+}
+
+void tu_expect_lacks(const char *text, const char *const *needles)
+{
+	for (; *needles; needles++)
+		ck_assert_msg(strstr(text, *needles) == NULL, "'%s' should not be in:\n%s", *needles, text);
+}
+
 void tu_assert_why_clauses(const char *who, const char *why)
 {
 	ck_assert_msg(!strstr(why, "; ;") && !strstr(why, ";;"), "%s: empty clause in '%s'", who, why);

@@ -90,6 +90,12 @@ void tu_assert_golden(const char *got, const char *name);
 /* Run wsnorm with args (NULL-terminated, at most 14) and ck_assert a usage error: exit status 2, nothing
  * on stdout, the message on stderr equal to tests/golden/<golden>. */
 void tu_assert_usage_golden(const char *const *args, const char *golden);
+/* ck_assert that text holds each of the strings (EXPECT_HAS) or none of them (EXPECT_LACKS), naming
+ * the first that is not so. */
+void tu_expect_has(const char *text, const char *const *needles);
+void tu_expect_lacks(const char *text, const char *const *needles);
+#define EXPECT_HAS(text, ...) tu_expect_has((text), (const char *const[]){ __VA_ARGS__, NULL })
+#define EXPECT_LACKS(text, ...) tu_expect_lacks((text), (const char *const[]){ __VA_ARGS__, NULL })
 /* ck_assert that a plan's reasoning has no empty clause ("; ;" or ";;"); who names the kernel. */
 void tu_assert_why_clauses(const char *who, const char *why);
 /* The wsnorm binary under test ($WSNORM_BIN). */
