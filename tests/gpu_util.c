@@ -410,11 +410,7 @@ int gpu_ws_plan_get(enum wsn_op op, enum wsn_dtype dt, int64_t hidden, int64_t r
 	struct wsn__kernel_plan *kp = gpu_xcalloc(sizeof(*kp));
 	int ok;
 
-	memset(&pp, 0, sizeof(pp));
-	pp.op = op;
-	pp.dtype = dt;
-	pp.hidden = hidden;
-	pp.rows = rows;
+	pp = (struct wsn__plan_params){ .op = op, .dtype = dt, .hidden = hidden, .rows = rows };
 	wsn_plan_options_init(&pp.opts, op);
 	ok = wsn__ws_plan(&cd->props, &pp, kp) == 0;
 	if (ok && out)
