@@ -179,3 +179,13 @@ char *async_between(const char *text, const char *a, const char *b)
 	s[q - p] = 0;
 	return s;
 }
+
+void async_expect_between(const char *text, const char *a, const char *b, const char *what, size_t want)
+{
+	char *s = async_between(text, a, b);
+	size_t got = async_count(s, what);
+
+	ck_assert_msg(got == want, "%zu of \"%s\" between \"%s\" and \"%s\", want %zu in\n%s", got, what, a, b, want,
+		      text);
+	free(s);
+}

@@ -62,5 +62,7 @@ void async_in_order(const char *text, const char *a, const char *b);
 
 /* The text between the first occurrence of a and the next occurrence of b after it (malloc'd). */
 char *async_between(const char *text, const char *a, const char *b);
+/* ck_assert that the text between a and b (as async_between) holds what want times. */
+void async_expect_between(const char *text, const char *a, const char *b, const char *what, size_t want);
 
 #endif /* WSN_TESTS_ASYNC_UTIL_H */

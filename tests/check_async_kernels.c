@@ -43,7 +43,7 @@ START_TEST(test_ws_shaped_kernel)
 	struct tk t;
 	struct ptx_loop lp;
 	const char *bar, *warp, *prod, *el, *par, *bytes, *x, *o, *compute;
-	char *text, *s;
+	char *text;
 
 	async_tk_begin(&t, "ws_shape", 90, 1);
 	t.all_write = 1;
@@ -103,15 +103,9 @@ START_TEST(test_ws_shaped_kernel)
 	ptx_loop_end(t.k, &lp, t.more, 0);
 	text = async_tk_end(&t);
 	ck_assert_uint_eq(async_count(text, BULK_WAIT), 2);
-	s = async_between(text, "// producer", "\texit;");
-	ck_assert_uint_eq(async_count(s, BULK_WAIT), 0);
-	free(s);
-	s = async_between(text, "// OUT free again", "bar.sync 1, 96;");
-	ck_assert_uint_eq(async_count(s, BULK_WAIT " 0;"), 1);
-	free(s);
-	s = async_between(text, "$Lcrows_end", "\tret;");
-	ck_assert_uint_eq(async_count(s, BULK_WAIT " 0;"), 1);
-	free(s);
+	async_expect_between(text, "// producer", "\texit;", BULK_WAIT, 0);
+	async_expect_between(text, "// OUT free again", "bar.sync 1, 96;", BULK_WAIT " 0;", 1);
+	async_expect_between(text, "$Lcrows_end", "\tret;", BULK_WAIT " 0;", 1);
 	async_ptxas_check(text, t.name, 90);
 	free(text);
 }
@@ -200,18 +194,6 @@ END_TEST
 
 Suite *suite_async_kernels(void)
 {
-	Suite *s = suite_create("async");
-	TCase *tc;
-
-	tc = tcase_create("bulk");
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_mixed_kinds);
-	tcase_add_test(tc, test_ws_shaped_kernel);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("contract");
-	tcase_add_test(tc, test_no_async_ops_unchanged);
-	tcase_add_test(tc, test_errors);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("async", { "bulk", 120, NULL, NULL, TU_TESTS({ test_mixed_kinds, 1 }, { test_ws_shaped_kernel, 1 }) },
+			{ "contract", 0, NULL, NULL, TU_TESTS({ test_no_async_ops_unchanged, 1 }, { test_errors, 1 }) });
 }

@@ -184,7 +184,7 @@ START_TEST(test_mma_a_fragments)
 {
 	struct tk t;
 	const char *x;
-	char *text, *s;
+	char *text;
 
 	async_tk_begin(&t, "mma_afrag", 90, 1);
 	x = ptx_reg(t.k, PTX_B32, "x");
@@ -196,9 +196,7 @@ START_TEST(test_mma_a_fragments)
 	async_tk_use(&t, 1);                                 /* flushed already */
 	text = async_tk_end(&t);
 	ck_assert_uint_eq(async_count(text, MMA_WAIT), 1);
-	s = async_between(text, "add.u32 %x, %v0, 1;", "add.u32 %v1, %x, 1;");
-	ck_assert_uint_eq(async_count(s, MMA_WAIT), 1);
-	free(s);
+	async_expect_between(text, "add.u32 %x, %v0, 1;", "add.u32 %v1, %x, 1;", MMA_WAIT, 1);
 	async_ptxas_check(text, t.name, 90);
 	free(text);
 }
@@ -266,7 +264,7 @@ START_TEST(test_mma_statements_on_one_line)
 {
 	struct tk t;
 	const char *x;
-	char *text, *s;
+	char *text;
 
 	async_tk_begin(&t, "mma_one_line", 90, 1);
 	x = ptx_reg(t.k, PTX_F32, "x");
@@ -274,9 +272,7 @@ START_TEST(test_mma_statements_on_one_line)
 	ptx_ins(t.k, "mov.f32 %s, 0f3F800000; add.rn.f32 %s, %s, %s", x, t.sum, x, t.d[0][2]);
 	text = async_tk_end(&t);
 	ck_assert_uint_eq(async_count(text, MMA_WAIT), 1);
-	s = async_between(text, "mov.f32 %x, 0f3F800000;", "add.rn.f32 %sum, %x, %d1_2;");
-	ck_assert_uint_eq(async_count(s, MMA_WAIT), 1);
-	free(s);
+	async_expect_between(text, "mov.f32 %x, 0f3F800000;", "add.rn.f32 %sum, %x, %d1_2;", MMA_WAIT, 1);
 	async_ptxas_check(text, t.name, 90);
 	free(text);
 }
@@ -284,21 +280,8 @@ END_TEST
 
 Suite *suite_async_mma(void)
 {
-	Suite *s = suite_create("async");
-	TCase *tc;
-
-	tc = tcase_create("wgmma");
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_mma_use_mma_use);
-	tcase_add_test(tc, test_mma_mma_use_use);
-	tcase_add_test(tc, test_mma_bias_relu);
-	tcase_add_test(tc, test_mma_accumulate_chain);
-	tcase_add_test(tc, test_mma_policies);
-	tcase_add_test(tc, test_mma_exit_and_explicit_wait);
-	tcase_add_test(tc, test_mma_a_fragments);
-	tcase_add_test(tc, test_mma_loop_accumulate);
-	tcase_add_test(tc, test_mma_loop_carried);
-	tcase_add_test(tc, test_mma_statements_on_one_line);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("async", { "wgmma", 120, NULL, NULL, TU_TESTS({ test_mma_use_mma_use, 1 }, { test_mma_mma_use_use, 1 },
+				{ test_mma_bias_relu, 1 }, { test_mma_accumulate_chain, 1 }, { test_mma_policies, 1 },
+				{ test_mma_exit_and_explicit_wait, 1 }, { test_mma_a_fragments, 1 }, { test_mma_loop_accumulate, 1 },
+				{ test_mma_loop_carried, 1 }, { test_mma_statements_on_one_line, 1 }) });
 }

@@ -18,7 +18,7 @@ START_TEST(test_store_then_overwrite)
 {
 	for (int arch = 90; arch <= 100; arch += 10) {
 		struct tk t;
-		char *text, *s;
+		char *text;
 
 		async_tk_begin(&t, "store_overwrite", arch, 1);
 		async_tk_write(&t, t.sa, REG_A);
@@ -30,9 +30,7 @@ START_TEST(test_store_then_overwrite)
 		ck_assert_uint_eq(t.st.waits[PTX_ASYNC_BULK], 1);
 		ck_assert_uint_eq(t.st.commits[PTX_ASYNC_BULK], 0);
 		ck_assert_uint_eq(t.st.async_ops[PTX_ASYNC_BULK], 1);
-		s = async_between(text, "// overwrite A", "st.shared.v4.b32");
-		ck_assert_uint_eq(async_count(s, BULK_WAIT " 0;"), 1);
-		free(s);
+		async_expect_between(text, "// overwrite A", "st.shared.v4.b32", BULK_WAIT " 0;", 1);
 		async_ptxas_check(text, t.name, arch);
 		free(text);
 	}
@@ -43,7 +41,7 @@ END_TEST
 START_TEST(test_two_stores_overwrite_first)
 {
 	struct tk t;
-	char *text, *s;
+	char *text;
 
 	async_tk_begin(&t, "two_stores", 90, 1);
 	async_tk_write(&t, t.sa, REG_A);
@@ -54,9 +52,7 @@ START_TEST(test_two_stores_overwrite_first)
 	async_tk_write(&t, t.sa, REG_A);
 	text = async_tk_end(&t);
 	ck_assert_uint_eq(async_count(text, BULK_WAIT), 1);
-	s = async_between(text, "// overwrite A", "st.shared.v4.b32");
-	ck_assert_uint_eq(async_count(s, BULK_WAIT), 1);
-	free(s);
+	async_expect_between(text, "// overwrite A", "st.shared.v4.b32", BULK_WAIT, 1);
 	async_ptxas_check(text, t.name, 90);
 	free(text);
 }
@@ -68,7 +64,7 @@ START_TEST(test_store_regions)
 {
 	for (int tagged = 0; tagged < 2; tagged++) {
 		struct tk t;
-		char *text, *s;
+		char *text;
 
 		async_tk_begin(&t, tagged ? "store_regions" : "store_untagged", 90, 1);
 		async_tk_write(&t, t.sa, REG_A);
@@ -79,9 +75,7 @@ START_TEST(test_store_regions)
 		async_tk_write(&t, t.sa, REG_A);
 		text = async_tk_end(&t);
 		ck_assert_uint_eq(async_count(text, BULK_WAIT), 1);
-		s = async_between(text, tagged ? "// overwrite A" : "// write B", "st.shared.v4.b32");
-		ck_assert_uint_eq(async_count(s, BULK_WAIT), 1);
-		free(s);
+		async_expect_between(text, tagged ? "// overwrite A" : "// write B", "st.shared.v4.b32", BULK_WAIT, 1);
 		async_ptxas_check(text, t.name, 90);
 		free(text);
 	}
@@ -93,7 +87,7 @@ START_TEST(test_store_unknown_source)
 {
 	struct tk t;
 	const char *g, *bytes;
-	char *text, *s;
+	char *text;
 
 	async_tk_begin(&t, "store_unknown", 90, 1);
 	bytes = ptx_reg(t.k, PTX_U32, "bytes");
@@ -109,9 +103,7 @@ START_TEST(test_store_unknown_source)
 	async_tk_write(&t, t.sb, REG_B);
 	text = async_tk_end(&t);
 	ck_assert_uint_eq(async_count(text, BULK_WAIT), 1);
-	s = async_between(text, "// write B", "st.shared.v4.b32");
-	ck_assert_uint_eq(async_count(s, BULK_WAIT), 1);
-	free(s);
+	async_expect_between(text, "// write B", "st.shared.v4.b32", BULK_WAIT, 1);
 	async_ptxas_check(text, t.name, 90);
 	free(text);
 }
@@ -154,16 +146,14 @@ END_TEST
 START_TEST(test_store_before_exit)
 {
 	struct tk t;
-	char *text, *s;
+	char *text;
 
 	async_tk_begin(&t, "store_exit", 90, 1);
 	async_tk_write(&t, t.sa, REG_A);
 	async_tk_store(&t, t.sa, REG_A, 0, 1);
 	text = async_tk_end(&t);
 	ck_assert_uint_eq(async_count(text, BULK_WAIT), 1);
-	s = async_between(text, "cp.async.bulk.global.shared::cta.bulk_group", "\tret;");
-	ck_assert_uint_eq(async_count(s, BULK_WAIT), 1);
-	free(s);
+	async_expect_between(text, "cp.async.bulk.global.shared::cta.bulk_group", "\tret;", BULK_WAIT, 1);
 	async_ptxas_check(text, t.name, 90);
 	free(text);
 }
@@ -173,7 +163,7 @@ END_TEST
 START_TEST(test_store_keep_newer)
 {
 	struct tk t;
-	char *text, *s;
+	char *text;
 
 	async_tk_begin(&t, "store_keep_newer", 90, 1);
 	ptx_async_policy(t.a, PTX_ASYNC_BULK, PTX_ASYNC_KEEP_NEWER);
@@ -185,12 +175,8 @@ START_TEST(test_store_keep_newer)
 	async_tk_write(&t, t.sa, REG_A);
 	text = async_tk_end(&t);
 	ck_assert_uint_eq(async_count(text, BULK_WAIT), 2);
-	s = async_between(text, "// overwrite A", "st.shared.v4.b32");
-	ck_assert_uint_eq(async_count(s, BULK_WAIT " 1;"), 1);
-	free(s);
-	s = async_between(text, "// overwrite A", "\tret;");
-	ck_assert_uint_eq(async_count(s, BULK_WAIT " 0;"), 1);
-	free(s);
+	async_expect_between(text, "// overwrite A", "st.shared.v4.b32", BULK_WAIT " 1;", 1);
+	async_expect_between(text, "// overwrite A", "\tret;", BULK_WAIT " 0;", 1);
 	async_ptxas_check(text, t.name, 90);
 	free(text);
 }
@@ -203,7 +189,7 @@ START_TEST(test_store_loop)
 	for (int arch = 90; arch <= 100; arch += 10) {
 		struct tk t;
 		struct ptx_loop lp;
-		char *text, *s;
+		char *text;
 
 		async_tk_begin(&t, "store_loop", arch, 1);
 		ptx_loop_begin(t.k, &lp, "rows");
@@ -214,15 +200,9 @@ START_TEST(test_store_loop)
 		ptx_loop_end(t.k, &lp, t.more, 0);
 		text = async_tk_end(&t);
 		ck_assert_uint_eq(async_count(text, BULK_WAIT), 2);
-		s = async_between(text, "$Lrows_", "st.shared.v4.b32");
-		ck_assert_uint_eq(async_count(s, BULK_WAIT), 1);
-		free(s);
-		s = async_between(text, "st.shared.v4.b32", "bra $Lrows_");
-		ck_assert_uint_eq(async_count(s, BULK_WAIT), 0);
-		free(s);
-		s = async_between(text, "$Lrows_end", "\tret;");
-		ck_assert_uint_eq(async_count(s, BULK_WAIT), 1);
-		free(s);
+		async_expect_between(text, "$Lrows_", "st.shared.v4.b32", BULK_WAIT, 1);
+		async_expect_between(text, "st.shared.v4.b32", "bra $Lrows_", BULK_WAIT, 0);
+		async_expect_between(text, "$Lrows_end", "\tret;", BULK_WAIT, 1);
 		async_ptxas_check(text, t.name, arch);
 		free(text);
 	}
@@ -236,7 +216,7 @@ START_TEST(test_store_loop_double_buffer)
 	for (int keep = 0; keep < 2; keep++) {
 		struct tk t;
 		struct ptx_loop lp;
-		char *text, *s;
+		char *text;
 
 		async_tk_begin(&t, keep ? "store_double_keep" : "store_double_flush", 90, 1);
 		if (keep)
@@ -252,12 +232,8 @@ START_TEST(test_store_loop_double_buffer)
 		ptx_ins(t.k, "setp.lt.u32 %s, %s, 4", t.more, t.i);
 		ptx_loop_end(t.k, &lp, t.more, 0);
 		text = async_tk_end(&t);
-		s = async_between(text, "// buffer A", "st.shared.v4.b32");
-		ck_assert_uint_eq(async_count(s, keep ? BULK_WAIT " 1;" : BULK_WAIT " 0;"), 1);
-		free(s);
-		s = async_between(text, "// buffer B", "st.shared.v4.b32");
-		ck_assert_uint_eq(async_count(s, BULK_WAIT " 1;"), keep ? 1 : 0);
-		free(s);
+		async_expect_between(text, "// buffer A", "st.shared.v4.b32", keep ? BULK_WAIT " 1;" : BULK_WAIT " 0;", 1);
+		async_expect_between(text, "// buffer B", "st.shared.v4.b32", BULK_WAIT " 1;", keep ? 1 : 0);
 		ck_assert_uint_eq(async_count(text, BULK_WAIT), keep ? 3 : 2);
 		async_ptxas_check(text, t.name, 90);
 		free(text);
@@ -270,7 +246,7 @@ END_TEST
 START_TEST(test_store_reuse_point)
 {
 	struct tk t;
-	char *text, *s;
+	char *text;
 
 	async_tk_begin(&t, "store_reuse", 90, 1);
 	t.all_write = 1;
@@ -282,9 +258,7 @@ START_TEST(test_store_reuse_point)
 	async_tk_write(&t, t.sa, REG_A);
 	text = async_tk_end(&t);
 	ck_assert_uint_eq(async_count(text, BULK_WAIT), 1);
-	s = async_between(text, "// A free again", "bar.sync 2, 128");
-	ck_assert_uint_eq(async_count(s, BULK_WAIT), 1);
-	free(s);
+	async_expect_between(text, "// A free again", "bar.sync 2, 128", BULK_WAIT, 1);
 	async_ptxas_check(text, t.name, 90);
 	free(text);
 }
@@ -328,22 +302,15 @@ END_TEST
 
 Suite *suite_async_store(void)
 {
-	Suite *s = suite_create("async");
-	TCase *tc;
-
-	tc = tcase_create("bulk");
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_store_then_overwrite);
-	tcase_add_test(tc, test_two_stores_overwrite_first);
-	tcase_add_test(tc, test_store_regions);
-	tcase_add_test(tc, test_store_unknown_source);
-	tcase_add_test(tc, test_store_commit_and_explicit_wait);
-	tcase_add_test(tc, test_store_before_exit);
-	tcase_add_test(tc, test_store_keep_newer);
-	tcase_add_test(tc, test_store_loop);
-	tcase_add_test(tc, test_store_loop_double_buffer);
-	tcase_add_test(tc, test_store_reuse_point);
-	tcase_add_test(tc, test_tensor_store);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("async", { "bulk", 120, NULL, NULL, TU_TESTS({ test_store_then_overwrite, 1 },
+				{ test_two_stores_overwrite_first, 1 },
+				{ test_store_regions, 1 },
+				{ test_store_unknown_source, 1 },
+				{ test_store_commit_and_explicit_wait, 1 },
+				{ test_store_before_exit, 1 },
+				{ test_store_keep_newer, 1 },
+				{ test_store_loop, 1 },
+				{ test_store_loop_double_buffer, 1 },
+				{ test_store_reuse_point, 1 },
+				{ test_tensor_store, 1 }) });
 }

@@ -191,14 +191,6 @@ END_TEST
 
 Suite *suite_cli_bench(void)
 {
-	Suite *s = suite_create("cli");
-	TCase *tc;
-
-	tc = tcase_create("cli");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_bench_json_error);
-	tcase_add_test(tc, test_bench_lists_add);
-	tcase_add_test(tc, test_bench_check);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("cli", { "cli", 300, NULL, NULL, TU_TESTS({ test_bench_json_error, 1 }, { test_bench_lists_add, 1 },
+				{ test_bench_check, 1 }) });
 }

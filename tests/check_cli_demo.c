@@ -147,14 +147,7 @@ END_TEST
 
 Suite *suite_cli_demo(void)
 {
-	Suite *s = suite_create("cli");
-	TCase *tc;
-
-	tc = tcase_create("cli");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_demo);
-	tcase_add_test(tc, test_demo_not_verified);
-	tcase_add_test(tc, test_stdout_closed);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("cli", { "cli", 300, NULL, NULL, TU_TESTS({ test_demo, 1 },
+				{ test_demo_not_verified, 1 },
+				{ test_stdout_closed, 1 }) });
 }

@@ -45,10 +45,8 @@ START_TEST(test_gen_shards_replace)
 	struct stat a, b;
 	long unit, lim;
 
-	RUN(&p, "gen", "--op", "rmsnorm-fwd", "--dtype", "f32", "--rows", "3", "--hidden", "4096", "--shards", "2",
-	    "--out", ds);
-	ck_assert_msg(p.status == 0, "%s", p.err);
-	tu_proc_free(&p);
+	EXPECT_RUN(0, NULL, NULL, "gen", "--op", "rmsnorm-fwd", "--dtype", "f32", "--rows", "3", "--hidden", "4096",
+		   "--shards", "2", "--out", ds);
 	ck_assert_int_eq(stat(s0, &a), 0);
 	ck_assert_int_eq(stat(s1, &b), 0);
 	ck_assert_int_lt(a.st_size, b.st_size); /* 1 row and 2 rows */
@@ -78,15 +76,10 @@ START_TEST(test_gen_shards_replace)
 	ck_assert_ptr_nonnull(seed = seed_of(s1));
 	ck_assert_str_eq(seed, "1");
 	free(seed);
-	RUN(&p, "run", "--input", ds, "--device", "cpu");
-	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
-	ck_assert_ptr_nonnull(strstr(p.out, "3 rows"));
-	tu_proc_free(&p);
+	EXPECT_RUN(0, "3 rows", NULL, "run", "--input", ds, "--device", "cpu");
 	/* without the limit the new set replaces the old one */
-	RUN(&p, "gen", "--op", "rmsnorm-fwd", "--dtype", "f32", "--rows", "3", "--hidden", "4096", "--shards", "2",
-	    "--seed", "7", "--out", ds);
-	ck_assert_msg(p.status == 0, "%s", p.err);
-	tu_proc_free(&p);
+	EXPECT_RUN(0, NULL, NULL, "gen", "--op", "rmsnorm-fwd", "--dtype", "f32", "--rows", "3", "--hidden", "4096",
+		   "--shards", "2", "--seed", "7", "--out", ds);
 	ck_assert_ptr_nonnull(seed = seed_of(s1));
 	ck_assert_str_eq(seed, "7");
 	free(seed);
@@ -97,10 +90,8 @@ START_TEST(test_gen_shards_replace)
 	free(cmd);
 	ck_assert_int_eq(p.status, 0);
 	tu_proc_free(&p);
-	RUN(&p, "gen", "--op", "rmsnorm-fwd", "--rows", "4", "--hidden", "8", "--shards", "2", "--out", pad);
-	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
-	ck_assert_ptr_nonnull(strstr(p.err, "shard-0-of-2.safetensors"));
-	tu_proc_free(&p);
+	EXPECT_RUN(3, NULL, "shard-0-of-2.safetensors", "gen", "--op", "rmsnorm-fwd", "--rows", "4", "--hidden", "8",
+		   "--shards", "2", "--out", pad);
 	ck_assert_int_ne(stat((cmd = cli_path_in(pad, "shard-00000-of-00002.safetensors")), &a), 0);
 	free(cmd);
 	tu_rmtree(dir);
@@ -147,9 +138,8 @@ START_TEST(test_gen_shards_cleanup)
 	ck_assert(S_ISDIR(st.st_mode));
 	/* with the way clear the same command writes all three */
 	ck_assert_int_eq(rmdir(blocker), 0);
-	RUN(&p, "gen", "--op", "rmsnorm-fwd", "--rows", "9", "--hidden", "8", "--shards", "3", "--out", ds);
-	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
-	tu_proc_free(&p);
+	EXPECT_RUN(0, NULL, NULL, "gen", "--op", "rmsnorm-fwd", "--rows", "9", "--hidden", "8", "--shards", "3", "--out",
+		   ds);
 	ck_assert_int_eq(stat(blocker, &st), 0);
 	ck_assert(S_ISREG(st.st_mode));
 	tu_rmtree(dir);
@@ -161,13 +151,5 @@ END_TEST
 
 Suite *suite_cli_gen(void)
 {
-	Suite *s = suite_create("cli");
-	TCase *tc;
-
-	tc = tcase_create("cli");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_gen_shards_cleanup);
-	tcase_add_test(tc, test_gen_shards_replace);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("cli", { "cli", 300, NULL, NULL, TU_TESTS({ test_gen_shards_cleanup, 1 }, { test_gen_shards_replace, 1 }) });
 }

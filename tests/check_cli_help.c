@@ -147,10 +147,7 @@ START_TEST(test_devices_json)
 	ck_assert_int_eq(json_array_size(json_object_get(json_array_get(b, 0), "devices")), 1);
 	json_decref(j);
 	tu_proc_free(&p);
-	RUN(&p, "devices");
-	ck_assert_int_eq(p.status, 0);
-	ck_assert_ptr_nonnull(strstr(p.out, "cpu: available"));
-	tu_proc_free(&p);
+	EXPECT_RUN(0, "cpu: available", NULL, "devices");
 }
 END_TEST
 
@@ -195,18 +192,6 @@ END_TEST
 
 Suite *suite_cli_help(void)
 {
-	Suite *s = suite_create("cli");
-	TCase *tc;
-
-	tc = tcase_create("cli");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_help_golden);
-	tcase_add_test(tc, test_subcommand_help);
-	tcase_add_test(tc, test_version);
-	tcase_add_test(tc, test_usage_errors);
-	tcase_add_test(tc, test_devices_json);
-	tcase_add_test(tc, test_emit_help);
-	tcase_add_test(tc, test_top_level_edges);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("cli", { "cli", 300, NULL, NULL, TU_TESTS({ test_help_golden, 1 }, { test_subcommand_help, 1 }, { test_version, 1 },
+				{ test_usage_errors, 1 }, { test_devices_json, 1 }, { test_emit_help, 1 }, { test_top_level_edges, 1 }) });
 }

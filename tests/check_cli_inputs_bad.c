@@ -22,14 +22,10 @@ START_TEST(test_bad_inputs)
 	struct tu_proc p;
 	struct stat st;
 
-	RUN(&p, "run", "--input", "/nonexistent/input.safetensors");
-	ck_assert_int_eq(p.status, 3);
-	ck_assert_ptr_nonnull(strstr(p.err, "/nonexistent/input.safetensors"));
-	tu_proc_free(&p);
+	EXPECT_RUN(3, NULL, "/nonexistent/input.safetensors", "run", "--input", "/nonexistent/input.safetensors");
 
-	RUN(&p, "gen", "--op", "layernorm-bwd", "--dtype", "f16", "--rows", "64", "--hidden", "128", "--out", in);
-	ck_assert_int_eq(p.status, 0);
-	tu_proc_free(&p);
+	EXPECT_RUN(0, NULL, NULL, "gen", "--op", "layernorm-bwd", "--dtype", "f16", "--rows", "64", "--hidden", "128",
+		   "--out", in);
 	ck_assert_int_eq(stat(in, &st), 0);
 	ck_assert_int_eq(truncate(in, st.st_size - 100), 0);
 	RUN(&p, "run", "--input", in, "--device", "cpu");
@@ -48,24 +44,14 @@ START_TEST(test_bad_inputs)
 	/* op given on the command line that the file's tensors cannot serve */
 	RUN(&p, "gen", "--op", "rmsnorm-fwd", "--rows", "8", "--hidden", "16", "--out", in);
 	tu_proc_free(&p);
-	RUN(&p, "run", "--input", in, "--op", "rmsnorm-bwd", "--device", "cpu");
-	ck_assert_int_eq(p.status, 3);
-	ck_assert_ptr_nonnull(strstr(p.err, "'dy'"));
-	tu_proc_free(&p);
+	EXPECT_RUN(3, NULL, "'dy'", "run", "--input", in, "--op", "rmsnorm-bwd", "--device", "cpu");
 
 	/* the device does not exist: a runtime error, named with the command */
-	RUN(&p, "run", "--input", in, "--device", "cpu:3");
-	ck_assert_int_eq(p.status, 3);
-	ck_assert_msg(strstr(p.err, "run: cannot open device 'cpu:3'"), "%s", p.err);
-	tu_proc_free(&p);
-	RUN(&p, "plan", "--op", "rmsnorm-fwd", "--hidden", "64", "--device", "cpu:3");
-	ck_assert_int_eq(p.status, 3);
-	ck_assert_msg(strstr(p.err, "wsnorm: plan: cannot open device 'cpu:3'"), "%s", p.err);
-	tu_proc_free(&p);
-	RUN(&p, "bench", "--op", "rmsnorm-fwd", "--hidden", "64", "--device", "cpu:3");
-	ck_assert_int_eq(p.status, 3);
-	ck_assert_msg(strstr(p.err, "wsnorm: bench: cannot open device 'cpu:3'"), "%s", p.err);
-	tu_proc_free(&p);
+	EXPECT_RUN(3, NULL, "run: cannot open device 'cpu:3'", "run", "--input", in, "--device", "cpu:3");
+	EXPECT_RUN(3, NULL, "wsnorm: plan: cannot open device 'cpu:3'", "plan", "--op", "rmsnorm-fwd", "--hidden", "64",
+		   "--device", "cpu:3");
+	EXPECT_RUN(3, NULL, "wsnorm: bench: cannot open device 'cpu:3'", "bench", "--op", "rmsnorm-fwd", "--hidden",
+		   "64", "--device", "cpu:3");
 	tu_rmtree(dir);
 	free(in);
 	free(junk);
@@ -94,7 +80,6 @@ START_TEST(test_shard_headers_released)
 	char *small = cli_path_in(dir, "small.safetensors"), *json, *link_name;
 	size_t cap = (size_t)NKEY * 16 + 512, n;
 	long rss0, rss1, rssn;
-	struct tu_proc p;
 	const char *x = "\"x\":{\"dtype\":\"F32\",\"shape\":[4,64],\"data_offsets\":[0,1024]}}";
 
 	json = tu_xmalloc(cap);
@@ -120,17 +105,11 @@ START_TEST(test_shard_headers_released)
 		ck_assert_msg(link(one, link_name) == 0, "link %s: %s", link_name, strerror(errno));
 		free(link_name);
 	}
-	RUN(&p, "-q", "run", "--input", small, "--device", "cpu");
-	ck_assert_msg(p.status == 0, "%s", p.err);
-	tu_proc_free(&p);
+	EXPECT_RUN(0, NULL, NULL, "-q", "run", "--input", small, "--device", "cpu");
 	rss0 = children_maxrss_kb();
-	RUN(&p, "-q", "run", "--input", one, "--device", "cpu");
-	ck_assert_msg(p.status == 0, "%s", p.err);
-	tu_proc_free(&p);
+	EXPECT_RUN(0, NULL, NULL, "-q", "run", "--input", one, "--device", "cpu");
 	rss1 = children_maxrss_kb();
-	RUN(&p, "-q", "run", "--input", sub, "--device", "cpu");
-	ck_assert_msg(p.status == 0, "%s", p.err);
-	tu_proc_free(&p);
+	EXPECT_RUN(0, NULL, NULL, "-q", "run", "--input", sub, "--device", "cpu");
 	rssn = children_maxrss_kb();
 	fprintf(stderr, "shard headers: peak %ld KB small, %ld KB one header, %ld KB %d shards\n", rss0, rss1, rssn,
 		NSHARD);
@@ -223,14 +202,6 @@ END_TEST
 
 Suite *suite_cli_inputs_bad(void)
 {
-	Suite *s = suite_create("cli");
-	TCase *tc;
-
-	tc = tcase_create("cli");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_bad_inputs);
-	tcase_add_test(tc, test_shard_headers_released);
-	tcase_add_test(tc, test_hostile_headers);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("cli", { "cli", 300, NULL, NULL, TU_TESTS({ test_bad_inputs, 1 },
+				{ test_shard_headers_released, 1 }, { test_hostile_headers, 1 }) });
 }

@@ -99,13 +99,5 @@ END_TEST
 
 Suite *suite_cli_json(void)
 {
-	Suite *s = suite_create("cli");
-	TCase *tc;
-
-	tc = tcase_create("cli");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_json_early_error);
-	tcase_add_test(tc, test_json_real_paths);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("cli", { "cli", 300, NULL, NULL, TU_TESTS({ test_json_early_error, 1 }, { test_json_real_paths, 1 }) });
 }

@@ -29,9 +29,7 @@ START_TEST(test_output_long_name)
 	memset(name, 'o', 250);
 	name[250] = 0;
 	out = cli_path_in(dir, name);
-	RUN(&p, "-q", "gen", "--op", "rmsnorm-fwd", "--rows", "8", "--hidden", "64", "--out", in);
-	ck_assert_int_eq(p.status, 0);
-	tu_proc_free(&p);
+	EXPECT_RUN(0, NULL, NULL, "-q", "gen", "--op", "rmsnorm-fwd", "--rows", "8", "--hidden", "64", "--out", in);
 	for (int i = 0; i < 2; i++) {
 		RUN(&p, "-q", "run", "--input", in, "--device", "cpu", "--output", out);
 		ck_assert_msg(p.status == 0, "run %d: exit %d: %s", i, p.status, p.err);
@@ -62,12 +60,8 @@ START_TEST(test_output_dir_one_shard)
 	ck_assert_int_eq(mkdir(ds, 0777), 0);
 	ck_assert(asprintf(&one, "%s/one.safetensors", ds) > 0);
 	ck_assert(asprintf(&f, "%s/one.safetensors", out) > 0);
-	RUN(&p, "gen", "--op", "layernorm-fwd", "--rows", "40", "--hidden", "96", "--out", one);
-	ck_assert_msg(p.status == 0, "%s", p.err);
-	tu_proc_free(&p);
-	RUN(&p, "-q", "run", "--input", ds, "--device", "cpu", "--output", out);
-	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
-	tu_proc_free(&p);
+	EXPECT_RUN(0, NULL, NULL, "gen", "--op", "layernorm-fwd", "--rows", "40", "--hidden", "96", "--out", one);
+	EXPECT_RUN(0, NULL, NULL, "-q", "run", "--input", ds, "--device", "cpu", "--output", out);
 	ck_assert_msg(stat(out, &st) == 0 && S_ISDIR(st.st_mode), "%s is not a directory", out);
 	ck_assert_msg(stat(f, &st) == 0 && S_ISREG(st.st_mode), "%s was not written", f);
 	RUN(&p, "-q", "run", "--input", one, "--device", "cpu", "--batch-rows", "1G", "--json");
@@ -94,9 +88,7 @@ START_TEST(test_output_paths)
 	struct tu_proc p;
 	struct stat st;
 
-	RUN(&p, "gen", "--op", "rmsnorm-fwd", "--rows", "8", "--hidden", "16", "--out", a);
-	ck_assert_int_eq(p.status, 0);
-	tu_proc_free(&p);
+	EXPECT_RUN(0, NULL, NULL, "gen", "--op", "rmsnorm-fwd", "--rows", "8", "--hidden", "16", "--out", a);
 	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
 	RUN(&p, "run", "--input", a, "--device", "cpu", "--output", fifo);
 	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
@@ -134,9 +126,8 @@ START_TEST(test_output_many_shards)
 	struct dirent *e;
 	int files = 0;
 
-	RUN(&p, "gen", "--op", "layernorm-bwd", "--rows", "120", "--hidden", "8", "--shards", "120", "--out", ds);
-	ck_assert_msg(p.status == 0, "%s", p.err);
-	tu_proc_free(&p);
+	EXPECT_RUN(0, NULL, NULL, "gen", "--op", "layernorm-bwd", "--rows", "120", "--hidden", "8", "--shards", "120",
+		   "--out", ds);
 	ck_assert(asprintf(&cmd, "ulimit -n 64 && exec '%s' -q run --input '%s' --device cpu --output '%s'",
 			   tu_wsnorm_bin(), ds, out) > 0);
 	{
@@ -170,16 +161,13 @@ START_TEST(test_output_keeps_shape)
 	uint64_t seed = tu_case_seed("keeps-shape");
 	struct wsn_st_file *f;
 	const struct wsn_st_entry *e;
-	struct tu_proc p;
 
 	ck_assert_int_eq(wsn_tensor_init(&tx, x, WSN_F32, WSN_MEM_HOST, 3, xs), 0);
 	ck_assert_int_eq(wsn_tensor_1d(&tw, w, WSN_F32, WSN_MEM_HOST, 16), 0);
 	ck_assert_int_eq(wsn_tensor_fill_random(&tx, seed, 0, 3), 0);
 	ck_assert_int_eq(wsn_tensor_fill_random(&tw, seed + 1, 0, 3), 0);
 	ck_assert_msg(wsn_st_write(in, nt, 2, meta) == 0, "%s", wsn_last_error());
-	RUN(&p, "run", "--input", in, "--output", out, "--device", "cpu");
-	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
-	tu_proc_free(&p);
+	EXPECT_RUN(0, NULL, NULL, "run", "--input", in, "--output", out, "--device", "cpu");
 	ck_assert_msg(wsn_st_open(out, NULL, &f) == 0, "%s", wsn_last_error());
 	ck_assert_ptr_nonnull(e = wsn_st_find(f, "y"));
 	ck_assert_int_eq(e->ndim, 3);
@@ -200,16 +188,9 @@ END_TEST
 
 Suite *suite_cli_output(void)
 {
-	Suite *s = suite_create("cli");
-	TCase *tc;
-
-	tc = tcase_create("cli");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_output_long_name);
-	tcase_add_test(tc, test_output_dir_one_shard);
-	tcase_add_test(tc, test_output_paths);
-	tcase_add_test(tc, test_output_many_shards);
-	tcase_add_test(tc, test_output_keeps_shape);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("cli", { "cli", 300, NULL, NULL, TU_TESTS({ test_output_long_name, 1 },
+				{ test_output_dir_one_shard, 1 },
+				{ test_output_paths, 1 },
+				{ test_output_many_shards, 1 },
+				{ test_output_keeps_shape, 1 }) });
 }

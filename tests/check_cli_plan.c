@@ -19,10 +19,8 @@ START_TEST(test_plan_emit_cpu)
 {
 	struct tu_proc p;
 
-	RUN(&p, "plan", "--op", "layernorm-bwd", "--hidden", "4096", "--device", "cpu");
-	ck_assert_msg(p.status == 0, "%s", p.err);
-	ck_assert_ptr_nonnull(strstr(p.out, "layernorm-bwd bf16 rows=16384 hidden=4096"));
-	tu_proc_free(&p);
+	EXPECT_RUN(0, "layernorm-bwd bf16 rows=16384 hidden=4096", NULL, "plan", "--op", "layernorm-bwd", "--hidden",
+		   "4096", "--device", "cpu");
 	RUN(&p, "bench", "--device", "cpu", "--op", "rmsnorm-fwd", "--hidden", "256", "--rows", "64", "--iters",
 	    "2", "--copy-size", "1M", "--json");
 	ck_assert_msg(p.status == 0, "%s", p.err);
@@ -75,11 +73,8 @@ START_TEST(test_plan_emit_cpu)
 	ck_assert_int_eq(wsn_op_min_bytes(WSN_RMSNORM_FWD, 64, 256, WSN_F32, 1, 0), 2 * 65536 + 256 + 1024);
 	ck_assert_int_eq(wsn_op_min_bytes(WSN_RMSNORM_BWD, 64, 256, WSN_F16, 1, 0), 3 * 32768 + 256 + 2 * 512);
 	ck_assert_int_eq(wsn_op_min_bytes(WSN_RMSNORM_BWD, 64, 256, WSN_F16, 0, 0), 3 * 32768 + 256);
-	RUN(&p, "bench", "--device", "cpu", "--op", "layernorm-bwd", "--hidden", "256", "--rows", "64", "--iters", "1",
-	    "--copy-size", "1M", "--no-bias");
-	ck_assert_msg(p.status == 0, "%s", p.err);
-	ck_assert_ptr_nonnull(strstr(p.out, "; no bias\n"));
-	tu_proc_free(&p);
+	EXPECT_RUN(0, "; no bias\n", NULL, "bench", "--device", "cpu", "--op", "layernorm-bwd", "--hidden", "256",
+		   "--rows", "64", "--iters", "1", "--copy-size", "1M", "--no-bias");
 }
 END_TEST
 
@@ -295,33 +290,24 @@ START_TEST(test_plan_cluster)
 	tu_proc_free(&p);
 	RUN(&p, "plan", "--op", "rmsnorm-bwd", "--dtype", "f32", "--hidden", "32768");
 	ck_assert_msg(p.status == 0, "%s", p.err);
-	ck_assert_ptr_nonnull(strstr(p.out, "approach:      ws"));
-	ck_assert_ptr_nonnull(strstr(p.out, "cluster:       4 CTAs per row, 8192 columns each"));
-	ck_assert_ptr_nonnull(strstr(p.out, "no fit with 2 CTAs per row"));
+	EXPECT_HAS(p.out, "approach:      ws", "cluster:       4 CTAs per row, 8192 columns each",
+		   "no fit with 2 CTAs per row");
 	tu_proc_free(&p);
 	RUN(&p, "emit", "--op", "rmsnorm-bwd", "--hidden", "4096", "--cluster", "4");
 	ck_assert_msg(p.status == 0, "%s", p.err);
-	ck_assert_ptr_nonnull(strstr(p.out, "st.async.shared::cluster.mbarrier::complete_tx::bytes"));
-	ck_assert_ptr_nonnull(strstr(p.out, "barrier.cluster.arrive.release.aligned"));
-	ck_assert_ptr_nonnull(strstr(p.out, "griddepcontrol.wait"));
+	EXPECT_HAS(p.out, "st.async.shared::cluster.mbarrier::complete_tx::bytes",
+		   "barrier.cluster.arrive.release.aligned", "griddepcontrol.wait");
 	tu_proc_free(&p);
 	RUN(&p, "plan", "--op", "layernorm-fwd", "--hidden", "4096", "--cluster", "2");
 	ck_assert_int_eq(p.status, 3);
 	ck_assert_ptr_nonnull(strstr(p.err, "only the backward splits a row over a cluster"));
 	ck_assert_str_eq(p.out, "");
 	tu_proc_free(&p);
-	RUN(&p, "plan", "--op", "layernorm-bwd", "--hidden", "4100", "--cluster", "2");
-	ck_assert_int_eq(p.status, 3);
-	ck_assert_ptr_nonnull(strstr(p.err, "does not split into 2 parts of whole 16-byte vectors"));
-	tu_proc_free(&p);
-	RUN(&p, "plan", "--op", "layernorm-bwd", "--hidden", "4096", "--cluster", "2", "--approach", "multiwave");
-	ck_assert_int_eq(p.status, 3);
-	ck_assert_ptr_nonnull(strstr(p.err, "cluster applies to the ws approach only"));
-	tu_proc_free(&p);
-	RUN(&p, "bench", "--cluster", "0");
-	ck_assert_int_eq(p.status, 2);
-	ck_assert_ptr_nonnull(strstr(p.err, "bad --cluster '0' (expected 1, 2, 4 or 8)"));
-	tu_proc_free(&p);
+	EXPECT_RUN(3, NULL, "does not split into 2 parts of whole 16-byte vectors", "plan", "--op", "layernorm-bwd",
+		   "--hidden", "4100", "--cluster", "2");
+	EXPECT_RUN(3, NULL, "cluster applies to the ws approach only", "plan", "--op", "layernorm-bwd", "--hidden",
+		   "4096", "--cluster", "2", "--approach", "multiwave");
+	EXPECT_RUN(2, NULL, "bad --cluster '0' (expected 1, 2, 4 or 8)", "bench", "--cluster", "0");
 }
 END_TEST
 
@@ -368,13 +354,9 @@ START_TEST(test_autotune_cpu)
 		json_decref(j[1]);
 	}
 	/* the text report names it; a mismatch is still a mismatch */
-	RUN(&p, "run", "--input", in, "--device", "cpu", "--autotune");
-	ck_assert_int_eq(p.status, 0);
-	ck_assert_ptr_nonnull(strstr(p.out, "  autotune nothing to tune on the CPU"));
-	tu_proc_free(&p);
-	RUN(&p, "run", "--input", in, "--device", "cpu", "--autotune", "--inject-mismatch");
-	ck_assert_int_eq(p.status, 1);
-	tu_proc_free(&p);
+	EXPECT_RUN(0, "  autotune nothing to tune on the CPU", NULL, "run", "--input", in, "--device", "cpu",
+		   "--autotune");
+	EXPECT_RUN(1, NULL, NULL, "run", "--input", in, "--device", "cpu", "--autotune", "--inject-mismatch");
 	RUN(&p, "bench", "--device", "cpu", "--op", "rmsnorm-fwd", "--hidden", "256", "--rows", "64", "--iters", "2",
 	    "--copy-size", "1M", "--json", "--autotune");
 	ck_assert_msg(p.status == 0, "%s", p.err);
@@ -388,14 +370,10 @@ START_TEST(test_autotune_cpu)
 		json_decref(j);
 	}
 	tu_proc_free(&p);
-	RUN(&p, "plan", "--op", "layernorm-bwd", "--hidden", "4096", "--device", "cpu", "--autotune");
-	ck_assert_msg(p.status == 0, "%s", p.err);
-	ck_assert_ptr_nonnull(strstr(p.out, "autotune:      nothing to tune on the CPU (one kernel family)\n"));
-	tu_proc_free(&p);
-	RUN(&p, "emit", "--op", "layernorm-bwd", "--hidden", "4096", "--autotune");
-	ck_assert_int_eq(p.status, 2);
-	ck_assert_ptr_nonnull(strstr(p.err, "unknown option '--autotune'"));
-	tu_proc_free(&p);
+	EXPECT_RUN(0, "autotune:      nothing to tune on the CPU (one kernel family)\n", NULL, "plan", "--op",
+		   "layernorm-bwd", "--hidden", "4096", "--device", "cpu", "--autotune");
+	EXPECT_RUN(2, NULL, "unknown option '--autotune'", "emit", "--op", "layernorm-bwd", "--hidden", "4096",
+		   "--autotune");
 	/* help names the option */
 	RUN(&p, "run", "--help");
 	ck_assert_ptr_nonnull(strstr(p.out, "--autotune"));
@@ -424,15 +402,6 @@ END_TEST
 
 Suite *suite_cli_plan(void)
 {
-	Suite *s = suite_create("cli");
-	TCase *tc;
-
-	tc = tcase_create("cli");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_plan_emit_cpu);
-	tcase_add_test(tc, test_plan_cluster);
-	tcase_add_test(tc, test_plan_json);
-	tcase_add_test(tc, test_autotune_cpu);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("cli", { "cli", 300, NULL, NULL, TU_TESTS({ test_plan_emit_cpu, 1 }, { test_plan_cluster, 1 },
+				{ test_plan_json, 1 }, { test_autotune_cpu, 1 }) });
 }

@@ -68,10 +68,8 @@ START_TEST(test_shards)
 	char *dir = tu_tmpdir(), *ds = cli_path_in(dir, "ds");
 	struct tu_proc p;
 
-	RUN(&p, "gen", "--op", "rmsnorm-bwd", "--dtype", "f32", "--rows", "100", "--hidden", "64", "--shards", "3",
-	    "--out", ds);
-	ck_assert_msg(p.status == 0, "%s", p.err);
-	tu_proc_free(&p);
+	EXPECT_RUN(0, NULL, NULL, "gen", "--op", "rmsnorm-bwd", "--dtype", "f32", "--rows", "100", "--hidden", "64",
+		   "--shards", "3", "--out", ds);
 	RUN(&p, "run", "--input", ds, "--device", "cpu", "--qd", "2", "--bs", "4K");
 	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
 	ck_assert_ptr_nonnull(strstr(p.out, "100 rows x 64, 3 shards"));
@@ -89,19 +87,14 @@ START_TEST(test_raw_input)
 	char *dir = tu_tmpdir(), *raw = cli_path_in(dir, "x.bin");
 	float *x = tu_xmalloc(40 * 33 * sizeof(float));
 	struct wsn_tensor t;
-	struct tu_proc p;
 
 	wsn_tensor_2d(&t, x, WSN_F32, WSN_MEM_HOST, 40, 33);
 	wsn_tensor_fill_random(&t, tu_case_seed("raw"), 0.0f, 1.0f);
 	tu_write_file(raw, x, 40 * 33 * sizeof(float));
-	RUN(&p, "run", "--input", raw, "--shape", "40x33", "--dtype", "f32", "--op", "rmsnorm-fwd", "--device", "cpu");
-	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
-	ck_assert_ptr_nonnull(strstr(p.out, "PASS"));
-	tu_proc_free(&p);
-	RUN(&p, "run", "--input", raw, "--shape", "41x33", "--dtype", "f32", "--op", "rmsnorm-fwd", "--device", "cpu");
-	ck_assert_int_eq(p.status, 3);
-	ck_assert_ptr_nonnull(strstr(p.err, "raw file has"));
-	tu_proc_free(&p);
+	EXPECT_RUN(0, "PASS", NULL, "run", "--input", raw, "--shape", "40x33", "--dtype", "f32", "--op", "rmsnorm-fwd",
+		   "--device", "cpu");
+	EXPECT_RUN(3, NULL, "raw file has", "run", "--input", raw, "--shape", "41x33", "--dtype", "f32", "--op",
+		   "rmsnorm-fwd", "--device", "cpu");
 	tu_rmtree(dir);
 	free(raw);
 	free(dir);
@@ -116,12 +109,9 @@ START_TEST(test_mixed_metadata_warns)
 	char *dir = tu_tmpdir(), *a = cli_path_in(dir, "a.safetensors"), *b = cli_path_in(dir, "b.safetensors"), *list;
 	struct tu_proc p;
 
-	RUN(&p, "-q", "gen", "--op", "layernorm-fwd", "--rows", "16", "--hidden", "64", "--out", a);
-	ck_assert_int_eq(p.status, 0);
-	tu_proc_free(&p);
-	RUN(&p, "-q", "gen", "--op", "layernorm-bwd", "--rows", "16", "--hidden", "64", "--eps", "1e-3", "--out", b);
-	ck_assert_int_eq(p.status, 0);
-	tu_proc_free(&p);
+	EXPECT_RUN(0, NULL, NULL, "-q", "gen", "--op", "layernorm-fwd", "--rows", "16", "--hidden", "64", "--out", a);
+	EXPECT_RUN(0, NULL, NULL, "-q", "gen", "--op", "layernorm-bwd", "--rows", "16", "--hidden", "64", "--eps",
+		   "1e-3", "--out", b);
 	ck_assert(asprintf(&list, "%s,%s", a, b) > 0);
 	RUN(&p, "-q", "run", "--input", list, "--device", "cpu");
 	ck_assert_msg(p.status == 0, "%s", p.err);
@@ -176,10 +166,8 @@ START_TEST(test_mixed_metadata_warns)
 
 		cli_write_st(typo, "{\"__metadata__\":{\"wsnorm.op\":\"rmsnorm-fwd\"},\"x\":{\"dtype\":\"F32\",\"shape\":[2,4],"
 			 "\"data_offsets\":[0,32]},\"weights\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[32,48]}}", 48);
-		RUN(&p, "-q", "run", "--input", typo, "--device", "cpu", "--json");
-		ck_assert_msg(p.status == 0, "%s", p.err);
-		ck_assert_msg(strstr(p.err, "tensor 'weights' is not one that run reads"), "%s", p.err);
-		tu_proc_free(&p);
+		EXPECT_RUN(0, NULL, "tensor 'weights' is not one that run reads", "-q", "run", "--input", typo,
+			   "--device", "cpu", "--json");
 		/* each unknown tensor is named */
 		cli_write_st(typo, "{\"__metadata__\":{\"wsnorm.op\":\"rmsnorm-fwd\"},\"x\":{\"dtype\":\"F32\",\"shape\":[2,4],"
 			 "\"data_offsets\":[0,32]},\"weights\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[32,48]},"
@@ -210,16 +198,11 @@ END_TEST
 START_TEST(test_run_skips_hidden_files)
 {
 	char *dir = tu_tmpdir(), *ds = cli_path_in(dir, "ds"), *junk = cli_path_in(ds, "._shard-00000-of-00002.safetensors");
-	struct tu_proc p;
 
-	RUN(&p, "gen", "--op", "layernorm-fwd", "--rows", "6", "--hidden", "16", "--shards", "2", "--out", ds);
-	ck_assert_msg(p.status == 0, "%s", p.err);
-	tu_proc_free(&p);
+	EXPECT_RUN(0, NULL, NULL, "gen", "--op", "layernorm-fwd", "--rows", "6", "--hidden", "16", "--shards", "2",
+		   "--out", ds);
 	tu_write_file(junk, "\0\5\26\7junk", 8);
-	RUN(&p, "run", "--input", ds, "--device", "cpu");
-	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
-	ck_assert_ptr_nonnull(strstr(p.out, "PASS"));
-	tu_proc_free(&p);
+	EXPECT_RUN(0, "PASS", NULL, "run", "--input", ds, "--device", "cpu");
 	tu_rmtree(dir);
 	free(junk);
 	free(ds);
@@ -241,13 +224,11 @@ START_TEST(test_stale_shard_set)
 	size_t len;
 	char *bytes;
 
-	RUN(&p, "gen", "--op", "layernorm-bwd", "--rows", "10", "--hidden", "16", "--shards", "3", "--out", ds);
-	ck_assert_msg(p.status == 0, "%s", p.err);
-	tu_proc_free(&p);
+	EXPECT_RUN(0, NULL, NULL, "gen", "--op", "layernorm-bwd", "--rows", "10", "--hidden", "16", "--shards", "3",
+		   "--out", ds);
 	/* the same set again is fine: it writes over itself */
-	RUN(&p, "gen", "--op", "layernorm-bwd", "--rows", "10", "--hidden", "16", "--shards", "3", "--out", ds);
-	ck_assert_msg(p.status == 0, "%s", p.err);
-	tu_proc_free(&p);
+	EXPECT_RUN(0, NULL, NULL, "gen", "--op", "layernorm-bwd", "--rows", "10", "--hidden", "16", "--shards", "3",
+		   "--out", ds);
 	RUN(&p, "gen", "--op", "layernorm-bwd", "--rows", "10", "--hidden", "16", "--shards", "2", "--out", ds);
 	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
 	ck_assert_ptr_nonnull(strstr(p.err, "a shard of another set"));
@@ -275,17 +256,6 @@ END_TEST
 
 Suite *suite_cli_run(void)
 {
-	Suite *s = suite_create("cli");
-	TCase *tc;
-
-	tc = tcase_create("cli");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_gen_run_json);
-	tcase_add_test(tc, test_shards);
-	tcase_add_test(tc, test_raw_input);
-	tcase_add_test(tc, test_run_skips_hidden_files);
-	tcase_add_test(tc, test_mixed_metadata_warns);
-	tcase_add_test(tc, test_stale_shard_set);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("cli", { "cli", 300, NULL, NULL, TU_TESTS({ test_gen_run_json, 1 }, { test_shards, 1 }, { test_raw_input, 1 },
+				{ test_run_skips_hidden_files, 1 }, { test_mixed_metadata_warns, 1 }, { test_stale_shard_set, 1 }) });
 }

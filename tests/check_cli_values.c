@@ -95,22 +95,9 @@ START_TEST(test_size_suffixes)
 		tu_proc_free(&p);
 	}
 	/* the same parser serves every size: bench --copy-size, plan --hidden */
-	{
-		struct tu_proc p;
-
-		RUN(&p, "bench", "--device", "cpu", "--copy-size", "4KBB");
-		ck_assert_int_eq(p.status, 2);
-		ck_assert_ptr_nonnull(strstr(p.err, "bad --copy-size '4KBB'"));
-		tu_proc_free(&p);
-		RUN(&p, "plan", "--op", "rmsnorm-fwd", "--hidden", " 4096");
-		ck_assert_int_eq(p.status, 2);
-		ck_assert_ptr_nonnull(strstr(p.err, "bad --hidden ' 4096'"));
-		tu_proc_free(&p);
-		RUN(&p, "plan", "--op", "rmsnorm-fwd", "--hidden", "4KiB");
-		ck_assert_msg(p.status == 0, "%s", p.err);
-		ck_assert_ptr_nonnull(strstr(p.out, "wsn_rmsnorm_fwd_bf16_h4096"));
-		tu_proc_free(&p);
-	}
+	EXPECT_RUN(2, NULL, "bad --copy-size '4KBB'", "bench", "--device", "cpu", "--copy-size", "4KBB");
+	EXPECT_RUN(2, NULL, "bad --hidden ' 4096'", "plan", "--op", "rmsnorm-fwd", "--hidden", " 4096");
+	EXPECT_RUN(0, "wsn_rmsnorm_fwd_bf16_h4096", NULL, "plan", "--op", "rmsnorm-fwd", "--hidden", "4KiB");
 	tu_rmtree(dir);
 	free(out);
 	free(dir);
@@ -121,13 +108,10 @@ END_TEST
 START_TEST(test_raw_shape_overflow)
 {
 	char *dir = tu_tmpdir(), *raw = cli_path_in(dir, "empty.bin");
-	struct tu_proc p;
 
 	tu_write_file(raw, "", 0);
-	RUN(&p, "run", "--device", "cpu", "--op", "rmsnorm-fwd", "--dtype", "f32", "--shape", "256Gx16M", "--input", raw);
-	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
-	ck_assert_msg(strstr(p.err, "more bytes than a file can hold"), "%s", p.err);
-	tu_proc_free(&p);
+	EXPECT_RUN(3, NULL, "more bytes than a file can hold", "run", "--device", "cpu", "--op", "rmsnorm-fwd",
+		   "--dtype", "f32", "--shape", "256Gx16M", "--input", raw);
 	tu_rmtree(dir);
 	free(raw);
 	free(dir);
@@ -233,16 +217,6 @@ END_TEST
 
 Suite *suite_cli_values(void)
 {
-	Suite *s = suite_create("cli");
-	TCase *tc;
-
-	tc = tcase_create("cli");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_seed_syntax);
-	tcase_add_test(tc, test_size_suffixes);
-	tcase_add_test(tc, test_raw_shape_overflow);
-	tcase_add_test(tc, test_strict_values);
-	tcase_add_test(tc, test_decimal_values);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("cli", { "cli", 300, NULL, NULL, TU_TESTS({ test_seed_syntax, 1 }, { test_size_suffixes, 1 },
+				{ test_raw_shape_overflow, 1 }, { test_strict_values, 1 }, { test_decimal_values, 1 }) });
 }

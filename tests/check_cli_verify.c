@@ -54,19 +54,11 @@ END_TEST
 START_TEST(test_mismatch_exit)
 {
 	char *dir = tu_tmpdir(), *in = cli_path_in(dir, "in.safetensors");
-	struct tu_proc p;
 
-	RUN(&p, "gen", "--op", "layernorm-fwd", "--rows", "50", "--hidden", "96", "--out", in);
-	ck_assert_int_eq(p.status, 0);
-	tu_proc_free(&p);
-	RUN(&p, "run", "--input", in, "--device", "cpu", "--inject-mismatch");
-	ck_assert_int_eq(p.status, 1);
-	ck_assert_ptr_nonnull(strstr(p.out, "FAIL"));
-	tu_proc_free(&p);
-	RUN(&p, "run", "--input", in, "--device", "cpu", "--inject-mismatch", "--no-verify");
-	ck_assert_int_eq(p.status, 0);
-	ck_assert_ptr_nonnull(strstr(p.out, "not verified"));
-	tu_proc_free(&p);
+	EXPECT_RUN(0, NULL, NULL, "gen", "--op", "layernorm-fwd", "--rows", "50", "--hidden", "96", "--out", in);
+	EXPECT_RUN(1, "FAIL", NULL, "run", "--input", in, "--device", "cpu", "--inject-mismatch");
+	EXPECT_RUN(0, "not verified", NULL, "run", "--input", in, "--device", "cpu", "--inject-mismatch",
+		   "--no-verify");
 	tu_rmtree(dir);
 	free(in);
 	free(dir);
@@ -75,13 +67,5 @@ END_TEST
 
 Suite *suite_cli_verify(void)
 {
-	Suite *s = suite_create("cli");
-	TCase *tc;
-
-	tc = tcase_create("cli");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_mismatch_exit);
-	tcase_add_test(tc, test_mismatch_nonfinite_input);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("cli", { "cli", 300, NULL, NULL, TU_TESTS({ test_mismatch_exit, 1 }, { test_mismatch_nonfinite_input, 1 }) });
 }

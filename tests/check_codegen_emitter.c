@@ -39,11 +39,8 @@ START_TEST(test_emitter_registers_and_labels)
 	ptx_ret(k);
 	ck_assert_int_eq(ptx_kernel_end(k), 0);
 	ck_assert_int_eq(ptx_module_take(&m, &text), 0);
-	ck_assert_ptr_nonnull(strstr(text, ".version 8.3\n.target sm_90a\n.address_size 64"));
-	ck_assert_ptr_nonnull(strstr(text, ".reg .f32 %acc3;"));
-	ck_assert_ptr_nonnull(strstr(text, ".reg .b32 %r0, %r1, %r2"));
-	ck_assert_ptr_nonnull(strstr(text, ".reg .b32 %r16, %r17, %r18, %r19;"));
-	ck_assert_ptr_nonnull(strstr(text, "mov.f32 %acc3, 0f3FC00000;"));
+	EXPECT_HAS(text, ".version 8.3\n.target sm_90a\n.address_size 64", ".reg .f32 %acc3;",
+		   ".reg .b32 %r0, %r1, %r2", ".reg .b32 %r16, %r17, %r18, %r19;", "mov.f32 %acc3, 0f3FC00000;");
 	free(text);
 
 	/* same name, another type; a special register's name; sm_100a header */
@@ -153,10 +150,9 @@ START_TEST(test_emitter_async_ptxas)
 
 	for (int a = 0; a < 2; a++) {
 		char *text = async_kernel(archs[a]);
-		ck_assert_ptr_nonnull(strstr(text, "mbarrier.try_wait.parity.shared::cta.b64"));
-		ck_assert_ptr_nonnull(strstr(text, "cp.async.bulk.tensor.2d.shared::cluster.global.tile"));
-		ck_assert_ptr_nonnull(strstr(text, "setmaxnreg.dec.sync.aligned.u32 40"));
-		ck_assert_ptr_nonnull(strstr(text, ".param .align 64 .b8 tmap[128]"));
+		EXPECT_HAS(text, "mbarrier.try_wait.parity.shared::cta.b64",
+			   "cp.async.bulk.tensor.2d.shared::cluster.global.tile", "setmaxnreg.dec.sync.aligned.u32 40",
+			   ".param .align 64 .b8 tmap[128]");
 		if (!ptxas) {
 			free(text);
 			continue;
@@ -178,12 +174,6 @@ END_TEST
 
 Suite *suite_codegen_emitter(void)
 {
-	Suite *s = suite_create("codegen");
-	TCase *tc;
-
-	tc = tcase_create("emitter");
-	tcase_add_test(tc, test_emitter_registers_and_labels);
-	tcase_add_test(tc, test_emitter_async_ptxas);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("codegen", { "emitter", 0, NULL, NULL, TU_TESTS({ test_emitter_registers_and_labels, 1 },
+				{ test_emitter_async_ptxas, 1 }) });
 }

@@ -22,12 +22,9 @@ START_TEST(test_emit_public)
 	wsn_plan_options_init(&o, WSN_RMSNORM_BWD);
 	o.approach = WSN_APPROACH_MULTIWAVE;
 	ck_assert_int_eq(wsn_emit_ptx(WSN_RMSNORM_BWD, WSN_BF16, 4096, 16384, &o, &ptx, &plan), 0);
-	ck_assert_ptr_nonnull(strstr(ptx, ".target sm_90a"));
-	ck_assert_ptr_nonnull(strstr(ptx, "// op=rmsnorm-bwd dtype=bf16 hidden=4096"));
-	ck_assert_ptr_nonnull(strstr(ptx, "bdimx="));
-	ck_assert_ptr_nonnull(strstr(ptx, ".visible .entry wsn_rmsnorm_bwd_bf16_h4096("));
-	ck_assert_ptr_nonnull(strstr(ptx, ".visible .entry wsn_rmsnorm_bwd_bf16_h4096_finish("));
-	ck_assert_ptr_nonnull(strstr(ptx, "ld.global.L1::no_allocate.L2::256B.v4.b32"));
+	EXPECT_HAS(ptx, ".target sm_90a", "// op=rmsnorm-bwd dtype=bf16 hidden=4096", "bdimx=",
+		   ".visible .entry wsn_rmsnorm_bwd_bf16_h4096(", ".visible .entry wsn_rmsnorm_bwd_bf16_h4096_finish(",
+		   "ld.global.L1::no_allocate.L2::256B.v4.b32");
 	ck_assert_ptr_nonnull(strstr(plan, "why:"));
 	free(ptx);
 	/* wsn_emit_plan: the same text without the PTX, and the plan as JSON */
@@ -103,9 +100,7 @@ START_TEST(test_kernel_text)
 			nld++;
 		ck_assert_int_ge(nld, 4);
 	}
-	ck_assert_ptr_nonnull(strstr(ptx, "st.global.v4.b32"));
-	ck_assert_ptr_nonnull(strstr(ptx, "rsqrt.approx.f32"));
-	ck_assert_ptr_nonnull(strstr(ptx, "shfl.sync.bfly.b32"));
+	EXPECT_HAS(ptx, "st.global.v4.b32", "rsqrt.approx.f32", "shfl.sync.bfly.b32");
 	/* the element path for unaligned rows exists */
 	ck_assert_ptr_nonnull(strstr(ptx, "ld.global.b16"));
 	free(ptx);
@@ -116,12 +111,8 @@ START_TEST(test_kernel_text)
 	o.approach = WSN_APPROACH_WS;
 	o.cluster = 2;
 	ck_assert_int_eq(wsn_emit_ptx(WSN_LAYERNORM_BWD, WSN_BF16, 1008, 16384, &o, &ptx, NULL), 0);
-	ck_assert_ptr_nonnull(strstr(ptx, " bra $Linit_done"));
-	ck_assert_ptr_nonnull(strstr(ptx, " bra $Lout"));
-	ck_assert_ptr_nonnull(strstr(ptx, " bra $Lxch_sent"));
-	ck_assert_ptr_null(strstr(ptx, "bra.uni $Linit_done"));
-	ck_assert_ptr_null(strstr(ptx, "bra.uni $Lout"));
-	ck_assert_ptr_null(strstr(ptx, "bra.uni $Lxch_sent"));
+	EXPECT_HAS(ptx, " bra $Linit_done", " bra $Lout", " bra $Lxch_sent");
+	EXPECT_LACKS(ptx, "bra.uni $Linit_done", "bra.uni $Lout", "bra.uni $Lxch_sent");
 	free(ptx);
 }
 END_TEST
@@ -179,13 +170,6 @@ END_TEST
 
 Suite *suite_codegen_kernels(void)
 {
-	Suite *s = suite_create("codegen");
-	TCase *tc;
-
-	tc = tcase_create("planner");
-	tcase_add_test(tc, test_emit_public);
-	tcase_add_test(tc, test_kernel_text);
-	tcase_add_test(tc, test_prefetch_before_wait);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("codegen", { "planner", 0, NULL, NULL, TU_TESTS({ test_emit_public, 1 }, { test_kernel_text, 1 },
+				{ test_prefetch_before_wait, 1 }) });
 }

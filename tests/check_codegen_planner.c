@@ -201,12 +201,6 @@ END_TEST
 
 Suite *suite_codegen_planner(void)
 {
-	Suite *s = suite_create("codegen");
-	TCase *tc;
-
-	tc = tcase_create("planner");
-	tcase_add_test(tc, test_planner_modelled_devices);
-	tcase_add_test(tc, test_planner_forced_options);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("codegen", { "planner", 0, NULL, NULL, TU_TESTS({ test_planner_modelled_devices, 1 },
+				{ test_planner_forced_options, 1 }) });
 }

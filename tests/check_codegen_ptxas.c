@@ -233,15 +233,6 @@ END_TEST
 
 Suite *suite_codegen_ptxas(void)
 {
-	Suite *s = suite_create("codegen");
-	TCase *tc;
-
-	tc = tcase_create("ptxas");
-	tcase_set_timeout(tc, 600);
-	tcase_add_test(tc, test_kernels_ptxas_bf16);
-	tcase_add_test(tc, test_kernels_ptxas_f16);
-	tcase_add_test(tc, test_kernels_ptxas_f32);
-	tcase_add_test(tc, test_wide_rows_loop);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("codegen", { "ptxas", 600, NULL, NULL, TU_TESTS({ test_kernels_ptxas_bf16, 1 }, { test_kernels_ptxas_f16, 1 },
+				{ test_kernels_ptxas_f32, 1 }, { test_wide_rows_loop, 1 }) });
 }

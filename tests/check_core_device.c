@@ -150,13 +150,6 @@ END_TEST
 
 Suite *suite_core_device(void)
 {
-	Suite *s = suite_create("core");
-	TCase *tc;
-
-	tc = tcase_create("core");
-	tcase_add_test(tc, test_devices);
-	tcase_add_test(tc, test_device_spec_parse);
-	tcase_add_test(tc, test_cpu_memory_limit);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("core", { "core", 0, NULL, NULL, TU_TESTS({ test_devices, 1 }, { test_device_spec_parse, 1 },
+				{ test_cpu_memory_limit, 1 }) });
 }

@@ -132,15 +132,7 @@ END_TEST
 
 Suite *suite_core_dtype(void)
 {
-	Suite *s = suite_create("core");
-	TCase *tc;
-
-	tc = tcase_create("core");
-	tcase_add_test(tc, test_dtype_parse);
-	tcase_add_test(tc, test_f16_roundtrip_all);
-	tcase_add_test(tc, test_narrowing_rounds_to_nearest);
-	tcase_add_test(tc, test_random_fill_deterministic);
-	tcase_add_test(tc, test_compare_and_poison);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("core", { "core", 0, NULL, NULL, TU_TESTS({ test_dtype_parse, 1 }, { test_f16_roundtrip_all, 1 },
+				{ test_narrowing_rounds_to_nearest, 1 }, { test_random_fill_deterministic, 1 },
+				{ test_compare_and_poison, 1 }) });
 }

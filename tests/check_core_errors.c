@@ -102,13 +102,5 @@ END_TEST
 
 Suite *suite_core_errors(void)
 {
-	Suite *s = suite_create("core");
-	TCase *tc;
-
-	tc = tcase_create("core");
-	tcase_add_test(tc, test_error_table);
-	tcase_add_test(tc, test_text_escape);
-	tcase_add_test(tc, test_op_names);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("core", { "core", 0, NULL, NULL, TU_TESTS({ test_error_table, 1 }, { test_text_escape, 1 }, { test_op_names, 1 }) });
 }

@@ -126,11 +126,5 @@ END_TEST
 
 Suite *suite_core_overlap(void)
 {
-	Suite *s = suite_create("core");
-	TCase *tc;
-
-	tc = tcase_create("core");
-	tcase_add_test(tc, test_overlap_decisions);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("core", { "core", 0, NULL, NULL, TU_TESTS({ test_overlap_decisions, 1 }) });
 }

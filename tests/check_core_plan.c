@@ -300,14 +300,6 @@ END_TEST
 
 Suite *suite_core_plan(void)
 {
-	Suite *s = suite_create("core");
-	TCase *tc;
-
-	tc = tcase_create("core");
-	tcase_add_test(tc, test_plan_argument_errors);
-	tcase_add_test(tc, test_plan_flatten_unit_dims);
-	tcase_add_test(tc, test_api_integer_edges);
-	tcase_add_test(tc, test_plan_options_autotune);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("core", { "core", 0, NULL, NULL, TU_TESTS({ test_plan_argument_errors, 1 }, { test_plan_flatten_unit_dims, 1 },
+				{ test_api_integer_edges, 1 }, { test_plan_options_autotune, 1 }) });
 }

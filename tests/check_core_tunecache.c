@@ -352,13 +352,6 @@ END_TEST
 
 Suite *suite_core_tunecache(void)
 {
-	Suite *s = suite_create("core");
-	TCase *tc;
-
-	tc = tcase_create("core");
-	tcase_add_test(tc, test_tune_rows_class);
-	tcase_add_test(tc, test_tune_cache_roundtrip);
-	tcase_add_test(tc, test_tune_cache_concurrent);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("core", { "core", 0, NULL, NULL, TU_TESTS({ test_tune_rows_class, 1 }, { test_tune_cache_roundtrip, 1 },
+				{ test_tune_cache_concurrent, 1 }) });
 }

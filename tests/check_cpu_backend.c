@@ -98,12 +98,5 @@ END_TEST
 
 Suite *suite_cpu_backend(void)
 {
-	Suite *s = suite_create("cpu");
-	TCase *tc;
-
-	tc = tcase_create("cpu");
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_backend_table);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("cpu", { "cpu", 120, NULL, NULL, TU_TESTS({ test_backend_table, 1 }) });
 }

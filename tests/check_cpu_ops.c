@@ -14,17 +14,6 @@
 
 #include "cpu_util.h"
 
-static int64_t offset_of(const struct wsn_tensor *t, int64_t i)
-{
-	int64_t off = 0;
-
-	for (int d = t->ndim - 1; d >= 0; d--) {
-		off += (i % t->shape[d]) * t->stride[d];
-		i /= t->shape[d];
-	}
-	return off;
-}
-
 /* Nothing but the tensor's own elements was written: the rest of the buffer still holds SENTINEL. */
 static void expect_untouched(const char *tag, const char *what, const struct buf *b)
 {
@@ -35,7 +24,7 @@ static void expect_untouched(const char *tag, const char *what, const struct buf
 
 	ck_assert_ptr_nonnull(mine);
 	for (int64_t i = 0; i < n; i++)
-		mine[offset_of(&b->t, i)] = 1;
+		mine[ref_offset_of(&b->t, i)] = 1;
 	for (size_t s = 0; s < b->slots; s++)
 		for (size_t k = 0; !mine[s] && k < es; k++)
 			ck_assert_msg(bytes[s * es + k] == SENTINEL, "%s: %s: padding element %zu was written", tag,
@@ -307,7 +296,6 @@ START_TEST(test_leading_dims)
 	uint64_t seed = tu_case_seed("cpu leading dims");
 	float x[330], y[330], dy[330], dx[330], w[33], rs[10];
 	struct wsn_device *dev;
-	struct wsn_plan *plan;
 	struct wsn_args a;
 	struct ref_out ref;
 
@@ -321,9 +309,7 @@ START_TEST(test_leading_dims)
 	wsn_tensor_fill_random(&a.weight, seed + 1, 1.0f, 0.3f);
 	wsn_tensor_fill_nan(&a.y);
 	wsn_tensor_fill_nan(&a.rstd);
-	ck_assert_int_eq(wsn_plan_create(dev, WSN_RMSNORM_FWD, 10, 33, WSN_F32, NULL, &plan), 0);
-	ck_assert_msg(wsn_plan_execute(plan, &a, NULL) == 0, "%s", wsn_last_error());
-	wsn_plan_destroy(plan);
+	cpu_execute(dev, WSN_RMSNORM_FWD, 10, 33, WSN_F32, NULL, &a);
 	ck_assert_int_eq(ref_run(WSN_RMSNORM_FWD, &a, WSN_DEFAULT_EPS, &ref), 0);
 	cpu_expect_close("rmsnorm-fwd [2,5,33]", "y", &a.y, ref.y, NULL, TOL_F32);
 	cpu_expect_close("rmsnorm-fwd [2,5,33]", "rstd", &a.rstd, ref.rstd, NULL, TOL_F32);
@@ -334,9 +320,7 @@ START_TEST(test_leading_dims)
 	wsn_tensor_init(&a.dx, dx, WSN_F32, WSN_MEM_HOST, 3, shape2);
 	wsn_tensor_fill_random(&a.dy, seed + 2, 0.0f, 1.0f);
 	wsn_tensor_fill_nan(&a.dx);
-	ck_assert_int_eq(wsn_plan_create(dev, WSN_RMSNORM_BWD, 10, 33, WSN_F32, NULL, &plan), 0);
-	ck_assert_msg(wsn_plan_execute(plan, &a, NULL) == 0, "%s", wsn_last_error());
-	wsn_plan_destroy(plan);
+	cpu_execute(dev, WSN_RMSNORM_BWD, 10, 33, WSN_F32, NULL, &a);
 	ck_assert_int_eq(ref_run(WSN_RMSNORM_BWD, &a, WSN_DEFAULT_EPS, &ref), 0);
 	cpu_expect_close("rmsnorm-bwd [5,2,33]", "dx", &a.dx, ref.dx, NULL, TOL_F32);
 	ref_out_free(&ref);
@@ -535,16 +519,7 @@ END_TEST
 
 Suite *suite_cpu_ops(void)
 {
-	Suite *s = suite_create("cpu");
-	TCase *tc;
-
-	tc = tcase_create("cpu");
-	tcase_set_timeout(tc, 120);
-	tcase_add_loop_test(tc, test_ops_against_reference, 0, WSN_OP_COUNT * WSN_DTYPE_COUNT);
-	tcase_add_test(tc, test_leading_dims);
-	tcase_add_test(tc, test_many_rows_reduction);
-	tcase_add_test(tc, test_variance_with_large_mean);
-	tcase_add_loop_test(tc, test_half_is_f32_rounded, 0, WSN_OP_COUNT);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("cpu", { "cpu", 120, NULL, NULL, TU_TESTS({ test_ops_against_reference, WSN_OP_COUNT * WSN_DTYPE_COUNT },
+				{ test_leading_dims, 1 }, { test_many_rows_reduction, 1 }, { test_variance_with_large_mean, 1 },
+				{ test_half_is_f32_rounded, WSN_OP_COUNT }) });
 }

@@ -146,14 +146,6 @@ END_TEST
 
 Suite *suite_cpu_reference(void)
 {
-	Suite *s = suite_create("cpu");
-	TCase *tc;
-
-	tc = tcase_create("cpu");
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_reference_by_hand);
-	tcase_add_loop_test(tc, test_reference_gradients, 0, 2);
-	tcase_add_test(tc, test_reference_helpers);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("cpu", { "cpu", 120, NULL, NULL, TU_TESTS({ test_reference_by_hand, 1 }, { test_reference_gradients, 2 },
+				{ test_reference_helpers, 1 }) });
 }

@@ -175,14 +175,6 @@ END_TEST
 
 Suite *suite_cpu_threads(void)
 {
-	Suite *s = suite_create("cpu");
-	TCase *tc;
-
-	tc = tcase_create("cpu");
-	tcase_set_timeout(tc, 120);
-	tcase_add_loop_test(tc, test_threads_bit_identical, 0, 4);
-	tcase_add_test(tc, test_describe_and_threads);
-	tcase_add_test(tc, test_chunk_rows);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("cpu", { "cpu", 120, NULL, NULL, TU_TESTS({ test_threads_bit_identical, 4 }, { test_describe_and_threads, 1 },
+				{ test_chunk_rows, 1 }) });
 }

@@ -710,19 +710,8 @@ END_TEST
 
 Suite *suite_cuda_fake(void)
 {
-	Suite *s = suite_create("cuda_fake");
-	TCase *tc = tcase_create("fake-driver");
-
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_fake_clean_runs);
-	tcase_add_test(tc, test_fake_fail_each_call);
-	tcase_add_test(tc, test_fake_sticky_fault);
-	tcase_add_test(tc, test_fake_app_context);
-	tcase_add_test(tc, test_fake_no_device);
-	tcase_add_test(tc, test_fake_jit_failure);
-	tcase_add_test(tc, test_fake_bench_check);
-	tcase_add_test(tc, test_fake_plan_json);
-	tcase_add_test(tc, test_fake_autotune);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("cuda_fake", { "fake-driver", 300, NULL, NULL, TU_TESTS({ test_fake_clean_runs, 1 },
+				{ test_fake_fail_each_call, 1 }, { test_fake_sticky_fault, 1 }, { test_fake_app_context, 1 },
+				{ test_fake_no_device, 1 }, { test_fake_jit_failure, 1 }, { test_fake_bench_check, 1 },
+				{ test_fake_plan_json, 1 }, { test_fake_autotune, 1 }) });
 }

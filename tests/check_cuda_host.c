@@ -216,18 +216,8 @@ END_TEST
 
 Suite *suite_cuda_host(void)
 {
-	Suite *s = suite_create("cuda_host");
-	TCase *tc = tcase_create("tma");
-
-	tcase_add_test(tc, test_tma_valid);
-	tcase_add_test(tc, test_tma_rules);
-	tcase_add_test(tc, test_tma_encode_checks_first);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("loader");
-	tcase_add_test(tc, test_loader_missing_library);
-	tcase_add_test(tc, test_loader_not_a_driver);
-	tcase_add_test(tc, test_no_driver_backend);
-	tcase_add_test(tc, test_error_translation);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("cuda_host", { "tma", 0, NULL, NULL, TU_TESTS({ test_tma_valid, 1 }, { test_tma_rules, 1 },
+				{ test_tma_encode_checks_first, 1 }) },
+			{ "loader", 0, NULL, NULL, TU_TESTS({ test_loader_missing_library, 1 }, { test_loader_not_a_driver, 1 },
+				{ test_no_driver_backend, 1 }, { test_error_translation, 1 }) });
 }

@@ -413,17 +413,7 @@ END_TEST
 
 Suite *suite_gpu_autotune(void)
 {
-	Suite *s = suite_create("gpu");
-	TCase *tc;
-
-	tc = tcase_create("autotune");
-	tcase_add_checked_fixture(tc, setup_tune, teardown_tune);
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_autotune_measure_then_hit);
-	tcase_add_test(tc, test_autotune_corrupt_entry);
-	tcase_add_test(tc, test_autotune_stale_ws_entry);
-	tcase_add_test(tc, test_autotune_forced);
-	tcase_add_test(tc, test_autotune_shapes);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("gpu", { "autotune", 300, setup_tune, teardown_tune, TU_TESTS({ test_autotune_measure_then_hit, 1 },
+				{ test_autotune_corrupt_entry, 1 }, { test_autotune_stale_ws_entry, 1 }, { test_autotune_forced, 1 },
+				{ test_autotune_shapes, 1 }) });
 }

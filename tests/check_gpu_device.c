@@ -255,18 +255,6 @@ END_TEST
 
 Suite *suite_gpu_device(void)
 {
-	Suite *s = suite_create("gpu");
-	TCase *tc;
-
-	tc = tcase_create("device");
-	tcase_add_checked_fixture(tc, gpu_setup, gpu_teardown);
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_device_info);
-	tcase_add_test(tc, test_pinned_async);
-	tcase_add_test(tc, test_tma);
-	tcase_add_test(tc, test_describe);
-	tcase_add_test(tc, test_jit_error);
-	tcase_add_test(tc, test_launch_too_many_threads);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("gpu", { "device", 120, gpu_setup, gpu_teardown, TU_TESTS({ test_device_info, 1 }, { test_pinned_async, 1 },
+				{ test_tma, 1 }, { test_describe, 1 }, { test_jit_error, 1 }, { test_launch_too_many_threads, 1 }) });
 }

@@ -52,13 +52,6 @@ END_TEST
 
 Suite *suite_gpu_fault(void)
 {
-	Suite *s = suite_create("gpu");
-	TCase *tc;
-
-	tc = tcase_create("fault"); /* last: it poisons the context */
-	tcase_add_checked_fixture(tc, gpu_setup, gpu_teardown);
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, test_illegal_address);
-	suite_add_tcase(s, tc);
-	return s;
+	/* fault runs last: it poisons the context */
+	return TU_SUITE("gpu", { "fault", 60, gpu_setup, gpu_teardown, TU_TESTS({ test_illegal_address, 1 }) });
 }

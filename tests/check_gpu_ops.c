@@ -270,26 +270,9 @@ END_TEST
 
 Suite *suite_gpu_ops(void)
 {
-	Suite *s = suite_create("gpu");
-	TCase *tc;
-
-	tc = tcase_create("ops");
-	tcase_add_checked_fixture(tc, gpu_setup, gpu_teardown);
-	tcase_set_timeout(tc, 300);
-	tcase_add_loop_test(tc, test_ops, 0, (int)(sizeof(hiddens) / sizeof(hiddens[0])));
-	tcase_add_test(tc, test_strided_stats);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("wide");
-	tcase_add_checked_fixture(tc, gpu_setup, gpu_teardown);
-	tcase_set_timeout(tc, 300);
-	tcase_add_loop_test(tc, test_wide_rows, 0, (int)(sizeof(dtypes) / sizeof(dtypes[0])));
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("fuzz");
-	tcase_add_checked_fixture(tc, gpu_setup, gpu_teardown);
-	tcase_set_timeout(tc, 300);
-	tcase_add_loop_test(tc, test_fuzz, 0, 2); /* ws, multi-wave */
-	suite_add_tcase(s, tc);
-	return s;
+	/* test_fuzz: ws, multi-wave */
+	return TU_SUITE("gpu", { "ops", 300, gpu_setup, gpu_teardown, TU_TESTS({ test_ops, (int)WSN_ARRAY_SIZE(hiddens) },
+				{ test_strided_stats, 1 }) },
+			{ "wide", 300, gpu_setup, gpu_teardown, TU_TESTS({ test_wide_rows, (int)WSN_ARRAY_SIZE(dtypes) }) },
+			{ "fuzz", 300, gpu_setup, gpu_teardown, TU_TESTS({ test_fuzz, 2 }) });
 }

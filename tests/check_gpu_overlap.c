@@ -210,13 +210,6 @@ END_TEST
 
 Suite *suite_gpu_overlap(void)
 {
-	Suite *s = suite_create("gpu");
-	TCase *tc;
-
-	tc = tcase_create("overlap");
-	tcase_add_checked_fixture(tc, gpu_setup, gpu_teardown);
-	tcase_set_timeout(tc, 300);
-	tcase_add_loop_test(tc, test_overlap, 0, 4); /* LayerNorm, RMSNorm x 4096, 128 rows */
-	suite_add_tcase(s, tc);
-	return s;
+	/* test_overlap: LayerNorm, RMSNorm x 4096, 128 rows */
+	return TU_SUITE("gpu", { "overlap", 300, gpu_setup, gpu_teardown, TU_TESTS({ test_overlap, 4 }) });
 }

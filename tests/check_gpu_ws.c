@@ -368,33 +368,9 @@ END_TEST
 
 Suite *suite_gpu_ws(void)
 {
-	Suite *s = suite_create("gpu");
-	TCase *tc;
-
-	tc = tcase_create("ws");
-	tcase_add_checked_fixture(tc, gpu_setup, gpu_teardown);
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_ws_shapes);
-	tcase_add_test(tc, test_ws_ln_bwd_mixed_stats);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("ws-forced");
-	tcase_add_checked_fixture(tc, gpu_setup, gpu_teardown);
-	tcase_set_timeout(tc, 300);
-	tcase_add_loop_test(tc, test_ws_forced, 0, (int)(sizeof(dtypes) / sizeof(dtypes[0])));
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("ws-stats");
-	tcase_add_checked_fixture(tc, gpu_setup, gpu_teardown);
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_ws_stats_layouts);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("ws-cluster");
-	tcase_add_checked_fixture(tc, gpu_setup, gpu_teardown);
-	tcase_set_timeout(tc, 600);
-	tcase_add_loop_test(tc, test_ws_cluster, 0, (int)(sizeof(dtypes) / sizeof(dtypes[0])));
-	tcase_add_loop_test(tc, test_ws_measured, 0, (int)(sizeof(dtypes) / sizeof(dtypes[0])));
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("gpu", { "ws", 300, gpu_setup, gpu_teardown, TU_TESTS({ test_ws_shapes, 1 }, { test_ws_ln_bwd_mixed_stats, 1 }) },
+			{ "ws-forced", 300, gpu_setup, gpu_teardown, TU_TESTS({ test_ws_forced, (int)WSN_ARRAY_SIZE(dtypes) }) },
+			{ "ws-stats", 300, gpu_setup, gpu_teardown, TU_TESTS({ test_ws_stats_layouts, 1 }) },
+			{ "ws-cluster", 600, gpu_setup, gpu_teardown, TU_TESTS({ test_ws_cluster, (int)WSN_ARRAY_SIZE(dtypes) },
+				{ test_ws_measured, (int)WSN_ARRAY_SIZE(dtypes) }) });
 }

@@ -163,19 +163,6 @@ END_TEST
 
 Suite *suite_io_raw(void)
 {
-	Suite *s = suite_create("io");
-	TCase *tc;
-
-	tc = tcase_create("safetensors");
-	tcase_add_checked_fixture(tc, io_setup_tmp, io_teardown_tmp);
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_out_file);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("raw");
-	tcase_add_checked_fixture(tc, io_setup_tmp, io_teardown_tmp);
-	tcase_add_test(tc, test_raw_roundtrip);
-	tcase_add_test(tc, test_raw_write_errors);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("io", { "safetensors", 120, io_setup_tmp, io_teardown_tmp, TU_TESTS({ test_out_file, 1 }) },
+			{ "raw", 0, io_setup_tmp, io_teardown_tmp, TU_TESTS({ test_raw_roundtrip, 1 }, { test_raw_write_errors, 1 }) });
 }

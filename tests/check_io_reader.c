@@ -375,20 +375,12 @@ END_TEST
 
 Suite *suite_io_reader(void)
 {
-	Suite *s = suite_create("io");
-	TCase *tc;
-
-	tc = tcase_create("reader");
-	tcase_add_checked_fixture(tc, io_setup_tmp, io_teardown_tmp);
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_reader_big_file);
-	tcase_add_test(tc, test_reader_queue_depths);
-	tcase_add_test(tc, test_reader_short_reads);
-	tcase_add_test(tc, test_reader_errors);
-	tcase_add_test(tc, test_reader_thread_and_unregister);
-	tcase_add_test(tc, test_reader_direct_refused);
-	tcase_add_test(tc, test_reader_options);
-	tcase_add_test(tc, test_reader_sqpoll);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("io", { "reader", 300, io_setup_tmp, io_teardown_tmp, TU_TESTS({ test_reader_big_file, 1 },
+				{ test_reader_queue_depths, 1 },
+				{ test_reader_short_reads, 1 },
+				{ test_reader_errors, 1 },
+				{ test_reader_thread_and_unregister, 1 },
+				{ test_reader_direct_refused, 1 },
+				{ test_reader_options, 1 },
+				{ test_reader_sqpoll, 1 }) });
 }

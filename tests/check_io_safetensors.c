@@ -400,23 +400,8 @@ END_TEST
 
 Suite *suite_io_safetensors(void)
 {
-	Suite *s = suite_create("io");
-	TCase *tc;
-
-	tc = tcase_create("safetensors");
-	tcase_add_checked_fixture(tc, io_setup_tmp, io_teardown_tmp);
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_st_roundtrip);
-	tcase_add_test(tc, test_st_metadata_roundtrip);
-	tcase_add_test(tc, test_st_sorted_by_offset);
-	tcase_add_test(tc, test_st_other_dtypes);
-	tcase_add_test(tc, test_st_write_errors);
-	tcase_add_test(tc, test_st_fuzz);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("safetensors-bad-input");
-	tcase_add_checked_fixture(tc, io_setup_tmp, io_teardown_tmp);
-	tcase_add_test(tc, test_st_all_dtypes);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("io", { "safetensors", 120, io_setup_tmp, io_teardown_tmp, TU_TESTS({ test_st_roundtrip, 1 },
+				{ test_st_metadata_roundtrip, 1 }, { test_st_sorted_by_offset, 1 }, { test_st_other_dtypes, 1 },
+				{ test_st_write_errors, 1 }, { test_st_fuzz, 1 }) },
+			{ "safetensors-bad-input", 0, io_setup_tmp, io_teardown_tmp, TU_TESTS({ test_st_all_dtypes, 1 }) });
 }

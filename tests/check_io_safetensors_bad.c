@@ -351,35 +351,13 @@ END_TEST
 
 Suite *suite_io_safetensors_bad(void)
 {
-	Suite *s = suite_create("io");
-	TCase *tc;
-
-	tc = tcase_create("safetensors-bad-input");
-	tcase_add_checked_fixture(tc, io_setup_tmp, io_teardown_tmp);
-	tcase_add_test(tc, test_st_bad_short_file);
-	tcase_add_test(tc, test_st_bad_empty_file);
-	tcase_add_test(tc, test_st_bad_directory);
-	tcase_add_test(tc, test_st_bad_missing);
-	tcase_add_test(tc, test_st_bad_errno_names);
-	tcase_add_test(tc, test_st_bad_header_past_eof);
-	tcase_add_test(tc, test_st_bad_header_absurd);
-	tcase_add_test(tc, test_st_bad_header_zero);
-	tcase_add_test(tc, test_st_bad_json);
-	tcase_add_test(tc, test_st_bad_json_nul);
-	tcase_add_test(tc, test_st_bad_not_object);
-	tcase_add_test(tc, test_st_bad_entry_not_object);
-	tcase_add_test(tc, test_st_bad_dtype);
-	tcase_add_test(tc, test_st_bad_other_dtypes);
-	tcase_add_test(tc, test_st_bad_shape);
-	tcase_add_test(tc, test_st_bad_shape_overflow);
-	tcase_add_test(tc, test_st_bad_shape_mismatch);
-	tcase_add_test(tc, test_st_bad_offsets);
-	tcase_add_test(tc, test_st_bad_offsets_past_eof);
-	tcase_add_test(tc, test_st_bad_overlap);
-	tcase_add_test(tc, test_st_bad_metadata);
-	tcase_add_test(tc, test_st_bad_long_name);
-	tcase_add_test(tc, test_st_missing_tensor_and_small_buffer);
-	tcase_add_test(tc, test_st_truncated_after_open);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("io", { "safetensors-bad-input", 0, io_setup_tmp, io_teardown_tmp, TU_TESTS({ test_st_bad_short_file, 1 },
+				{ test_st_bad_empty_file, 1 }, { test_st_bad_directory, 1 }, { test_st_bad_missing, 1 },
+				{ test_st_bad_errno_names, 1 }, { test_st_bad_header_past_eof, 1 }, { test_st_bad_header_absurd, 1 },
+				{ test_st_bad_header_zero, 1 }, { test_st_bad_json, 1 }, { test_st_bad_json_nul, 1 },
+				{ test_st_bad_not_object, 1 }, { test_st_bad_entry_not_object, 1 }, { test_st_bad_dtype, 1 },
+				{ test_st_bad_other_dtypes, 1 }, { test_st_bad_shape, 1 }, { test_st_bad_shape_overflow, 1 },
+				{ test_st_bad_shape_mismatch, 1 }, { test_st_bad_offsets, 1 }, { test_st_bad_offsets_past_eof, 1 },
+				{ test_st_bad_overlap, 1 }, { test_st_bad_metadata, 1 }, { test_st_bad_long_name, 1 },
+				{ test_st_missing_tensor_and_small_buffer, 1 }, { test_st_truncated_after_open, 1 }) });
 }

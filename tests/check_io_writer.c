@@ -204,13 +204,6 @@ END_TEST
 
 Suite *suite_io_writer(void)
 {
-	Suite *s = suite_create("io_writer");
-	TCase *header = tcase_create("header");
-
-	tcase_add_checked_fixture(header, setup_tmp, teardown_tmp);
-	tcase_add_test(header, test_header_random);
-	tcase_add_test(header, test_header_overflow);
-	tcase_add_test(header, test_header_errors);
-	suite_add_tcase(s, header);
-	return s;
+	return TU_SUITE("io_writer", { "header", 0, setup_tmp, teardown_tmp, TU_TESTS({ test_header_random, 1 },
+				{ test_header_overflow, 1 }, { test_header_errors, 1 }) });
 }

@@ -464,15 +464,10 @@ START_TEST(test_raw_block_device)
 		fprintf(stderr, "test_raw_block_device: skipped, no loop device (%s)\n", why);
 		goto out;
 	}
-	RUN(&p, "run", "--input", dev, "--shape", "40x33", "--dtype", "f32", "--op", "rmsnorm-fwd", "--device", "cpu",
-	    "--batch-rows", "7", "--output", o1);
-	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
-	ck_assert_ptr_nonnull(strstr(p.out, "PASS"));
-	tu_proc_free(&p);
-	RUN(&p, "run", "--input", file, "--shape", "40x33", "--dtype", "f32", "--op", "rmsnorm-fwd", "--device", "cpu",
-	    "--batch-rows", "7", "--output", o2);
-	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
-	tu_proc_free(&p);
+	EXPECT_RUN(0, "PASS", NULL, "run", "--input", dev, "--shape", "40x33", "--dtype", "f32", "--op", "rmsnorm-fwd",
+		   "--device", "cpu", "--batch-rows", "7", "--output", o1);
+	EXPECT_RUN(0, NULL, NULL, "run", "--input", file, "--shape", "40x33", "--dtype", "f32", "--op", "rmsnorm-fwd",
+		   "--device", "cpu", "--batch-rows", "7", "--output", o2);
 	a = tu_slurp(o1, &n1);
 	b = tu_slurp(o2, &n2);
 	ck_assert_uint_eq(n1, n2);
@@ -552,10 +547,7 @@ START_TEST(test_shard_set)
 		free(from);
 		free(to);
 	}
-	RUN(&p, "run", "--input", ds, "--device", "cpu", "--copy-size", "64K");
-	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
-	ck_assert_ptr_nonnull(strstr(p.out, "9 rows x 8, 3 shards"));
-	tu_proc_free(&p);
+	EXPECT_RUN(0, "9 rows x 8, 3 shards", NULL, "run", "--input", ds, "--device", "cpu", "--copy-size", "64K");
 	tu_rmtree(dir);
 	free(ds);
 	free(held);
@@ -566,18 +558,7 @@ END_TEST
 
 Suite *suite_run_datasets(void)
 {
-	Suite *s = suite_create("pipeline");
-	TCase *tc;
-
-	tc = tcase_create("pipeline");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_datasets);
-	tcase_add_test(tc, test_corrupt_shard);
-	tcase_add_test(tc, test_other_dtypes);
-	tcase_add_test(tc, test_input_replaced);
-	tcase_add_test(tc, test_lists_raw_modes);
-	tcase_add_test(tc, test_raw_block_device);
-	tcase_add_test(tc, test_shard_set);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("pipeline", { "pipeline", 300, NULL, NULL, TU_TESTS({ test_datasets, 1 }, { test_corrupt_shard, 1 },
+				{ test_other_dtypes, 1 }, { test_input_replaced, 1 }, { test_lists_raw_modes, 1 },
+				{ test_raw_block_device, 1 }, { test_shard_set, 1 }) });
 }

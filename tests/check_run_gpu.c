@@ -36,9 +36,8 @@ START_TEST(test_gpu_path_on_cpu)
 	json_t *j;
 
 	run_gen("layernorm-bwd", "f16", "450", "80", "3", ds);
-	RUN(&p, "run", "--input", ds, "--device", "cpu", "--batch-rows", "40", "--output", oh, "--copy-size", "64K");
-	ck_assert_msg(p.status == 0, "%s", p.err);
-	tu_proc_free(&p);
+	EXPECT_RUN(0, NULL, NULL, "run", "--input", ds, "--device", "cpu", "--batch-rows", "40", "--output", oh,
+		   "--copy-size", "64K");
 	setenv("WSNORM_RUN_COPIES", "1", 1);
 	RUN(&p, "run", "--input", ds, "--device", "cpu", "--batch-rows", "40", "--output", oc, "--copy-size", "64K",
 	    "--kernel-loops", "2", "--json", "--standalone");
@@ -75,14 +74,9 @@ START_TEST(test_gpu_path_on_cpu)
 	json_decref(j);
 	tu_proc_free(&p);
 	/* a mismatch is caught on this path too, and a failing device among two */
-	RUN(&p, "run", "--input", ds, "--device", "cpu", "--inject-mismatch", "--copy-size", "64K");
-	ck_assert_int_eq(p.status, 1);
-	tu_proc_free(&p);
-	RUN(&p, "run", "--input", ds, "--devices", "cpu,cpu", "--inject-fault", "0", "--batch-rows", "10", "--copy-size",
-	    "64K", "--threads", "1");
-	ck_assert_int_eq(p.status, 3);
-	ck_assert_ptr_nonnull(strstr(p.out, "device 1: cpu"));
-	tu_proc_free(&p);
+	EXPECT_RUN(1, NULL, NULL, "run", "--input", ds, "--device", "cpu", "--inject-mismatch", "--copy-size", "64K");
+	EXPECT_RUN(3, "device 1: cpu", NULL, "run", "--input", ds, "--devices", "cpu,cpu", "--inject-fault", "0",
+		   "--batch-rows", "10", "--copy-size", "64K", "--threads", "1");
 	unsetenv("WSNORM_RUN_COPIES");
 	tu_rmtree(dir);
 	free(ds);
@@ -240,9 +234,8 @@ START_TEST(test_gpu_checks)
 	json_t *j;
 
 	run_gen("rmsnorm-bwd", "bf16", "16K", "4096", "1", in);
-	RUN(&p, "run", "--input", in, "--device", "cuda:0", "--inject-mismatch", "--batch-rows", "4096");
-	ck_assert_msg(p.status == 1, "exit %d: %s", p.status, p.err);
-	tu_proc_free(&p);
+	EXPECT_RUN(1, NULL, NULL, "run", "--input", in, "--device", "cuda:0", "--inject-mismatch", "--batch-rows",
+		   "4096");
 	RUN(&p, "run", "--input", in, "--device", "cuda:0", "--standalone", "--min-h2d-gbs", "0.001",
 	    "--min-kernel-frac", "0.0001", "--batch-rows", "4096", "--json");
 	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
@@ -262,23 +255,12 @@ END_TEST
 
 Suite *suite_run_gpu(void)
 {
-	Suite *s = suite_create("pipeline");
-	TCase *tc;
+	Suite *s = TU_SUITE("pipeline", { "pipeline", 300, NULL, NULL, TU_TESTS({ test_gpu_path_on_cpu, 1 }) });
 
-	tc = tcase_create("pipeline");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_gpu_path_on_cpu);
-	suite_add_tcase(s, tc);
-
-	if (cuda_devices() > 0) {
-		tc = tcase_create("pipeline_gpu");
-		tcase_set_timeout(tc, 600);
-		tcase_add_test(tc, test_gpu_ops);
-		tcase_add_test(tc, test_gpu_all);
-		tcase_add_test(tc, test_gpu_checks);
-		suite_add_tcase(s, tc);
-	} else {
+	if (cuda_devices() > 0)
+		TU_SUITE_ADD(s, { "pipeline_gpu", 600, NULL, NULL,
+				  TU_TESTS({ test_gpu_ops, 1 }, { test_gpu_all, 1 }, { test_gpu_checks, 1 }) });
+	else
 		printf("pipeline: no CUDA device: the GPU pipeline cases (pipeline_gpu) do not run\n");
-	}
 	return s;
 }

@@ -181,11 +181,8 @@ START_TEST(test_devices)
 	ck_assert_msg(run_dir_count(out, NULL, 0) <= 0, "output written by a failed run");
 
 	/* a device that does not exist: named by index and spec, the other one runs */
-	RUN(&p, "run", "--input", ds, "--devices", "cpu,cpu:7", "--copy-size", "64K");
-	ck_assert_int_eq(p.status, 3);
-	ck_assert_msg(strstr(p.err, "device 1 'cpu:7'") != NULL, "%s", p.err);
-	ck_assert_ptr_nonnull(strstr(p.out, "device 0: cpu"));
-	tu_proc_free(&p);
+	EXPECT_RUN(3, "device 0: cpu", "device 1 'cpu:7'", "run", "--input", ds, "--devices", "cpu,cpu:7", "--copy-size",
+		   "64K");
 	tu_rmtree(dir);
 	free(ds);
 	free(out);
@@ -238,16 +235,6 @@ END_TEST
 
 Suite *suite_run_options(void)
 {
-	Suite *s = suite_create("pipeline");
-	TCase *tc;
-
-	tc = tcase_create("pipeline");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_iterations_kernel_loops);
-	tcase_add_test(tc, test_duration);
-	tcase_add_test(tc, test_devices);
-	tcase_add_test(tc, test_usage_golden);
-	tcase_add_test(tc, test_bench_h2d);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("pipeline", { "pipeline", 300, NULL, NULL, TU_TESTS({ test_iterations_kernel_loops, 1 }, { test_duration, 1 },
+				{ test_devices, 1 }, { test_usage_golden, 1 }, { test_bench_h2d, 1 }) });
 }

@@ -32,15 +32,11 @@ START_TEST(test_output_content)
 	struct wsn_plan *plan;
 	struct wsn_plan_options po;
 	struct wsn_args a;
-	struct tu_proc p;
 	float *x, *w, *b, *y, *rstd, *ry, *rm, *rr;
 
 	run_gen("layernorm-fwd", "f32", "203", "40", "1", in);
-	RUN(&p, "run", "--input", in, "--device", "cpu", "--batch-rows", "17", "--ring", "2", "--output", out,
-	    "--iterations", "2", "--copy-size", "64K");
-	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
-	ck_assert_ptr_nonnull(strstr(p.out, "406 rows x 40"));
-	tu_proc_free(&p);
+	EXPECT_RUN(0, "406 rows x 40", NULL, "run", "--input", in, "--device", "cpu", "--batch-rows", "17", "--ring",
+		   "2", "--output", out, "--iterations", "2", "--copy-size", "64K");
 	x = run_read_tensor(in, "x", &ex, &fx);
 	w = run_read_tensor(in, "weight", &ew, &fw);
 	b = run_read_tensor(in, "bias", &eb, &fb);
@@ -243,10 +239,8 @@ START_TEST(test_output_onto_input)
 
 	run_gen("rmsnorm-fwd", "f32", "30", "16", "2", ds);
 	before = tu_slurp(shard, &nb);
-	RUN(&p, "run", "--input", ds, "--device", "cpu", "--output", ds, "--copy-size", "64K");
-	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
-	ck_assert_msg(strstr(p.err, "it is the input"), "%s", p.err);
-	tu_proc_free(&p);
+	EXPECT_RUN(3, NULL, "it is the input", "run", "--input", ds, "--device", "cpu", "--output", ds, "--copy-size",
+		   "64K");
 	after = tu_slurp(shard, &na);
 	ck_assert_msg(na == nb && !memcmp(before, after, nb), "a shard changed");
 	ck_assert_int_eq(run_dir_count(ds, names, sizeof(names)), 2);
@@ -263,15 +257,6 @@ END_TEST
 
 Suite *suite_run_output(void)
 {
-	Suite *s = suite_create("pipeline");
-	TCase *tc;
-
-	tc = tcase_create("pipeline");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_output_content);
-	tcase_add_test(tc, test_output_rollback);
-	tcase_add_test(tc, test_output_rollback_renamed_aside);
-	tcase_add_test(tc, test_output_onto_input);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("pipeline", { "pipeline", 300, NULL, NULL, TU_TESTS({ test_output_content, 1 }, { test_output_rollback, 1 },
+				{ test_output_rollback_renamed_aside, 1 }, { test_output_onto_input, 1 }) });
 }

@@ -247,15 +247,6 @@ END_TEST
 
 Suite *suite_run_reads(void)
 {
-	Suite *s = suite_create("pipeline");
-	TCase *tc;
-
-	tc = tcase_create("straight_reads");
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_straight_reads_tmpfs);
-	tcase_add_test(tc, test_straight_reads_disk);
-	tcase_add_test(tc, test_register_errors);
-	tcase_add_test(tc, test_submit_wait);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("pipeline", { "straight_reads", 120, NULL, NULL, TU_TESTS({ test_straight_reads_tmpfs, 1 },
+				{ test_straight_reads_disk, 1 }, { test_register_errors, 1 }, { test_submit_wait, 1 }) });
 }

@@ -371,19 +371,7 @@ END_TEST
 
 Suite *suite_run_signals(void)
 {
-	Suite *s = suite_create("pipeline");
-	TCase *tc;
-
-	tc = tcase_create("pipeline");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_sigint);
-	tcase_add_test(tc, test_sigterm);
-	tcase_add_test(tc, test_sighup);
-	tcase_add_test(tc, test_second_signal);
-	tcase_add_test(tc, test_gen_signal);
-	tcase_add_test(tc, test_gen_kill_mid_write);
-	tcase_add_test(tc, test_signal_before_verify);
-	tcase_add_test(tc, test_demo_signal_before_verify);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("pipeline", { "pipeline", 300, NULL, NULL, TU_TESTS({ test_sigint, 1 }, { test_sigterm, 1 }, { test_sighup, 1 },
+				{ test_second_signal, 1 }, { test_gen_signal, 1 }, { test_gen_kill_mid_write, 1 },
+				{ test_signal_before_verify, 1 }, { test_demo_signal_before_verify, 1 }) });
 }

@@ -44,11 +44,8 @@ START_TEST(test_injected_mismatch)
 	ck_assert_ptr_nonnull(strstr(run_jstr(json_object_get(j, "verify"), "first_mismatch"), "batch 0"));
 	json_decref(j);
 	tu_proc_free(&p);
-	RUN(&p, "run", "--input", in, "--device", "cpu", "--inject-mismatch", "--batch-rows", "40", "--copy-size",
-	    "64K");
-	ck_assert_int_eq(p.status, 1);
-	ck_assert_ptr_nonnull(strstr(p.out, "FAIL: verification mismatch"));
-	tu_proc_free(&p);
+	EXPECT_RUN(1, "FAIL: verification mismatch", NULL, "run", "--input", in, "--device", "cpu", "--inject-mismatch",
+		   "--batch-rows", "40", "--copy-size", "64K");
 	tu_rmtree(dir);
 	free(in);
 	free(dir);
@@ -63,11 +60,8 @@ START_TEST(test_thresholds)
 	json_t *j;
 
 	run_gen("rmsnorm-fwd", "bf16", "64", "128", "1", in);
-	RUN(&p, "run", "--input", in, "--device", "cpu", "--min-read-gbs", "1000000", "--copy-size", "64K");
-	ck_assert_int_eq(p.status, 1);
-	ck_assert_msg(strstr(p.err, "threshold missed: --min-read-gbs") != NULL, "%s", p.err);
-	ck_assert_ptr_nonnull(strstr(p.out, "FAIL: threshold missed"));
-	tu_proc_free(&p);
+	EXPECT_RUN(1, "FAIL: threshold missed", "threshold missed: --min-read-gbs", "run", "--input", in, "--device",
+		   "cpu", "--min-read-gbs", "1000000", "--copy-size", "64K");
 	RUN(&p, "run", "--input", in, "--device", "cpu", "--min-kernel-frac", "1", "--json", "--copy-size", "64K");
 	ck_assert_int_eq(p.status, 1);
 	ck_assert_msg(strstr(p.err, "--min-kernel-frac") != NULL, "%s", p.err);
@@ -77,14 +71,10 @@ START_TEST(test_thresholds)
 	json_decref(j);
 	tu_proc_free(&p);
 	/* a CPU has no host-to-device copies: the threshold cannot be met */
-	RUN(&p, "run", "--input", in, "--device", "cpu", "--min-h2d-gbs", "1", "--copy-size", "64K");
-	ck_assert_int_eq(p.status, 1);
-	ck_assert_msg(strstr(p.err, "--min-h2d-gbs 1: h2d on cpu was not measured") != NULL, "%s", p.err);
-	tu_proc_free(&p);
-	RUN(&p, "run", "--input", in, "--device", "cpu", "--min-read-gbs", "0.000001", "--min-kernel-frac", "1e-9",
-	    "--copy-size", "64K");
-	ck_assert_msg(p.status == 0, "%s", p.err);
-	tu_proc_free(&p);
+	EXPECT_RUN(1, NULL, "--min-h2d-gbs 1: h2d on cpu was not measured", "run", "--input", in, "--device", "cpu",
+		   "--min-h2d-gbs", "1", "--copy-size", "64K");
+	EXPECT_RUN(0, NULL, NULL, "run", "--input", in, "--device", "cpu", "--min-read-gbs", "0.000001",
+		   "--min-kernel-frac", "1e-9", "--copy-size", "64K");
 	/* a wrong output and a missed threshold: the result is the mismatch, in the JSON as in the text */
 	for (int k = 0; k < 2; k++) {
 		RUN(&p, "run", "--input", in, "--device", "cpu", "--inject-mismatch", "--min-read-gbs", "1000000",
@@ -128,14 +118,6 @@ END_TEST
 
 Suite *suite_run_verify(void)
 {
-	Suite *s = suite_create("pipeline");
-	TCase *tc;
-
-	tc = tcase_create("pipeline");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_injected_mismatch);
-	tcase_add_test(tc, test_thresholds);
-	tcase_add_test(tc, test_fault_without_batch);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("pipeline", { "pipeline", 300, NULL, NULL, TU_TESTS({ test_injected_mismatch, 1 },
+				{ test_thresholds, 1 }, { test_fault_without_batch, 1 }) });
 }

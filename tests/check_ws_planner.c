@@ -698,19 +698,8 @@ END_TEST
 
 Suite *suite_ws_planner(void)
 {
-	Suite *s = suite_create("ws");
-	TCase *tc;
-
-	tc = tcase_create("planner");
-	tcase_add_test(tc, test_ws_plan_budgets);
-	tcase_add_test(tc, test_ws_choices);
-	tcase_add_test(tc, test_ws_fallbacks);
-	tcase_add_test(tc, test_ws_forced_options);
-	tcase_add_test(tc, test_ws_auto_global_sums);
-	tcase_add_test(tc, test_ws_measured_shapes);
-	tcase_add_test(tc, test_ws_row_count_shapes);
-	tcase_add_test(tc, test_ws_split_corners);
-	tcase_add_test(tc, test_ws_planner_corners);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("ws", { "planner", 0, NULL, NULL, TU_TESTS({ test_ws_plan_budgets, 1 }, { test_ws_choices, 1 },
+				{ test_ws_fallbacks, 1 }, { test_ws_forced_options, 1 }, { test_ws_auto_global_sums, 1 },
+				{ test_ws_measured_shapes, 1 }, { test_ws_row_count_shapes, 1 }, { test_ws_split_corners, 1 },
+				{ test_ws_planner_corners, 1 }) });
 }

@@ -51,9 +51,8 @@ static int ptxas_plan(const char *ptxas, const char *dir, enum wsn_op op, enum w
 			kp.smem_bytes = l.total;
 		}
 		ck_assert_msg(wsn__generate_ptx(&kp, &text) == 0, "%s", wsn_last_error());
-		ck_assert_ptr_nonnull(strstr(text, "// bdimx="));
-		ck_assert_ptr_nonnull(strstr(text, "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"));
-		ck_assert_ptr_nonnull(strstr(text, "setmaxnreg.dec.sync.aligned.u32"));
+		EXPECT_HAS(text, "// bdimx=", "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes",
+			   "setmaxnreg.dec.sync.aligned.u32");
 		/* statistics in the stage: the producer's copies complete on the stage's full barrier */
 		ck_assert_int_eq(!!strstr(text, "cp.async.ca.shared.global"), kp.stats_ring);
 		ck_assert_int_eq(!!strstr(text, "cp.async.mbarrier.arrive.shared.b64"), kp.stats_ring);
@@ -194,16 +193,6 @@ END_TEST
 
 Suite *suite_ws_ptxas(void)
 {
-	Suite *s = suite_create("ws");
-	TCase *tc;
-
-	tc = tcase_create("planner");
-	tcase_add_test(tc, test_ws_fold);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("ptxas");
-	tcase_set_timeout(tc, 900);
-	tcase_add_test(tc, test_ws_ptxas);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("ws", { "planner", 0, NULL, NULL, TU_TESTS({ test_ws_fold, 1 }) },
+			{ "ptxas", 900, NULL, NULL, TU_TESTS({ test_ws_ptxas, 1 }) });
 }

@@ -214,12 +214,5 @@ END_TEST
 
 Suite *suite_ws_rules(void)
 {
-	Suite *s = suite_create("ws");
-	TCase *tc;
-
-	tc = tcase_create("planner");
-	tcase_add_test(tc, test_ws_auto);
-	tcase_add_test(tc, test_ws_tune_shapes);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("ws", { "planner", 0, NULL, NULL, TU_TESTS({ test_ws_auto, 1 }, { test_ws_tune_shapes, 1 }) });
 }

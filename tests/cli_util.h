@@ -16,12 +16,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define RUN(p, ...)                                                          \
-	do {                                                                 \
-		char *argv_[] = { (char *)tu_wsnorm_bin(), __VA_ARGS__, NULL }; \
-		tu_run(argv_, 120, (p));                                     \
-	} while (0)
-
 /* p's standard output as one JSON object, once its exit status is checked; the caller decrefs it. */
 json_t *cli_out_json(const struct tu_proc *p, int status);
 

@@ -96,3 +96,13 @@ void cpu_expect_close(const char *tag, const char *what, const struct wsn_tensor
 	ck_assert_msg(err <= tol, "%s: %s relative error %.3g > %.0e (max abs %.3g at element %lld of %lld)", tag,
 		      what, err, tol, maxd, (long long)worst, (long long)n);
 }
+
+void cpu_execute(struct wsn_device *dev, enum wsn_op op, int64_t rows, int64_t hidden, enum wsn_dtype dt,
+		 const struct wsn_plan_options *opts, const struct wsn_args *a)
+{
+	struct wsn_plan *plan;
+
+	ck_assert_int_eq(wsn_plan_create(dev, op, rows, hidden, dt, opts, &plan), 0);
+	ck_assert_msg(wsn_plan_execute(plan, a, NULL) == 0, "%s", wsn_last_error());
+	wsn_plan_destroy(plan);
+}

@@ -44,6 +44,9 @@ void cpu_buf_free(struct buf *b);
 /* v rounded to dt and back, as an output of dtype dt holds it. */
 double cpu_round_to(enum wsn_dtype dt, double v);
 
+/* Plan op for rows x hidden of dt (opts may be NULL) on dev and run it on a: ck_asserts both. */
+void cpu_execute(struct wsn_device *dev, enum wsn_op op, int64_t rows, int64_t hidden, enum wsn_dtype dt,
+		 const struct wsn_plan_options *opts, const struct wsn_args *a);
 /*
  * got against the float64 reference: ||got - ref|| <= tol * ||ref||, and no element of got may
  * be NaN or Inf (outputs were poisoned with NaN, so an unwritten one fails here). f16 and bf16

@@ -129,34 +129,26 @@ void gpu_setup_init(struct setup *s, enum wsn_dtype dt, int64_t hidden, int64_t 
 	gpu_upload(s->w, s->hw, (size_t)hidden * s->es);
 	gpu_upload(s->b, s->hb, (size_t)hidden * s->es);
 
-	s->cy = gpu_xcalloc(rh * s->es);
-	s->cdx = gpu_xcalloc(rh * s->es);
-	s->gy = gpu_xcalloc(rh * s->es);
-	s->gdx = gpu_xcalloc(rh * s->es);
-	s->gy2 = gpu_xcalloc(rh * s->es);
-	s->gdx2 = gpu_xcalloc(rh * s->es);
-	s->cdw = gpu_xcalloc((size_t)hidden * s->es);
-	s->cdb = gpu_xcalloc((size_t)hidden * s->es);
-	s->gdw = gpu_xcalloc((size_t)hidden * s->es);
-	s->gdb = gpu_xcalloc((size_t)hidden * s->es);
-	s->gdw2 = gpu_xcalloc((size_t)hidden * s->es);
-	s->gdb2 = gpu_xcalloc((size_t)hidden * s->es);
-	s->cmean = gpu_xcalloc((size_t)rows * 4);
-	s->crstd = gpu_xcalloc((size_t)rows * 4);
-	s->gmean = gpu_xcalloc((size_t)rows * 4);
-	s->grstd = gpu_xcalloc((size_t)rows * 4);
-	s->hmean = gpu_xcalloc((size_t)rows * 4);
-	s->hrstd_ln = gpu_xcalloc((size_t)rows * 4);
-	s->hrstd_rms = gpu_xcalloc((size_t)rows * 4);
-	s->dyo = gpu_dalloc(rh * s->es);
-	s->ddx = gpu_dalloc(rh * s->es);
-	s->ddw = gpu_dalloc((size_t)hidden * s->es);
-	s->ddb = gpu_dalloc((size_t)hidden * s->es);
-	s->dmean = gpu_dalloc((size_t)rows * 4);
-	s->drstd = gpu_dalloc((size_t)rows * 4);
-	s->mean_in = gpu_dalloc((size_t)rows * 4);
-	s->rstd_ln_in = gpu_dalloc((size_t)rows * 4);
-	s->rstd_rms_in = gpu_dalloc((size_t)rows * 4);
+	{ /* the outputs, zeroed on the host, fresh on the device: rows x hidden, hidden, a float a row */
+		void **host_rows[] = { &s->cy, &s->cdx, &s->gy, &s->gdx, &s->gy2, &s->gdx2 };
+		void **host_cols[] = { &s->cdw, &s->cdb, &s->gdw, &s->gdb, &s->gdw2, &s->gdb2 };
+		float **host_stats[] = { &s->cmean, &s->crstd, &s->gmean, &s->grstd, &s->hmean, &s->hrstd_ln, &s->hrstd_rms };
+		void **dev_rows[] = { &s->dyo, &s->ddx }, **dev_cols[] = { &s->ddw, &s->ddb };
+		void **dev_stats[] = { &s->dmean, &s->drstd, &s->mean_in, &s->rstd_ln_in, &s->rstd_rms_in };
+
+		for (size_t i = 0; i < WSN_ARRAY_SIZE(host_rows); i++)
+			*host_rows[i] = gpu_xcalloc(rh * s->es);
+		for (size_t i = 0; i < WSN_ARRAY_SIZE(host_cols); i++)
+			*host_cols[i] = gpu_xcalloc((size_t)hidden * s->es);
+		for (size_t i = 0; i < WSN_ARRAY_SIZE(host_stats); i++)
+			*host_stats[i] = gpu_xcalloc((size_t)rows * 4);
+		for (size_t i = 0; i < WSN_ARRAY_SIZE(dev_rows); i++)
+			*dev_rows[i] = gpu_dalloc(rh * s->es);
+		for (size_t i = 0; i < WSN_ARRAY_SIZE(dev_cols); i++)
+			*dev_cols[i] = gpu_dalloc((size_t)hidden * s->es);
+		for (size_t i = 0; i < WSN_ARRAY_SIZE(dev_stats); i++)
+			*dev_stats[i] = gpu_dalloc((size_t)rows * 4);
+	}
 
 	/* the backward inputs: the CPU forward statistics of the same x */
 	for (int rms = 0; rms < 2; rms++) {
@@ -410,11 +402,7 @@ int gpu_ws_plan_get(enum wsn_op op, enum wsn_dtype dt, int64_t hidden, int64_t r
 	struct wsn__kernel_plan *kp = gpu_xcalloc(sizeof(*kp));
 	int ok;
 
-	memset(&pp, 0, sizeof(pp));
-	pp.op = op;
-	pp.dtype = dt;
-	pp.hidden = hidden;
-	pp.rows = rows;
+	pp = (struct wsn__plan_params){ .op = op, .dtype = dt, .hidden = hidden, .rows = rows };
 	wsn_plan_options_init(&pp.opts, op);
 	ok = wsn__ws_plan(&cd->props, &pp, kp) == 0;
 	if (ok && out)

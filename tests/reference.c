@@ -17,8 +17,7 @@ static int host_ok(const struct wsn_tensor *t)
 	return t->mem == WSN_MEM_HOST && t->ndim >= 1 && t->ndim <= WSN_MAX_DIMS && wsn_dtype_size(t->dtype);
 }
 
-/* Offset in elements of flat (row-major logical) index i. */
-static int64_t offset_of(const struct wsn_tensor *t, int64_t i)
+int64_t ref_offset_of(const struct wsn_tensor *t, int64_t i)
 {
 	int64_t off = 0;
 
@@ -35,7 +34,7 @@ static double get(const struct wsn_tensor *t, int64_t i)
 	size_t es = wsn_dtype_size(t->dtype);
 	float f = 0.0f;
 
-	wsn_dtype_convert(&f, WSN_F32, base + (size_t)offset_of(t, i) * es, t->dtype, 1);
+	wsn_dtype_convert(&f, WSN_F32, base + (size_t)ref_offset_of(t, i) * es, t->dtype, 1);
 	return f;
 }
 
@@ -66,7 +65,7 @@ int ref_store(const double *src, const struct wsn_tensor *dst)
 	for (int64_t i = 0; i < n; i++) {
 		float f = (float)src[i];
 
-		wsn_dtype_convert((char *)dst->data + (size_t)offset_of(dst, i) * es, dst->dtype, &f, WSN_F32, 1);
+		wsn_dtype_convert((char *)dst->data + (size_t)ref_offset_of(dst, i) * es, dst->dtype, &f, WSN_F32, 1);
 	}
 	return 0;
 }

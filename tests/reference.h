@@ -49,6 +49,8 @@ struct ref_out {
 int ref_run(enum wsn_op op, const struct wsn_args *a, double eps, struct ref_out *out);
 void ref_out_free(struct ref_out *out);
 
+/* Offset in elements of flat (row-major logical) index i of a tensor with any strides. */
+int64_t ref_offset_of(const struct wsn_tensor *t, int64_t i);
 /* A dense double copy of a host tensor in logical (row-major) order; NULL if absent or out of memory. */
 double *ref_load(const struct wsn_tensor *t);
 /*

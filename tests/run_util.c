@@ -67,7 +67,8 @@ json_t *run_parse(const struct tu_proc *p)
 	return j;
 }
 
-json_int_t run_jint(json_t *o, const char *path)
+/* The value at a dotted path of objects ("stages.compute.gbs"), or NULL. */
+static json_t *json_at(json_t *o, const char *path)
 {
 	char buf[256], *save = NULL, *tok;
 	json_t *v = o;
@@ -75,18 +76,21 @@ json_int_t run_jint(json_t *o, const char *path)
 	snprintf(buf, sizeof(buf), "%s", path);
 	for (tok = strtok_r(buf, ".", &save); tok && v; tok = strtok_r(NULL, ".", &save))
 		v = json_object_get(v, tok);
+	return v;
+}
+
+json_int_t run_jint(json_t *o, const char *path)
+{
+	json_t *v = json_at(o, path);
+
 	ck_assert_msg(json_is_integer(v), "%s is not an integer", path);
 	return json_integer_value(v);
 }
 
 double run_jreal(json_t *o, const char *path)
 {
-	char buf[256], *save = NULL, *tok;
-	json_t *v = o;
+	json_t *v = json_at(o, path);
 
-	snprintf(buf, sizeof(buf), "%s", path);
-	for (tok = strtok_r(buf, ".", &save); tok && v; tok = strtok_r(NULL, ".", &save))
-		v = json_object_get(v, tok);
 	ck_assert_msg(json_is_number(v), "%s is not a number", path);
 	return json_number_value(v);
 }

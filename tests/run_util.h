@@ -23,12 +23,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define RUN(p, ...)                                                          \
-	do {                                                                 \
-		char *argv_[] = { (char *)tu_wsnorm_bin(), __VA_ARGS__, NULL }; \
-		tu_run(argv_, 120, (p));                                     \
-	} while (0)
-
 char *run_path_in(const char *dir, const char *name);
 
 /* A fresh directory under base (NULL: $TMPDIR or /tmp). */

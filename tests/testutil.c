@@ -14,6 +14,29 @@
 #include <time.h>
 #include <unistd.h>
 
+void tu_suite_add(Suite *suite, const struct tu_tcase *rows)
+{
+	for (const struct tu_tcase *row = rows; row->name; row++) {
+		TCase *tc = tcase_create(row->name);
+
+		if (row->setup || row->teardown)
+			tcase_add_checked_fixture(tc, row->setup, row->teardown);
+		if (row->timeout_s > 0)
+			tcase_set_timeout(tc, row->timeout_s);
+		for (const struct tu_test *t = row->tests; t->test; t++)
+			tcase_add_loop_test(tc, t->test, 0, t->loops);
+		suite_add_tcase(suite, tc);
+	}
+}
+
+Suite *tu_suite_build(const char *name, const struct tu_tcase *rows)
+{
+	Suite *suite = suite_create(name);
+
+	tu_suite_add(suite, rows);
+	return suite;
+}
+
 uint64_t tu_seed(void)
 {
 	static uint64_t seed;
@@ -134,6 +157,18 @@ void tu_assert_usage_golden(const char *const *args, const char *golden)
 	tu_proc_free(&p);
 }
 
+void tu_expect_has(const char *text, const char *const *needles)
+{
+	for (; *needles; needles++)
+		ck_assert_msg(strstr(text, *needles) != NULL, "'%s' is not in:\n%s", *needles, text);
+}
+
+void tu_expect_lacks(const char *text, const char *const *needles)
+{
+	for (; *needles; needles++)
+		ck_assert_msg(strstr(text, *needles) == NULL, "'%s' should not be in:\n%s", *needles, text);
+}
+
 void tu_assert_why_clauses(const char *who, const char *why)
 {
 	ck_assert_msg(!strstr(why, "; ;") && !strstr(why, ";;"), "%s: empty clause in '%s'", who, why);
@@ -216,6 +251,26 @@ void tu_run_env(char *const argv[], char *const env[], int timeout_s, struct tu_
 	close(out[0]), close(err[0]);
 	ck_assert(waitpid(pid, &st, 0) == pid);
 	p->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+void tu_expect_wsnorm(const char *const *args, int status, const char *out_has, const char *err_has)
+{
+	char *argv[32] = { (char *)tu_wsnorm_bin() };
+	struct tu_proc p;
+	int n = 0;
+
+	for (; args[n]; n++) {
+		ck_assert_int_lt(n, 30);
+		argv[n + 1] = (char *)args[n];
+	}
+	argv[n + 1] = NULL;
+	tu_run(argv, 120, &p);
+	ck_assert_msg(p.status == status, "wsnorm %s: exit %d, want %d: %s", args[0], p.status, status, p.err);
+	if (out_has)
+		ck_assert_msg(strstr(p.out, out_has) != NULL, "wsnorm %s: stdout lacks '%s': %s", args[0], out_has, p.out);
+	if (err_has)
+		ck_assert_msg(strstr(p.err, err_has) != NULL, "wsnorm %s: stderr lacks '%s': %s", args[0], err_has, p.err);
+	tu_proc_free(&p);
 }
 
 void tu_proc_free(struct tu_proc *p)
