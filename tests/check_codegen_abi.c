@@ -78,11 +78,5 @@ END_TEST
 
 Suite *suite_codegen_abi(void)
 {
-	Suite *s = suite_create("codegen");
-	TCase *tc = tcase_create("params");
-
-	tcase_add_test(tc, test_abi_params_agree);
-	tcase_set_timeout(tc, 60);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("codegen", { "params", 60, NULL, NULL, TU_TESTS({ test_abi_params_agree, 1 }) });
 }

@@ -16,7 +16,7 @@
 
 #define RUN_TIMEOUT 60
 #define FAKE_NAME "NVIDIA H100 80GB HBM3 (fake)"
-#define FAKE_REGS 32 /* registers the fake reports for every kernel (REGS_PER_KERNEL in fake_cuda.c) */
+#define FAKE_REGS 32 /* registers the fake reports for every kernel (REGS_PER_KERNEL in fake_cuda.h) */
 
 /* A temporary directory holding libcuda.so.1 (a link to the fake) and the test's files. */
 struct fake {
