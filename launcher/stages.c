@@ -67,8 +67,10 @@ static void batch_submit(struct pl_dev *d, struct wsn_reader *rd, struct pending
 }
 
 /*
- * Is the file at sh->path still the one its header was read from (the same inode, size and
- * modification time)? Every batch opens the file again by its name, so a file replaced (renamed
+ * Is the file at sh->path still the one its header was read from (the same inode, size,
+ * modification time and status-change time)? The status-change time catches a file written in
+ * place whose modification time was then set back (futimens, touch -d), which the others miss.
+ * Every batch opens the file again by its name, so a file replaced (renamed
  * over, as gen writes) or rewritten during a run would otherwise be read at the old header's
  * offsets and mixed into the results unnoticed: verification reads the same bytes.
  */
@@ -82,7 +84,8 @@ static int shard_unchanged(const struct pl_shard *sh, char *msg, size_t len)
 	else if (st.st_dev != sh->id.st_dev || st.st_ino != sh->id.st_ino)
 		what = "another file now has its name";
 	else if (st.st_size != sh->id.st_size || st.st_mtim.tv_sec != sh->id.st_mtim.tv_sec ||
-		 st.st_mtim.tv_nsec != sh->id.st_mtim.tv_nsec)
+		 st.st_mtim.tv_nsec != sh->id.st_mtim.tv_nsec || st.st_ctim.tv_sec != sh->id.st_ctim.tv_sec ||
+		 st.st_ctim.tv_nsec != sh->id.st_ctim.tv_nsec)
 		what = "it was written to";
 	else
 		return 0;
