@@ -60,6 +60,31 @@ START_TEST(test_input_rewritten_mtime_restored)
 }
 END_TEST
 
+/*
+ * --read-only does not plan, so nothing but the ring's own sizing stands between a huge
+ * --batch-rows and a region size that wraps: 2^40 rows of a 16 MiB row is 2^64 bytes. The run must
+ * refuse with a runtime error that names the option, the tensor and the overflow, not size the
+ * region from the wrapped product.
+ */
+START_TEST(test_read_only_batch_overflow)
+{
+	char *dir = tu_tmpdir(), *x = run_path_in(dir, "x.safetensors"), list[4200];
+	struct tu_proc p;
+
+	run_gen("rmsnorm-fwd", "f32", "1", "4194304", "1", x);
+	snprintf(list, sizeof(list), "%s,%s", x, x);
+	RUN(&p, "run", "--device", "cpu", "--read-only", "--op", "rmsnorm-fwd", "--input", list, "--batch-rows",
+	    "1099511627776");
+	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
+	ck_assert_msg(strstr(p.err, "--batch-rows 1099511627776") && strstr(p.err, "tensor 'x'") &&
+		      strstr(p.err, "does not fit in the address space: EOVERFLOW"), "%s", p.err);
+	tu_proc_free(&p);
+	tu_rmtree(dir);
+	free(x);
+	free(dir);
+}
+END_TEST
+
 Suite *suite_run_limits(void)
 {
 	Suite *s = suite_create("run_limits");
@@ -67,6 +92,7 @@ Suite *suite_run_limits(void)
 
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_input_rewritten_mtime_restored);
+	tcase_add_test(tc, test_read_only_batch_overflow);
 	suite_add_tcase(s, tc);
 	return s;
 }
