@@ -85,6 +85,93 @@ START_TEST(test_read_only_batch_overflow)
 }
 END_TEST
 
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A batch of 64 rows of 1024 f32 and the most kernel loops there are: a minute or more a batch. */
+#define LONG_BATCH_ARGS "--batch-rows", "64", "--kernel-loops", "1000000", "--threads", "1", "--copy-size", "64K"
+
+/*
+ * --duration bounds the run even when one batch's kernel loops would take far longer: the loops
+ * stop once the duration is over (the first always runs, so the batch is still verified) and the
+ * report is complete, not interrupted, counting only the launches that ran.
+ */
+START_TEST(test_duration_cuts_kernel_loops)
+{
+	char *dir = tu_tmpdir(), *ds = run_path_in(dir, "ds");
+	struct tu_proc p;
+	double t0, took;
+	json_t *j;
+
+	run_gen("rmsnorm-fwd", "f32", "64", "1024", "1", ds);
+	t0 = now_s();
+	RUN(&p, "run", "--input", ds, "--device", "cpu", "--json", "--duration", "1s", LONG_BATCH_ARGS);
+	took = now_s() - t0;
+	ck_assert_msg(took < 8, "--duration 1s ran %.1f s", took);
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	j = run_parse(&p);
+	ck_assert(json_is_false(json_object_get(j, "interrupted")));
+	ck_assert_str_eq(run_jstr(j, "result"), "pass");
+	ck_assert_int_ge(run_jint(j, "verify.batches"), 1);
+	ck_assert_int_ge(run_jint(j, "rows"), 64);
+	ck_assert(run_jint(j, "kernel_rows") >= 64 && run_jint(j, "kernel_rows") < 64 * 1000000LL);
+	json_decref(j);
+	tu_proc_free(&p);
+	tu_rmtree(dir);
+	free(ds);
+	free(dir);
+}
+END_TEST
+
+/*
+ * SIGINT while the first batch's kernel loops run: the batch ends within a bounded time, and the
+ * partial report follows, marked interrupted and unverified, with exit status 0 (nothing failed).
+ */
+START_TEST(test_sigint_mid_batch)
+{
+	char *dir = tu_tmpdir(), *ds = run_path_in(dir, "ds"), *so = run_path_in(dir, "stdout");
+	char *se = run_path_in(dir, "stderr"), *text, *err;
+	char *argv[] = { (char *)tu_wsnorm_bin(), "run", "--input", ds, "--device", "cpu", "--json", "--duration", "60s",
+			 LONG_BATCH_ARGS, NULL };
+	double t0, took;
+	json_error_t je;
+	pid_t pid;
+	int status;
+	json_t *j;
+
+	run_gen("rmsnorm-fwd", "f32", "64", "1024", "1", ds);
+	pid = run_spawn(argv, so, se);
+	run_sleep_ms(1500); /* set up and into the first batch's loops */
+	t0 = now_s();
+	kill(pid, SIGINT);
+	status = run_reap(pid);
+	took = now_s() - t0;
+	text = tu_slurp(so, NULL);
+	err = tu_slurp(se, NULL);
+	ck_assert_msg(took < 8, "the run ended %.1f s after SIGINT", took);
+	ck_assert_msg(status == 0, "exit %d after SIGINT: %s", status, err);
+	ck_assert_msg(strstr(err, "SIGINT") != NULL, "%s", err);
+	j = json_loads(text, 0, &je);
+	ck_assert_msg(j != NULL, "partial report is not JSON: %s\n%s", je.text, text);
+	ck_assert(json_is_true(json_object_get(j, "interrupted")));
+	ck_assert_str_eq(run_jstr(j, "result"), "unverified");
+	ck_assert_int_eq(run_jint(j, "verify.batches"), 0);
+	json_decref(j);
+	free(text);
+	free(err);
+	tu_rmtree(dir);
+	free(ds);
+	free(so);
+	free(se);
+	free(dir);
+}
+END_TEST
+
 Suite *suite_run_limits(void)
 {
 	Suite *s = suite_create("run_limits");
@@ -93,6 +180,8 @@ Suite *suite_run_limits(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_input_rewritten_mtime_restored);
 	tcase_add_test(tc, test_read_only_batch_overflow);
+	tcase_add_test(tc, test_duration_cuts_kernel_loops);
+	tcase_add_test(tc, test_sigint_mid_batch);
 	suite_add_tcase(s, tc);
 	return s;
 }
