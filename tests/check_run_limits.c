@@ -62,17 +62,20 @@ END_TEST
 
 /*
  * --read-only does not plan, so nothing but the ring's own sizing stands between a huge
- * --batch-rows and a region size that wraps: 2^40 rows of a 16 MiB row is 2^64 bytes. The run must
- * refuse with a runtime error that names the option, the tensor and the overflow, not size the
- * region from the wrapped product.
+ * --batch-rows and a region size that wraps: 2^40 rows of a 16 MiB row is 2^64 bytes. The second
+ * input is a FIFO, whose size says nothing of its rows, so the batch is not bounded by the files.
+ * The run must refuse with a runtime error that names the option, the tensor and the overflow,
+ * not size the region from the wrapped product.
  */
 START_TEST(test_read_only_batch_overflow)
 {
-	char *dir = tu_tmpdir(), *x = run_path_in(dir, "x.safetensors"), list[4200];
+	char *dir = tu_tmpdir(), *x = run_path_in(dir, "x.safetensors"), *fifo = run_path_in(dir, "fifo");
+	char list[4200];
 	struct tu_proc p;
 
 	run_gen("rmsnorm-fwd", "f32", "1", "4194304", "1", x);
-	snprintf(list, sizeof(list), "%s,%s", x, x);
+	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+	snprintf(list, sizeof(list), "%s,%s", x, fifo);
 	RUN(&p, "run", "--device", "cpu", "--read-only", "--op", "rmsnorm-fwd", "--input", list, "--batch-rows",
 	    "1099511627776");
 	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
@@ -80,6 +83,43 @@ START_TEST(test_read_only_batch_overflow)
 		      strstr(p.err, "does not fit in the address space: EOVERFLOW"), "%s", p.err);
 	tu_proc_free(&p);
 	tu_rmtree(dir);
+	free(x);
+	free(fifo);
+	free(dir);
+}
+END_TEST
+
+/*
+ * A --batch-rows far beyond every file's rows: no batch spans two files, so the ring is sized for
+ * what the files can fill, not for --batch-rows, and the run passes where it was refused for lack of
+ * memory. The same with the two files of the overflow case above: 1 row each.
+ */
+START_TEST(test_batch_rows_beyond_files)
+{
+	char *dir = tu_tmpdir(), *ds = run_path_in(dir, "ds"), *x = run_path_in(dir, "x.safetensors"), list[4200];
+	struct tu_proc p;
+	json_t *j;
+
+	run_gen("rmsnorm-fwd", "f32", "96", "256", "3", ds);
+	RUN(&p, "run", "--input", ds, "--device", "cpu", "--json", "--copy-size", "64K", "--batch-rows", "1G");
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	j = run_parse(&p);
+	ck_assert_str_eq(run_jstr(j, "result"), "pass");
+	ck_assert_int_eq(run_jint(j, "rows"), 96);
+	ck_assert_int_eq(run_jint(j, "shards"), 3);
+	json_decref(j);
+	tu_proc_free(&p);
+	run_gen("rmsnorm-fwd", "f32", "1", "4194304", "1", x);
+	snprintf(list, sizeof(list), "%s,%s", x, x);
+	RUN(&p, "run", "--device", "cpu", "--read-only", "--op", "rmsnorm-fwd", "--input", list, "--batch-rows",
+	    "1099511627776", "--json");
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	j = run_parse(&p);
+	ck_assert_int_eq(run_jint(j, "rows"), 2);
+	json_decref(j);
+	tu_proc_free(&p);
+	tu_rmtree(dir);
+	free(ds);
 	free(x);
 	free(dir);
 }
@@ -180,6 +220,7 @@ Suite *suite_run_limits(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_input_rewritten_mtime_restored);
 	tcase_add_test(tc, test_read_only_batch_overflow);
+	tcase_add_test(tc, test_batch_rows_beyond_files);
 	tcase_add_test(tc, test_duration_cuts_kernel_loops);
 	tcase_add_test(tc, test_sigint_mid_batch);
 	suite_add_tcase(s, tc);
