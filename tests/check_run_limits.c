@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* tests/check_run_limits.c: wsnorm run at its limits: inputs changed behind its back, sizes, time bounds. */
+/* tests/check_run_limits.c: wsnorm run and its inputs at their limits: files changed behind its back, sizes,
+ * time bounds, header memory. */
 #include "testutil.h"
+
+#include "core/hostmem.h" /* wsn__host_limit */
 
 #include <fcntl.h>
 #include <jansson.h>
@@ -12,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli_util.h"
 #include "run_util.h"
 
 /*
@@ -212,6 +216,60 @@ START_TEST(test_sigint_mid_batch)
 }
 END_TEST
 
+/* A valid safetensors file of n one-element F32 tensors (t0000000, t0000001, ...); its JSON header's length. */
+static size_t write_many_tensors(const char *path, int n)
+{
+	size_t cap = (size_t)n * 80 + 16, len = 0;
+	char *json = tu_xmalloc(cap);
+
+	json[len++] = '{';
+	for (int i = 0; i < n; i++)
+		len += (size_t)snprintf(json + len, cap - len, "%s\"t%07d\":{\"dtype\":\"F32\",\"shape\":[1],"
+					"\"data_offsets\":[%d,%d]}", i ? "," : "", i, 4 * i, 4 * i + 4);
+	json[len++] = '}';
+	json[len] = 0;
+	cli_write_st(path, json, (size_t)n * 4);
+	free(json);
+	return len;
+}
+
+/*
+ * Parsing a header takes memory many times its length (a JSON value per field) and an entry per
+ * tensor: opening a file counts that against the memory available, as the reader's buffers are,
+ * and refuses one whose header would not fit with an error naming the file and its header, rather
+ * than parse it into an OOM kill. With the machine's memory the same file opens.
+ */
+START_TEST(test_header_parse_memory)
+{
+	char *dir = tu_tmpdir(), *path = run_path_in(dir, "many.safetensors");
+	struct wsn_st_file *f = NULL;
+	size_t hlen = write_many_tensors(path, 20000);
+	struct wsn_reader_options ro;
+	struct wsn_reader *rd;
+	const char *msg;
+	int err;
+
+	wsn_reader_options_init(&ro); /* a reader of few small buffers: the limit is the header's */
+	ro.queue_depth = 2;
+	ro.block_size = 64 << 10;
+	ck_assert_int_eq(wsn_reader_create(&ro, &rd), 0);
+	wsn__host_limit(8u << 20);
+	err = wsn_st_open(path, rd, &f);
+	msg = wsn_last_error();
+	ck_assert_msg(err == WSN_ENOMEM, "a %zu-byte header of 20000 tensors opened within 8 MiB: %d %s", hlen, err, msg);
+	ck_assert(f == NULL);
+	ck_assert_msg(strstr(msg, path) && strstr(msg, "JSON header"), "%s", msg);
+	wsn__host_limit(0);
+	ck_assert_int_eq(wsn_st_open(path, rd, &f), 0);
+	ck_assert_int_eq(wsn_st_count(f), 20000);
+	wsn_st_close(f);
+	wsn_reader_destroy(rd);
+	tu_rmtree(dir);
+	free(path);
+	free(dir);
+}
+END_TEST
+
 Suite *suite_run_limits(void)
 {
 	Suite *s = suite_create("run_limits");
@@ -223,6 +281,7 @@ Suite *suite_run_limits(void)
 	tcase_add_test(tc, test_batch_rows_beyond_files);
 	tcase_add_test(tc, test_duration_cuts_kernel_loops);
 	tcase_add_test(tc, test_sigint_mid_batch);
+	tcase_add_test(tc, test_header_parse_memory);
 	suite_add_tcase(s, tc);
 	return s;
 }
