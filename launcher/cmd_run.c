@@ -129,6 +129,31 @@ static int output_setup(struct run_opts *o, struct pl_dataset *ds)
 }
 
 /*
+ * The most rows one batch can hold, by what the dataset's files hold: rows0 for the first file (and
+ * for every raw file, all of that shape); for each other safetensors file, as many rows of x as its
+ * size could hold, row_bytes each. 0 when a file's size is not known (it is not there yet, or is not
+ * a regular file): then nothing bounds the batch but --batch-rows.
+ */
+static int64_t dataset_most_rows(const struct pl_dataset *ds, int64_t rows0, size_t row_bytes, int raw)
+{
+	int64_t most = rows0;
+	struct stat st;
+
+	if (rows0 <= 0)
+		return 0;
+	for (int i = 1; i < ds->n && !raw; i++) {
+		int64_t rows;
+
+		if (!row_bytes || stat(ds->shards[i].path, &st) < 0 || !S_ISREG(st.st_mode))
+			return 0;
+		rows = (int64_t)((uint64_t)st.st_size / row_bytes);
+		if (rows > most)
+			most = rows;
+	}
+	return most;
+}
+
+/*
  * List the dataset and open its first shard: it decides op, eps, dtype, hidden and the batch
  * rows; the others are opened when the pipeline reaches them. Prints its errors.
  */
@@ -206,8 +231,11 @@ static int dataset_setup(struct run_opts *o, struct pl_dataset *ds)
 		if (fit < 1)
 			fit = 1;
 		cfg->batch_rows = rows0 > 0 && rows0 < fit ? rows0 : fit;
-	} else if ((ds->n == 1 || o->raw_rows) && rows0 > 0 && cfg->batch_rows > rows0) {
-		cfg->batch_rows = rows0; /* no batch can hold more rows than a file has: the ring needs no more */
+	} else {
+		int64_t most = dataset_most_rows(ds, rows0, row_bytes, o->raw_rows > 0);
+
+		if (most > 0 && cfg->batch_rows > most)
+			cfg->batch_rows = most; /* no batch holds more rows than a file has: the ring needs no more */
 	}
 	if ((err = pl_shard_open(ds, 0, NULL, 1, msg, sizeof(msg)))) {
 		cli_error("%s", msg);

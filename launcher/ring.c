@@ -145,31 +145,57 @@ void pl_stage_add(struct pl_stage *st, double bytes, double seconds, int64_t row
 	pl_hist_add(&st->lat, seconds);
 }
 
-static size_t round_up(size_t v, size_t a)
+/* v rounded up to a multiple of a, added to *total; false if either would not fit in a size_t. */
+static bool add_rounded(size_t *total, size_t v, size_t a)
 {
-	return (v + a - 1) / a * a;
+	size_t r;
+
+	if (__builtin_add_overflow(v, a - 1, &r))
+		return false;
+	return !__builtin_add_overflow(*total, r / a * a, total);
+}
+
+/* Bytes of one tensor of a batch of rows (a per-row unit times rows, or the whole vector); false on overflow. */
+static bool batch_bytes(size_t unit, bool per_row, int64_t rows, size_t extra, size_t *bytes)
+{
+	size_t n = unit;
+
+	if (per_row && __builtin_mul_overflow(unit, (uint64_t)rows, &n))
+		return false;
+	return !__builtin_add_overflow(n, extra, bytes);
 }
 
 int pl_setup_slots(struct pl_dev *d, char *msg, size_t len)
 {
 	const struct pl_shape *sh = &d->run->ds->shape;
 	int64_t br = d->run->cfg->batch_rows;
+	const char *name = NULL;
+	size_t unit = 0, bytes;
 	int err = 0;
 
 	d->hin_len = d->hout_len = d->din_len = 0;
-	for (int i = 0; i < PL_NIN; i++) {
+	for (int i = 0; i < PL_NIN && !name; i++) {
 		if (!sh->in[i])
 			continue;
 		d->in_off[i] = d->hin_len;
-		d->hin_len += round_up(pl_in_bytes(sh, i, br) + SLACK, SLACK);
 		d->din_off[i] = d->din_len;
-		d->din_len += round_up(pl_in_bytes(sh, i, br), DEV_ALIGN);
+		if (!batch_bytes(sh->in_unit[i], sh->in_row[i], br, SLACK, &bytes) ||
+		    !add_rounded(&d->hin_len, bytes, SLACK) || !add_rounded(&d->din_len, bytes - SLACK, DEV_ALIGN))
+			name = pl_in_names[i], unit = sh->in_unit[i];
 	}
-	for (int i = 0; i < PL_NOUT; i++) {
+	for (int i = 0; i < PL_NOUT && !name; i++) {
 		if (!sh->out[i])
 			continue;
 		d->out_off[i] = d->hout_len;
-		d->hout_len += round_up(pl_out_bytes(sh, i, br), DEV_ALIGN);
+		if (!batch_bytes(sh->out_unit[i], sh->out_row[i], br, 0, &bytes) ||
+		    !add_rounded(&d->hout_len, bytes, DEV_ALIGN))
+			name = pl_out_names[i], unit = sh->out_unit[i];
+	}
+	if (name) {
+		snprintf(msg, len, "run: --batch-rows %lld on %s: a batch's ring region (%lld rows of tensor '%s', %zu "
+			 "bytes a row) does not fit in the address space: %s: %s", (long long)br, d->res->spec,
+			 (long long)br, name, unit, wsn_err_name(WSN_EOVERFLOW), wsn_strerror(WSN_EOVERFLOW));
+		return WSN_EOVERFLOW;
 	}
 	d->dout_len = d->hout_len;
 	if (!(d->slots = calloc((size_t)d->ring, sizeof(*d->slots)))) {

@@ -37,6 +37,7 @@ struct pl_slot {
 	size_t shift[PL_NIN];       /* where each input lands in its host region for this batch */
 	struct wsn_event *ev[E_N];
 	int verify, copy_out, write;
+	int loops;                  /* kernel launches queued for the batch (fewer than asked after a stop) */
 	double read_s;
 	float ms[3];                /* h2d, kernel (all loops), d2h */
 };

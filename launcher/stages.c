@@ -67,8 +67,10 @@ static void batch_submit(struct pl_dev *d, struct wsn_reader *rd, struct pending
 }
 
 /*
- * Is the file at sh->path still the one its header was read from (the same inode, size and
- * modification time)? Every batch opens the file again by its name, so a file replaced (renamed
+ * Is the file at sh->path still the one its header was read from (the same inode, size,
+ * modification time and status-change time)? The status-change time catches a file written in
+ * place whose modification time was then set back (futimens, touch -d), which the others miss.
+ * Every batch opens the file again by its name, so a file replaced (renamed
  * over, as gen writes) or rewritten during a run would otherwise be read at the old header's
  * offsets and mixed into the results unnoticed: verification reads the same bytes.
  */
@@ -82,7 +84,8 @@ static int shard_unchanged(const struct pl_shard *sh, char *msg, size_t len)
 	else if (st.st_dev != sh->id.st_dev || st.st_ino != sh->id.st_ino)
 		what = "another file now has its name";
 	else if (st.st_size != sh->id.st_size || st.st_mtim.tv_sec != sh->id.st_mtim.tv_sec ||
-		 st.st_mtim.tv_nsec != sh->id.st_mtim.tv_nsec)
+		 st.st_mtim.tv_nsec != sh->id.st_mtim.tv_nsec || st.st_ctim.tv_sec != sh->id.st_ctim.tv_sec ||
+		 st.st_ctim.tv_nsec != sh->id.st_ctim.tv_nsec)
 		what = "it was written to";
 	else
 		return 0;
@@ -307,6 +310,23 @@ void *pl_reader_main(void *arg)
 
 /* ---- stage: copies in, kernel, copies out (queued on the device's streams) ---- */
 
+/*
+ * Should a batch's remaining kernel loops be left out: the run was stopped (a signal, a failure)
+ * or its --duration is over? Checked between launches, so a long --kernel-loops ends within one
+ * launch (on a GPU, within the launches its driver queues) rather than after all of them.
+ */
+static bool loops_over(struct pl_dataset *ds)
+{
+	double deadline;
+
+	if (atomic_load(&ds->stop))
+		return true;
+	pthread_mutex_lock(&ds->lock);
+	deadline = ds->deadline;
+	pthread_mutex_unlock(&ds->lock);
+	return deadline > 0 && cli_now() >= deadline;
+}
+
 static int submit(struct pl_dev *d, struct pl_slot *sl, char *msg, size_t len)
 {
 	const struct pl_config *cfg = d->run->cfg;
@@ -341,7 +361,10 @@ static int submit(struct pl_dev *d, struct pl_slot *sl, char *msg, size_t len)
 	pl_slot_args(d, sl, &a);
 	if ((err = wsn_event_record(sl->ev[E_K0], d->ks)) < 0)
 		goto fail;
-	for (int l = 0; l < cfg->kernel_loops; l++) {
+	/* the first launch always runs: the batch's outputs are then complete and can be verified */
+	for (sl->loops = 0; sl->loops < cfg->kernel_loops; sl->loops++) {
+		if (sl->loops > 0 && loops_over(d->run->ds))
+			break;
 		if (d->fault_armed) {
 			d->fault_armed = 0;
 			snprintf(msg, len, "run: %s on %s (%s), shard '%s': EDRIVER: injected fault (--inject-fault)",
@@ -389,7 +412,7 @@ static int complete(struct pl_dev *d, struct pl_slot *sl, char *msg, size_t len)
 {
 	const struct pl_shape *sh = &d->run->ds->shape;
 	struct pl_devres *res = d->res;
-	int loops = d->run->cfg->kernel_loops, err;
+	int loops = sl->loops, err;
 	int64_t rows = sl->b.rows;
 
 	if ((err = wsn_event_sync(sl->ev[sl->copy_out ? E_D2H1 : E_K1])) < 0)
@@ -475,7 +498,7 @@ static int write_work(struct pl_dev *d, struct pl_slot *sl, void *ctx, char *msg
 	res->rows += sl->b.rows;
 	res->batches++;
 	if (!d->run->cfg->read_only)
-		res->kernel_rows += sl->b.rows * d->run->cfg->kernel_loops;
+		res->kernel_rows += sl->b.rows * sl->loops;
 	atomic_fetch_add(&res->live_rows, (long long)sl->b.rows);
 	return 0;
 }

@@ -51,6 +51,7 @@ Suite *suite_run_signals(void);
 Suite *suite_run_verify(void);
 Suite *suite_run_options(void);
 Suite *suite_run_gpu(void);
+Suite *suite_run_limits(void);
 #ifdef WSN_HAVE_CUDA
 Suite *suite_cuda_host(void);
 Suite *suite_cuda_fake(void);
@@ -105,6 +106,7 @@ int main(void)
 	srunner_add_suite(sr, suite_run_verify());
 	srunner_add_suite(sr, suite_run_options());
 	srunner_add_suite(sr, suite_run_gpu());
+	srunner_add_suite(sr, suite_run_limits());
 #ifdef WSN_HAVE_CUDA
 	srunner_add_suite(sr, suite_cuda_host());
 	srunner_add_suite(sr, suite_cuda_fake());

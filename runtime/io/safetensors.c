@@ -2,6 +2,7 @@
 /* runtime/io/safetensors.c: safetensors headers checked with jansson; tensors read and written. */
 #include "io/io_internal.h"
 #include "core/error.h"
+#include "core/hostmem.h"
 #include "core/util.h"
 
 #include <jansson.h>
@@ -12,6 +13,9 @@
 /* A header longer than this is not a tensor file's header but a corrupt length. */
 #define HEADER_MAX ((uint64_t)100 << 20)
 #define METADATA_KEY "__metadata__"
+/* Bytes of memory the JSON parse takes for each header byte, at most (a header of the smallest
+ * entries): a JSON value for every field, each key and string copied. */
+#define HEADER_PARSE_FACTOR 16u
 
 struct wsn_st_file {
 	char *path;
@@ -23,6 +27,7 @@ struct wsn_st_file {
 	json_t *meta;           /* the "__metadata__" object, or NULL */
 	uint64_t size;          /* file size */
 	uint64_t data_start;    /* 8 + header length */
+	uint64_t held;          /* host memory counted for the entries, given back on close */
 };
 
 /*
@@ -249,12 +254,29 @@ static int index_entries(struct wsn_st_file *f)
 	return 0;
 }
 
+/* Count bytes against the host memory available for what, a use of f's hlen-byte header; 0 or WSN_ENOMEM
+ * naming the file. */
+static int hold_for(const struct wsn_st_file *f, uint64_t bytes, const char *what, uint64_t hlen)
+{
+	size_t len = strlen(f->path) + 96;
+	char *name = malloc(len);
+	int err;
+
+	if (!name)
+		return wsn__error(WSN_ENOMEM, "%s: out of memory", f->path);
+	snprintf(name, len, "%s: %s (%llu bytes)", f->path, what, (unsigned long long)hlen);
+	err = wsn__host_hold(bytes, name);
+	free(name);
+	return err;
+}
+
 /* Read the header through the reader and fill f. */
 static int load_header(struct wsn_st_file *f)
 {
 	unsigned char lenbuf[8];
-	uint64_t hlen = 0;
+	uint64_t hlen = 0, parse_bytes, entry_bytes;
 	char *hdr = NULL;
+	size_t nent;
 	json_t *root = NULL, *v;
 	json_error_t jerr;
 	const char *key;
@@ -276,10 +298,17 @@ static int load_header(struct wsn_st_file *f)
 	if (hlen == 0)
 		return wsn__error(WSN_EFORMAT, "%s: header length is 0: no JSON header", f->path);
 	f->data_start = 8 + hlen;
+	/* the header and its parse are counted against the memory available while they are held */
+	parse_bytes = hlen * (1 + HEADER_PARSE_FACTOR);
+	err = hold_for(f, parse_bytes, "parsing its JSON header", hlen);
+	if (err)
+		return err;
 	hdr = malloc((size_t)hlen);
-	if (!hdr)
+	if (!hdr) {
+		wsn__host_release(parse_bytes);
 		return wsn__error(WSN_ENOMEM, "%s: out of memory for a %llu-byte header", f->path,
 				  (unsigned long long)hlen);
+	}
 	err = wsn_reader_read(f->r, f->path, 8, hlen, hdr);
 	if (err)
 		goto out;
@@ -300,7 +329,12 @@ static int load_header(struct wsn_st_file *f)
 		err = wsn__error(WSN_EFORMAT, "%s: the JSON header is not an object", f->path);
 		goto out;
 	}
-	f->e = calloc(json_object_size(root) ? json_object_size(root) : 1, sizeof(*f->e));
+	nent = json_object_size(root) ? json_object_size(root) : 1;
+	entry_bytes = (uint64_t)nent * (sizeof(*f->e) + sizeof(*f->by_name));
+	if ((err = hold_for(f, entry_bytes, "the entries of its JSON header", hlen)))
+		goto out;
+	f->held = entry_bytes;
+	f->e = calloc(nent, sizeof(*f->e));
 	if (!f->e) {
 		err = wsn__error(WSN_ENOMEM, "%s: out of memory for %zu entries", f->path,
 				 json_object_size(root));
@@ -323,6 +357,7 @@ static int load_header(struct wsn_st_file *f)
 out:
 	json_decref(root);
 	free(hdr);
+	wsn__host_release(parse_bytes);
 	return err;
 }
 
@@ -388,6 +423,7 @@ WSN_API void wsn_st_close(struct wsn_st_file *f)
 	json_decref(f->meta);
 	free(f->by_name);
 	free(f->e);
+	wsn__host_release(f->held);
 	free(f->path);
 	free(f);
 }
