@@ -272,16 +272,8 @@ END_TEST
 
 Suite *suite_run_limits(void)
 {
-	Suite *s = suite_create("run_limits");
-	TCase *tc = tcase_create("run_limits");
-
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_input_rewritten_mtime_restored);
-	tcase_add_test(tc, test_read_only_batch_overflow);
-	tcase_add_test(tc, test_batch_rows_beyond_files);
-	tcase_add_test(tc, test_duration_cuts_kernel_loops);
-	tcase_add_test(tc, test_sigint_mid_batch);
-	tcase_add_test(tc, test_header_parse_memory);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("pipeline", { "limits", 300, NULL, NULL,
+				      TU_TESTS({ test_input_rewritten_mtime_restored, 1 }, { test_read_only_batch_overflow, 1 },
+					       { test_batch_rows_beyond_files, 1 }, { test_duration_cuts_kernel_loops, 1 },
+					       { test_sigint_mid_batch, 1 }, { test_header_parse_memory, 1 }) });
 }
