@@ -101,6 +101,8 @@ struct rk_abi {
 	const char *reg[WSN_ABI_BWD_COUNT];
 };
 void wsn__rk_abi_params(struct rk_gen *g, int bwd, struct rk_abi *a);
+/* The PTX type of an ABI parameter type (.u32, .f32, else .u64). */
+enum ptx_type wsn__rk_abi_ptx_type(enum wsn__abi_type t);
 /*
  * Programmatic dependent launch: wait for the grids this one depends on (the previous kernel on the
  * stream, when the launch allows overlap) before any global memory access, then let the next grid
@@ -170,7 +172,9 @@ const char *wsn__rk_norm_affine(struct rk_gen *g, const char *x, const char *mea
 const char *wsn__rk_dx_elem(struct rk_gen *g, const char *x, const char *dy, const char *w, const char *mean,
 			    const char *rstd, const char *mg, const char *nmgx);
 
-/* ---- reductions over a row group ---- */
+/* ---- reductions over a row group (rowkernel_reduce.c) ---- */
+/* Bytes each warp writes per reduction buffer: g->red_slot, or 16 (four floats) when that is 0. */
+unsigned wsn__rk_red_slot(const struct rk_gen *g);
 /* Sum n f32 values over the bdimx threads of a row group; every thread gets the same totals.
  * n <= red_slot / 4 (4 with the default slot). */
 void wsn__rk_reduce_row(struct rk_gen *g, const char *const v[], int n);
@@ -200,7 +204,7 @@ void wsn__rk_row_addr(struct rk_gen *g, const char *dst, const char *base, const
 /* Names of the REG storage of a tensor ("<tag><j>_<q>"). */
 void wsn__rk_reg_names(struct rk_gen *g, struct rk_tens *t);
 
-/* ---- backward accumulators, epilogue, finish kernel ---- */
+/* ---- backward accumulators; the epilogue and the finish kernel are in rowkernel_finish.c ---- */
 void wsn__rk_acc_get(struct rk_gen *g, struct rk_acc *a, int j, const char *f[8]);
 void wsn__rk_acc_put(struct rk_gen *g, struct rk_acc *a, int j, const char *const f[8]);
 /* Set every slice of accumulator a to zero (registers directly, other storage through acc_put). */
