@@ -51,7 +51,7 @@ static void load_elems(struct rk_gen *g, struct rk_tens *t, int j, const char *c
 	struct ptx_kernel *k = g->k;
 	long long off = tens_off(g, j);
 
-	if (g->E == 4) {
+	if (g->elem_bytes == 4) {
 		for (int e = 0; e < nel; e++) {
 			if (preds[e])
 				ptx_guard(k, preds[e], 0);
@@ -132,7 +132,7 @@ void wsn__rk_store_vec(struct rk_gen *g, struct rk_tens *t, int j, const char *c
 	}
 	for (int e = 0; e < nel; e++)
 		preds[e] = from_tail ? g->pt[j] : wsn__rk_elem_pred(g, j, e);
-	if (g->E == 4) {
+	if (g->elem_bytes == 4) {
 		for (int e = 0; e < nel; e++) {
 			if (preds[e])
 				ptx_guard(k, preds[e], 0);
@@ -245,7 +245,7 @@ void wsn__rk_unpack(struct rk_gen *g, const char *const p[4], const char *f[8])
 {
 	struct ptx_kernel *k = g->k;
 
-	if (g->E == 4) {
+	if (g->elem_bytes == 4) {
 		for (int q = 0; q < 4; q++)
 			f[q] = p[q];
 		return;
@@ -264,7 +264,7 @@ void wsn__rk_pack(struct rk_gen *g, const char *const f[8], const char *p[4])
 {
 	struct ptx_kernel *k = g->k;
 
-	if (g->E == 4) {
+	if (g->elem_bytes == 4) {
 		for (int q = 0; q < 4; q++)
 			p[q] = f[q];
 		return;
@@ -655,7 +655,7 @@ void wsn__rk_abi_params(struct rk_gen *g, int bwd, struct rk_abi *a)
 	}
 	for (int i = 0; i < abi->count; i++) {
 		if (pa[i].role == WSN_ABI_row_ld) /* elements of the tensors' dtype */
-			ptx_ins(k, "mul.lo.u64 %s, %s, %d", a->reg[i], a->reg[i], g->E);
+			ptx_ins(k, "mul.lo.u64 %s, %s, %d", a->reg[i], a->reg[i], g->elem_bytes);
 		else if (pa[i].role == WSN_ABI_stats_ld) /* f32 elements */
 			ptx_ins(k, "shl.b64 %s, %s, 2", a->reg[i], a->reg[i]);
 	}

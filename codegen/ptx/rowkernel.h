@@ -38,8 +38,12 @@ struct rk_tens {
 struct rk_gen {
 	const struct wsn__kernel_plan *kp;
 	struct ptx_kernel *k;
-	int bwd, ln, E, vec, nv, bdimx, bdimy, nw;
-	long long H, NV, nfull, tail;
+	int bwd, ln;
+	int elem_bytes;          /* bytes of one element of the plan's dtype */
+	int vec, nv, bdimx, bdimy, nw; /* elements per 16-byte vector, vectors per thread, threads, warps */
+	long long cols;          /* the row's columns this CTA covers (the hidden size, or its share) */
+	long long row_vectors;   /* 16-byte vectors in those columns, the last one maybe partial */
+	long long nfull, tail;   /* whole vectors, and elements of the partial one */
 	int vecpath;             /* 1: 16-byte accesses; 0: element accesses (unaligned rows) */
 	int jbase;               /* the slice the row tensors' and accumulators' addresses point at (0 but
 				  * in the slices after a pass's rounds, wsn__rk_pass) */
@@ -60,9 +64,9 @@ struct rk_gen {
 	unsigned tid_base, red_slot;
 	int all_bar;
 	unsigned all_bar_count;
-	/* A row split over a cluster (ws backward, kp->cluster > 1): H is this CTA's share of the row,
+	/* A row split over a cluster (ws backward, kp->cluster > 1): cols is this CTA's share of the row,
 	 * rank (.u32) the CTA's %cluster_ctarank; partial sums go to row %clusterid of the workspace at
-	 * column rank * H. NULL rank: a CTA per row. */
+	 * column rank * cols. NULL rank: a CTA per row. */
 	const char *rank;
 	/* The kernel emits the dependent-launch wait itself, after a prologue without global accesses
 	 * (the ws kernels' barrier set-up); 0: right after the parameters. */

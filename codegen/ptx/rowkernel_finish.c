@@ -17,7 +17,7 @@ static const char *partial_row(struct rk_gen *g, int a, const char *cta, const c
 	if (g->rank) {
 		const char *rank = ptx_tmp(k, PTX_U32), *col = ptx_tmp(k, PTX_U64);
 		ptx_sreg(k, rank, "%cluster_ctarank");
-		ptx_ins(k, "mul.wide.u32 %s, %s, %lld", col, rank, g->H * 4);
+		ptx_ins(k, "mul.wide.u32 %s, %s, %lld", col, rank, g->cols * 4);
 		ptx_ins(k, "add.u64 %s, %s, %s", ga, ga, col);
 	}
 	return ga;
@@ -36,7 +36,7 @@ static void fold_parallel(struct rk_gen *g, struct rk_acc *accs[2], const char *
 	struct ptx_kernel *k = g->k;
 	const unsigned slot = (unsigned)(g->nv * g->bdimx * g->vec) * 4;
 	const int B = g->bdimy, T = g->bdimy * g->bdimx, NC4 = g->nv * g->bdimx * g->vec / 4;
-	const int v4 = g->H % 4 == 0 && g->kp->hidden % 4 == 0;
+	const int v4 = g->cols % 4 == 0 && g->kp->hidden % 4 == 0;
 	const char *xs = ptx_reg(k, PTX_U32, "xg_s"), *gi = ptx_reg(k, PTX_U32, "xg_id");
 	int n = 0;
 
@@ -89,14 +89,14 @@ static void fold_parallel(struct rk_gen *g, struct rk_acc *accs[2], const char *
 		ptx_ins(k, "mul.wide.u32 %s, %s, 16", ad, u);
 		ptx_ins(k, "add.u64 %s, %s, %s", ad, ad, ga);
 		if (v4) {
-			ptx_ins(k, "setp.lt.u32 %s, %s, %lld", pin, c0, g->H);
+			ptx_ins(k, "setp.lt.u32 %s, %s, %lld", pin, c0, g->cols);
 			ptx_guard(k, pin, 0);
 			ptx_st_global_v4(k, PTX_CACHE_DEFAULT, ad, 0, sum);
 		} else {
 			for (int i = 0; i < 4; i++) {
 				const char *ci = ptx_tmp(k, PTX_U32);
 				ptx_ins(k, "add.u32 %s, %s, %d", ci, c0, i);
-				ptx_ins(k, "setp.lt.u32 %s, %s, %lld", pin, ci, g->H);
+				ptx_ins(k, "setp.lt.u32 %s, %s, %lld", pin, ci, g->cols);
 				ptx_guard(k, pin, 0);
 				ptx_st_global(k, PTX_CACHE_DEFAULT, PTX_F32, ad, 4LL * i, sum[i]);
 			}

@@ -18,7 +18,7 @@ static void producer(struct ws *w)
 	const char *st = ptx_reg(k, PTX_U32, "p_stage"), *row0 = ptx_reg(k, PTX_U64, "p_row0");
 	const char *rmax = ptx_reg(k, PTX_U64, "p_rowmax"), *gstride = ptx_reg(k, PTX_U64, "p_gstride");
 	const char *p = ptx_reg(k, PTX_PRED, "p_more"), *t32 = ptx_tmp(k, PTX_U32), *n32 = ptx_tmp(k, PTX_U32);
-	long long HE = w->g.H * w->g.E;
+	long long HE = w->g.cols * w->g.elem_bytes;
 	struct ptx_loop lp;
 
 	ptx_comment(k, "---- producer: one lane copies every block of this CTA into the ring ----");
@@ -188,7 +188,7 @@ static int gen_backward(struct ws *w)
 		const char *cb = ptx_tmp(k, PTX_U64);
 		g->rank = ptx_reg(k, PTX_U32, "cta_rank");
 		ptx_sreg(k, g->rank, "%cluster_ctarank");
-		ptx_ins(k, "mul.wide.u32 %s, %s, %lld", cb, g->rank, g->H * g->E);
+		ptx_ins(k, "mul.wide.u32 %s, %s, %lld", cb, g->rank, g->cols * g->elem_bytes);
 		static const int split[] = { WSN_ABI_BWD_dy, WSN_ABI_BWD_x, WSN_ABI_BWD_weight, WSN_ABI_BWD_dx };
 		for (size_t i = 0; i < WSN_ARRAY_SIZE(split); i++)
 			if (split[i] != WSN_ABI_BWD_weight || kp->has_weight)
@@ -336,16 +336,16 @@ int wsn__ws_generate(const struct wsn__kernel_plan *kp, char **ptx)
 	g->kp = kp;
 	g->bwd = wsn_op_is_backward(kp->op);
 	g->ln = wsn_op_is_layernorm(kp->op);
-	g->E = (int)wsn_dtype_size(kp->dtype);
-	g->vec = 16 / g->E;
+	g->elem_bytes = (int)wsn_dtype_size(kp->dtype);
+	g->vec = 16 / g->elem_bytes;
 	g->nv = (int)kp->nvec;
 	g->bdimx = (int)kp->bdimx;
 	g->bdimy = (int)kp->bdimy;
 	g->nw = g->bdimx / 32;
-	g->H = wsn__kernel_cols(kp);
-	g->NV = (g->H + g->vec - 1) / g->vec;
-	g->nfull = g->H / g->vec;
-	g->tail = g->H % g->vec;
+	g->cols = wsn__kernel_cols(kp);
+	g->row_vectors = (g->cols + g->vec - 1) / g->vec;
+	g->nfull = g->cols / g->vec;
+	g->tail = g->cols % g->vec;
 	g->tid_base = kp->producer_threads;
 	g->griddep_later = 1; /* prologue() */
 	w->stage_rows = (int)kp->unroll;
@@ -362,7 +362,7 @@ int wsn__ws_generate(const struct wsn__kernel_plan *kp, char **ptx)
 	g->xg_slots = w->layout.xg_slots;
 	g->all_bar = 15; /* row groups use 1..14 (or none: a warp per row) */
 	g->all_bar_count = kp->bdimx * kp->bdimy;
-	if ((long long)g->nv * g->bdimx < g->NV || w->row_bytes < (unsigned)(g->H * g->E) + 16 ||
+	if ((long long)g->nv * g->bdimx < g->row_vectors || w->row_bytes < (unsigned)(g->cols * g->elem_bytes) + 16 ||
 	    w->stage_bytes != w->stage_rows_bytes + wsn__ws_stats_bytes(kp) ||
 	    w->layout.total > kp->smem_bytes) {
 		ptx_module_free(&m);

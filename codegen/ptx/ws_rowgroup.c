@@ -36,11 +36,11 @@ static void stage_vec(struct ws *w, int j, int t, int v, const char *const r[4])
 		ptx_guard(k, g->pt[v], 0);
 		ptx_ld_shared_v4(k, r, sa, off);
 		for (int q = 0; q < 4; q++) {
-			int e0 = g->E == 4 ? q : 2 * q;
+			int e0 = g->elem_bytes == 4 ? q : 2 * q;
 			if (e0 >= g->tail) {
 				ptx_guard(k, g->pt[v], 0);
 				ptx_mov_imm(k, PTX_B32, r[q], 0);
-			} else if (g->E != 4 && e0 + 1 == g->tail) {
+			} else if (g->elem_bytes != 4 && e0 + 1 == g->tail) {
 				ptx_guard(k, g->pt[v], 0);
 				ptx_ins(k, "and.b32 %s, %s, 65535", r[q], r[q]);
 			}
@@ -48,7 +48,7 @@ static void stage_vec(struct ws *w, int j, int t, int v, const char *const r[4])
 		return;
 	}
 	/* element path: the row sits at an offset that is not a multiple of 16 */
-	if (g->E == 4) {
+	if (g->elem_bytes == 4) {
 		for (int e = 0; e < 4; e++) {
 			const char *pe = wsn__rk_elem_pred(g, v, e);
 			if (pe) {
