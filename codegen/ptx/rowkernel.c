@@ -564,8 +564,8 @@ void wsn__rk_griddep_start(struct rk_gen *g)
 	ptx_griddep_wait(k);
 	/* an early call that reuses an older call's buffers: until that call's finish kernel has said
 	 * its main grid is done (the data it wrote is then read through the bulk copies' proxy too);
-	 * thread 0 asks, the CTA waits for it (one acquire per CTA: every thread's cost 0.8 us a call
-	 * at LayerNorm bwd 2K, bench/NOTES.md v29). The next grid launches only past this wait: the
+	 * thread 0 asks, the CTA waits for it (one acquire per CTA: one per thread costs time on every
+	 * call, see NOTES v29). The next grid launches only past this wait: the
 	 * runtime counts that call's main grid as done for every call after this one (wsn__ovl_record) */
 	const char *pw = ptx_tmp(k, PTX_PRED), *v = ptx_tmp(k, PTX_U64), *pr = ptx_tmp(k, PTX_PRED);
 	const char *t = ptx_tmp(k, PTX_U32), *pt = ptx_tmp(k, PTX_PRED);

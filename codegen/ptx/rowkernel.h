@@ -19,7 +19,7 @@
  * group's named barrier 1 + ty), the dweight/dbias epilogue and the deterministic finish kernel.
  */
 
-#define RK_MAXV 64 /* vectors per thread the generator unrolls (planner.c MAX_NVEC) */
+#define RK_MAXV 64 /* vectors per thread the generator unrolls (plan_multiwave.c MAX_NVEC) */
 #define RK_SMEM_SYM "wsn_smem"
 
 /* Which threads hold a full vector in slice j (vectors j*bdimx .. j*bdimx + bdimx - 1). */

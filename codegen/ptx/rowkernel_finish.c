@@ -116,8 +116,8 @@ void wsn__rk_bwd_epilogue(struct rk_gen *g, struct rk_acc *accs[2], const char *
 	ptx_comment(k, "---- per-CTA partial column sums -> workspace ----");
 	ptx_sreg(k, cta, g->rank ? "%clusterid.x" : "%ctaid.x");
 	ptx_sreg(k, nc, g->rank ? "%nclusterid.x" : "%nctaid.x");
-	/* (not with a partial last vector: its element code and the fold's together made ptxas spill at
-	 * LayerNorm bwd bf16 4097 with room in the estimate) */
+	/* the parallel fold where the groups can hold their sums at once; not with a partial last vector,
+	 * whose element code together with the fold makes ptxas spill past the register estimate */
 	if (g->bdimy > 1 && g->bdimy <= 8 && g->tail == 0 && g->xg_slots >= (unsigned)(nacc * g->bdimy) &&
 	    (!accs[0] || accs[0]->store == WSN_STORE_REG) && (!accs[1] || accs[1]->store == WSN_STORE_REG)) {
 		fold_parallel(g, accs, wsp, cta, nc);

@@ -123,8 +123,8 @@ static void prologue(struct ws *w)
 	else
 		ptx_bar_sync(k, 0, 0);
 	if (w->g.bwd) {
-		/* the first block's dy, x and dx lines (measured: LayerNorm bwd 1K +1.7 %, 2K +0.8 %, level
-		 * elsewhere; the same in the multi-wave forward lost 0.3-0.9 %: bench/NOTES.md v12) */
+		/* the first block's dy, x and dx lines into L2 while the previous grid drains (it helps the
+		 * backward; the multi-wave forward does without: see NOTES v12) */
 		const char *i32 = ptx_tmp(k, PTX_U32), *n32 = ptx_tmp(k, PTX_U32), *r = ptx_tmp(k, PTX_U64);
 		const char *base[3] = { w->cbase[0], w->cbase[1], w->obase }, *ld[3] = { w->cld[0], w->cld[1], w->old };
 		wsn__ws_stride_ids(w, i32, n32);
