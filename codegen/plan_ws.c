@@ -12,7 +12,7 @@
 #define WS_PRODUCER_REGS 24     /* the producer's setmaxnreg.dec, the least allowed (ptxas: no spills) */
 #define WS_MAX_THREADS 1024
 #define WS_MAX_REGS 248         /* per thread, a multiple of 8 a thread can address */
-#define WS_MAX_UNROLL 8         /* ws.c MAXU */
+#define WS_MAX_UNROLL 8         /* ptx/ws.h MAXU */
 #define WS_MAX_NVEC 16          /* vectors per thread per row the search considers */
 #define WS_MAX_STAGES 32
 #define WS_FILL_STAGES_BWD 16   /* leftover shared memory adds backward stages up to this (see NOTES v6) */

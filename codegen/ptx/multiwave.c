@@ -564,7 +564,7 @@ static int gen_backward(struct rk_gen *g)
 				ptx_ins(k, "add.u32 %s, %s, %s", part, nc, c);
 			else
 				ptx_mov(k, PTX_U32, part, c);
-			ptx_ins(k, "mul.wide.u32 %s, %s, %lld", ac->g, part, g->H * 4);
+			ptx_ins(k, "mul.wide.u32 %s, %s, %lld", ac->g, part, g->cols * 4);
 			ptx_ins(k, "add.u64 %s, %s, %s", ac->g, ac->g, param[WSN_ABI_BWD_ws]);
 			ptx_ins(k, "mul.wide.u32 %s, %s, %d", col, g->tx, g->vec * 4);
 			ptx_ins(k, "add.u64 %s, %s, %s", ac->g, ac->g, col);
@@ -658,19 +658,19 @@ int wsn__multiwave_generate(const struct wsn__kernel_plan *kp, char **ptx)
 	g.kp = kp;
 	g.bwd = wsn_op_is_backward(kp->op);
 	g.ln = wsn_op_is_layernorm(kp->op);
-	g.E = (int)wsn_dtype_size(kp->dtype);
-	g.vec = 16 / g.E;
+	g.elem_bytes = (int)wsn_dtype_size(kp->dtype);
+	g.vec = 16 / g.elem_bytes;
 	g.nv = (int)kp->nvec;
 	g.bdimx = (int)kp->bdimx;
 	g.bdimy = (int)kp->bdimy;
 	g.nw = g.bdimx / 32;
-	g.H = kp->hidden;
-	g.NV = (g.H + g.vec - 1) / g.vec;
-	g.nfull = g.H / g.vec;
-	g.tail = g.H % g.vec;
-	if ((long long)g.nv * g.bdimx < g.NV) {
+	g.cols = kp->hidden;
+	g.row_vectors = (g.cols + g.vec - 1) / g.vec;
+	g.nfull = g.cols / g.vec;
+	g.tail = g.cols % g.vec;
+	if ((long long)g.nv * g.bdimx < g.row_vectors) {
 		ptx_module_free(&m);
-		return wsn__error(WSN_EINVAL, "codegen: plan for %s does not cover hidden %lld", kp->entry, g.H);
+		return wsn__error(WSN_EINVAL, "codegen: plan for %s does not cover hidden %lld", kp->entry, g.cols);
 	}
 	layout_smem(&g);
 	plan_comments(&m, kp);

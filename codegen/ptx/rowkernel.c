@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* codegen/ptx/rowkernel.c: row-kernel pieces both generators call: element access, reductions, epilogue, finish kernel. */
+/* codegen/ptx/rowkernel.c: row-kernel pieces both generators call: element access, passes, set-up, the ABI prologue, accumulators. */
 #include "rowkernel.h"
 
-#include <stdio.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- element access */
@@ -52,7 +51,7 @@ static void load_elems(struct rk_gen *g, struct rk_tens *t, int j, const char *c
 	struct ptx_kernel *k = g->k;
 	long long off = tens_off(g, j);
 
-	if (g->E == 4) {
+	if (g->elem_bytes == 4) {
 		for (int e = 0; e < nel; e++) {
 			if (preds[e])
 				ptx_guard(k, preds[e], 0);
@@ -133,7 +132,7 @@ void wsn__rk_store_vec(struct rk_gen *g, struct rk_tens *t, int j, const char *c
 	}
 	for (int e = 0; e < nel; e++)
 		preds[e] = from_tail ? g->pt[j] : wsn__rk_elem_pred(g, j, e);
-	if (g->E == 4) {
+	if (g->elem_bytes == 4) {
 		for (int e = 0; e < nel; e++) {
 			if (preds[e])
 				ptx_guard(k, preds[e], 0);
@@ -246,7 +245,7 @@ void wsn__rk_unpack(struct rk_gen *g, const char *const p[4], const char *f[8])
 {
 	struct ptx_kernel *k = g->k;
 
-	if (g->E == 4) {
+	if (g->elem_bytes == 4) {
 		for (int q = 0; q < 4; q++)
 			f[q] = p[q];
 		return;
@@ -265,7 +264,7 @@ void wsn__rk_pack(struct rk_gen *g, const char *const f[8], const char *p[4])
 {
 	struct ptx_kernel *k = g->k;
 
-	if (g->E == 4) {
+	if (g->elem_bytes == 4) {
 		for (int q = 0; q < 4; q++)
 			p[q] = f[q];
 		return;
@@ -281,158 +280,10 @@ void wsn__rk_pack(struct rk_gen *g, const char *const f[8], const char *p[4])
 
 /* ---------------------------------------------------------------- reductions */
 
-/* Bytes each warp writes per reduction buffer. */
-static unsigned red_slot(const struct rk_gen *g)
+/* Bytes each warp writes per reduction buffer (see rowkernel.h). */
+unsigned wsn__rk_red_slot(const struct rk_gen *g)
 {
 	return g->red_slot ? g->red_slot : 16;
-}
-
-/* Sum n f32 values over the bdimx threads of a row group; every thread gets the same totals. */
-void wsn__rk_reduce_row(struct rk_gen *g, const char *const v[], int n)
-{
-	struct ptx_kernel *k = g->k;
-	int lanes = g->bdimx < 32 ? g->bdimx : 32, slot = (int)red_slot(g);
-
-	ptx_comment(k, "row reduction of %d value%s over %d threads", n, n > 1 ? "s" : "", g->bdimx);
-	for (int off = lanes / 2; off >= 1; off /= 2) {
-		for (int i = 0; i < n; i++) {
-			const char *t = ptx_tmp(k, PTX_F32);
-			ptx_shfl_bfly(k, t, v[i], off);
-			ptx_add_f32(k, v[i], v[i], t);
-		}
-	}
-	if (g->nw <= 1)
-		return;
-	/* lane 0 of each warp writes, the group's named barrier, everyone sums the warps in order */
-	const char *wa = ptx_tmp(k, PTX_U32), *ra = ptx_tmp(k, PTX_U32);
-	ptx_ins(k, "add.u32 %s, %s, %s", wa, g->red_w, g->red_par);
-	ptx_ins(k, "add.u32 %s, %s, %s", ra, g->red_r, g->red_par);
-	for (int i = 0; i < n; i++) {
-		ptx_guard(k, g->p_lane0, 0);
-		ptx_st_shared(k, PTX_F32, wa, 4 * i, v[i]);
-	}
-	ptx_bar_sync_reg(k, g->bar_id, (unsigned)g->bdimx);
-	if (n > 2) {
-		/* four values per load, warps in order */
-		for (int w = 0; w < g->nw; w++) {
-			for (int c = 0; c < n; c += 4) {
-				const char *x[4];
-				for (int i = 0; i < 4; i++)
-					x[i] = ptx_tmp(k, PTX_F32);
-				ptx_ins(k, "ld.shared.v4.f32 {%s, %s, %s, %s}, [%s+%d]", x[0], x[1], x[2], x[3], ra,
-					slot * w + 4 * c);
-				for (int i = 0; i < 4 && c + i < n; i++) {
-					if (w == 0)
-						ptx_mov(k, PTX_F32, v[c + i], x[i]);
-					else
-						ptx_add_f32(k, v[c + i], v[c + i], x[i]);
-				}
-			}
-		}
-		ptx_ins(k, "xor.b32 %s, %s, %d", g->red_par, g->red_par, slot * g->nw);
-		return;
-	}
-	for (int w = 0; w < g->nw; w++) {
-		const char *a = ptx_tmp(k, PTX_F32), *b = ptx_tmp(k, PTX_F32);
-		ptx_ins(k, "ld.shared.v2.f32 {%s, %s}, [%s+%d]", a, b, ra, slot * w);
-		if (w == 0) {
-			ptx_mov(k, PTX_F32, v[0], a);
-			if (n > 1)
-				ptx_mov(k, PTX_F32, v[1], b);
-		} else {
-			ptx_add_f32(k, v[0], v[0], a);
-			if (n > 1)
-				ptx_add_f32(k, v[1], v[1], b);
-		}
-	}
-	ptx_ins(k, "xor.b32 %s, %s, %d", g->red_par, g->red_par, slot * g->nw);
-}
-
-/* (n, mean, M2) of a and b -> a: Chan, Golub and LeVeque's pairwise update (see rowkernel.h). */
-void wsn__rk_chan_combine(struct rk_gen *g, const char *n, const char *m, const char *m2, const char *nb,
-			  const char *mb, const char *m2b)
-{
-	struct ptx_kernel *k = g->k;
-	const char *nn = ptx_tmp(k, PTX_F32), *d = ptx_tmp(k, PTX_F32), *f = ptx_tmp(k, PTX_F32);
-	const char *t = ptx_tmp(k, PTX_F32), *u = ptx_tmp(k, PTX_F32), *pz = ptx_tmp(k, PTX_PRED);
-
-	ptx_add_f32(k, nn, n, nb);
-	ptx_sub_f32(k, d, mb, m);
-	ptx_ins(k, "div.full.f32 %s, %s, %s", f, nb, nn); /* 2 ulp, no slow path: the weight of b */
-	ptx_ins(k, "setp.eq.f32 %s, %s, 0f00000000", pz, nn);
-	ptx_ins(k, "selp.f32 %s, 0f00000000, %s, %s", f, f, pz);
-	ptx_mul_f32(k, t, d, f);            /* delta * nb / n */
-	ptx_fma_f32(k, m, d, f, m);         /* mean_a + delta * nb / n */
-	ptx_mul_f32(k, u, t, n);            /* delta * na * nb / n */
-	ptx_add_f32(k, m2, m2, m2b);
-	ptx_fma_f32(k, m2, u, d, m2);       /* M2_a + M2_b + delta^2 * na * nb / n */
-	ptx_mov(k, PTX_F32, n, nn);
-}
-
-/* Merge every thread's (count, mean, M2) over the row group, in an order every thread repeats
- * exactly (the lower lane of a butterfly pair is always the first operand; warps in order), so
- * the whole row sees bit-identical statistics: one reduction for LayerNorm's mean and variance.
- * nsets independent rows share the shuffles' latency and one barrier. */
-void wsn__rk_reduce_welford(struct rk_gen *g, int nsets, const char *const n[], const char *const m[],
-			    const char *const m2[])
-{
-	struct ptx_kernel *k = g->k;
-	const char *lane = ptx_tmp(k, PTX_U32);
-	int slot = (int)red_slot(g);
-
-	ptx_comment(k, "row reduction of (count, mean, M2) over %d threads%s", g->bdimx, nsets > 1 ? ", per row" : "");
-	ptx_ins(k, "and.b32 %s, %s, 31", lane, g->tx);
-	for (int off = 16; off >= 1; off /= 2) {
-		const char *hi = ptx_tmp(k, PTX_PRED), *bit = ptx_tmp(k, PTX_U32);
-		ptx_ins(k, "and.b32 %s, %s, %d", bit, lane, off);
-		ptx_ins(k, "setp.ne.u32 %s, %s, 0", hi, bit);
-		for (int s = 0; s < nsets; s++) {
-			const char *o[3], *a[3], *b[3], *v[3] = { n[s], m[s], m2[s] };
-			for (int i = 0; i < 3; i++) {
-				o[i] = ptx_tmp(k, PTX_F32);
-				ptx_shfl_bfly(k, o[i], v[i], off);
-			}
-			for (int i = 0; i < 3; i++) {
-				a[i] = ptx_tmp(k, PTX_F32);
-				b[i] = ptx_tmp(k, PTX_F32);
-				ptx_ins(k, "selp.f32 %s, %s, %s, %s", a[i], o[i], v[i], hi);
-				ptx_ins(k, "selp.f32 %s, %s, %s, %s", b[i], v[i], o[i], hi);
-			}
-			wsn__rk_chan_combine(g, a[0], a[1], a[2], b[0], b[1], b[2]);
-			for (int i = 0; i < 3; i++)
-				ptx_mov(k, PTX_F32, v[i], a[i]);
-		}
-	}
-	if (g->nw <= 1)
-		return;
-	const char *wa = ptx_tmp(k, PTX_U32), *ra = ptx_tmp(k, PTX_U32);
-	ptx_ins(k, "add.u32 %s, %s, %s", wa, g->red_w, g->red_par);
-	ptx_ins(k, "add.u32 %s, %s, %s", ra, g->red_r, g->red_par);
-	for (int s = 0; s < nsets; s++) {
-		ptx_guard(k, g->p_lane0, 0);
-		if (s)
-			ptx_ins(k, "st.shared.v4.f32 [%s+%d], {%s, %s, %s, %s}", wa, 16 * s, n[s], m[s], m2[s], m2[s]);
-		else
-			ptx_ins(k, "st.shared.v4.f32 [%s], {%s, %s, %s, %s}", wa, n[s], m[s], m2[s], m2[s]);
-	}
-	ptx_bar_sync_reg(k, g->bar_id, (unsigned)g->bdimx);
-	for (int w = 0; w < g->nw; w++) {
-		for (int s = 0; s < nsets; s++) {
-			const char *x[4];
-			for (int i = 0; i < 4; i++)
-				x[i] = ptx_tmp(k, PTX_F32);
-			ptx_ins(k, "ld.shared.v4.f32 {%s, %s, %s, %s}, [%s+%d]", x[0], x[1], x[2], x[3], ra,
-				slot * w + 16 * s);
-			if (w == 0) {
-				ptx_mov(k, PTX_F32, n[s], x[0]);
-				ptx_mov(k, PTX_F32, m[s], x[1]);
-				ptx_mov(k, PTX_F32, m2[s], x[2]);
-			} else {
-				wsn__rk_chan_combine(g, n[s], m[s], m2[s], x[0], x[1], x[2]);
-			}
-		}
-	}
-	ptx_ins(k, "xor.b32 %s, %s, %d", g->red_par, g->red_par, slot * g->nw);
 }
 
 /* ---------------------------------------------------------------- shared setup */
@@ -484,11 +335,11 @@ void wsn__rk_setup_common(struct rk_gen *g)
 		g->red_r = ptx_reg(k, PTX_U32, "red_r");
 		g->red_par = ptx_reg(k, PTX_U32, "red_par");
 		g->p_lane0 = ptx_reg(k, PTX_PRED, "p_lane0");
-		ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", g->red_r, g->ty, 2 * (int)red_slot(g) * g->nw, g->smem);
+		ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", g->red_r, g->ty, 2 * (int)wsn__rk_red_slot(g) * g->nw, g->smem);
 		if (g->sm_red)
 			ptx_ins(k, "add.u32 %s, %s, %u", g->red_r, g->red_r, g->sm_red);
 		ptx_ins(k, "shr.u32 %s, %s, 5", warp, g->tx);
-		ptx_ins(k, "mad.lo.u32 %s, %s, %u, %s", g->red_w, warp, red_slot(g), g->red_r);
+		ptx_ins(k, "mad.lo.u32 %s, %s, %u, %s", g->red_w, warp, wsn__rk_red_slot(g), g->red_r);
 		ptx_ins(k, "and.b32 %s, %s, 31", lane, g->tx);
 		ptx_ins(k, "setp.eq.u32 %s, %s, 0", g->p_lane0, lane);
 		ptx_mov_imm(k, PTX_U32, g->red_par, 0);
@@ -713,8 +564,8 @@ void wsn__rk_griddep_start(struct rk_gen *g)
 	ptx_griddep_wait(k);
 	/* an early call that reuses an older call's buffers: until that call's finish kernel has said
 	 * its main grid is done (the data it wrote is then read through the bulk copies' proxy too);
-	 * thread 0 asks, the CTA waits for it (one acquire per CTA: every thread's cost 0.8 us a call
-	 * at LayerNorm bwd 2K, bench/NOTES.md v29). The next grid launches only past this wait: the
+	 * thread 0 asks, the CTA waits for it (one acquire per CTA: one per thread costs time on every
+	 * call, see NOTES v29). The next grid launches only past this wait: the
 	 * runtime counts that call's main grid as done for every call after this one (wsn__ovl_record) */
 	const char *pw = ptx_tmp(k, PTX_PRED), *v = ptx_tmp(k, PTX_U64), *pr = ptx_tmp(k, PTX_PRED);
 	const char *t = ptx_tmp(k, PTX_U32), *pt = ptx_tmp(k, PTX_PRED);
@@ -749,7 +600,8 @@ void wsn__rk_griddep_end(struct rk_gen *g)
 	ptx_griddep_wait(g->k);
 }
 
-static enum ptx_type abi_ptx_type(enum wsn__abi_type t)
+/* The PTX type of an ABI parameter (see rowkernel.h). */
+enum ptx_type wsn__rk_abi_ptx_type(enum wsn__abi_type t)
 {
 	return t == WSN_ABI_u32 ? PTX_U32 : t == WSN_ABI_f32 ? PTX_F32 : PTX_U64;
 }
@@ -770,7 +622,7 @@ void wsn__rk_abi_params(struct rk_gen *g, int bwd, struct rk_abi *a)
 
 	memset(a, 0, sizeof(*a));
 	for (int i = 0; i < abi->count; i++)
-		ptx_param(k, abi_ptx_type(pa[i].type), pa[i].name);
+		ptx_param(k, wsn__rk_abi_ptx_type(pa[i].type), pa[i].name);
 	for (int i = 0; i < abi->count; i++)
 		if (pa[i].role == WSN_ABI_ptr) {
 			a->reg[i] = ptx_reg(k, PTX_U64, "p_%s", pa[i].name);
@@ -803,7 +655,7 @@ void wsn__rk_abi_params(struct rk_gen *g, int bwd, struct rk_abi *a)
 	}
 	for (int i = 0; i < abi->count; i++) {
 		if (pa[i].role == WSN_ABI_row_ld) /* elements of the tensors' dtype */
-			ptx_ins(k, "mul.lo.u64 %s, %s, %d", a->reg[i], a->reg[i], g->E);
+			ptx_ins(k, "mul.lo.u64 %s, %s, %d", a->reg[i], a->reg[i], g->elem_bytes);
 		else if (pa[i].role == WSN_ABI_stats_ld) /* f32 elements */
 			ptx_ins(k, "shl.b64 %s, %s, 2", a->reg[i], a->reg[i]);
 	}
@@ -900,356 +752,4 @@ void wsn__rk_acc_put(struct rk_gen *g, struct rk_acc *a, int j, const char *cons
 			ptx_guard(k, pe, 0);
 		ptx_st_global(k, PTX_CACHE_DEFAULT, PTX_F32, a->g, acc_off(g, j) + 4LL * e, f[e]);
 	}
-}
-
-/* Global address of column 0 of this CTA's partial row of accumulator a (0 dweight, 1 dbias). */
-static const char *partial_row(struct rk_gen *g, int a, const char *cta, const char *nc, const char *wsp)
-{
-	struct ptx_kernel *k = g->k;
-	const char *part = ptx_tmp(k, PTX_U32), *ga = ptx_reg(k, PTX_U64, "ws_row%d", a);
-
-	if (a)
-		ptx_ins(k, "add.u32 %s, %s, %s", part, nc, cta);
-	else
-		ptx_mov(k, PTX_U32, part, cta);
-	ptx_ins(k, "mul.wide.u32 %s, %s, %lld", ga, part, (long long)g->kp->hidden * 4);
-	ptx_ins(k, "add.u64 %s, %s, %s", ga, ga, wsp);
-	if (g->rank) {
-		const char *rank = ptx_tmp(k, PTX_U32), *col = ptx_tmp(k, PTX_U64);
-		ptx_sreg(k, rank, "%cluster_ctarank");
-		ptx_ins(k, "mul.wide.u32 %s, %s, %lld", col, rank, g->H * 4);
-		ptx_ins(k, "add.u64 %s, %s, %s", ga, ga, col);
-	}
-	return ga;
-}
-
-/*
- * The fold when sm_xg has a slot per row group and sum: once every group is past the row loop (the
- * slots alias the ring), every group stores its sums (column c of the slot: vector c / vec of the row,
- * as the groups hold them), one more barrier, then the CTA's threads take 4 columns at a time and add
- * the groups' values in the serial fold's order, group bdimy - 1 first, each thread storing its own
- * columns of the partial row. Two barriers on the last CTA's path instead of one per group and sum.
- */
-static void fold_parallel(struct rk_gen *g, struct rk_acc *accs[2], const char *wsp, const char *cta,
-			  const char *nc)
-{
-	struct ptx_kernel *k = g->k;
-	const unsigned slot = (unsigned)(g->nv * g->bdimx * g->vec) * 4;
-	const int B = g->bdimy, T = g->bdimy * g->bdimx, NC4 = g->nv * g->bdimx * g->vec / 4;
-	const int v4 = g->H % 4 == 0 && g->kp->hidden % 4 == 0;
-	const char *xs = ptx_reg(k, PTX_U32, "xg_s"), *gi = ptx_reg(k, PTX_U32, "xg_id");
-	int n = 0;
-
-	ptx_comment(k, "every group's sums into its own slot, then all threads add them in group order");
-	ptx_bar_sync(k, g->all_bar, g->all_bar_count); /* the slots alias stages other groups may still read */
-	ptx_ins(k, "mad.lo.u32 %s, %s, %u, %s", xs, g->ty, slot, g->smem);
-	ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", xs, g->tx, g->vec * 4, xs);
-	ptx_ins(k, "add.u32 %s, %s, %u", xs, xs, g->sm_xg);
-	for (int a = 0; a < 2; a++) {
-		struct rk_acc *ac = accs[a];
-		if (!ac)
-			continue;
-		for (int j = 0; j < g->nv; j++)
-			for (int q = 0; q < g->vec / 4; q++)
-				ptx_st_shared_v4(k, xs, (long long)n * B * slot + ((long long)j * g->bdimx * g->vec + 4 * q) * 4,
-						 ac->r[j] + 4 * q);
-		n++;
-	}
-	ptx_bar_sync(k, g->all_bar, g->all_bar_count);
-	ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", gi, g->ty, g->bdimx, g->tx);
-	n = 0;
-	for (int a = 0; a < 2; a++) {
-		if (!accs[a])
-			continue;
-		const char *ga = partial_row(g, a, cta, nc, wsp), *u = ptx_reg(k, PTX_U32, "xg_u%d", a);
-		const char *sa = ptx_tmp(k, PTX_U32), *c0 = ptx_tmp(k, PTX_U32), *ad = ptx_tmp(k, PTX_U64);
-		const char *pout = ptx_tmp(k, PTX_PRED), *pin = ptx_tmp(k, PTX_PRED);
-		const char *v[8][4], *sum[4];
-		struct ptx_loop lp;
-		/* a loop, not unrolled rounds: ptxas would hoist every round's loads */
-		ptx_mov(k, PTX_U32, u, gi);
-		ptx_loop_begin(k, &lp, "xg_cols");
-		ptx_ins(k, "setp.ge.u32 %s, %s, %d", pout, u, NC4);
-		ptx_loop_break_if(k, &lp, pout, 0);
-		ptx_ins(k, "shl.b32 %s, %s, 2", c0, u);
-		ptx_ins(k, "mad.lo.u32 %s, %s, 16, %s", sa, u, g->smem);
-		for (int t = 0; t < B; t++) {
-			for (int i = 0; i < 4; i++)
-				v[t][i] = ptx_tmp(k, PTX_F32);
-			ptx_ld_shared_v4(k, v[t], sa, g->sm_xg + ((long long)n * B + t) * slot);
-		}
-		for (int i = 0; i < 4; i++) {
-			sum[i] = v[B - 1][i];
-			for (int t = B - 2; t >= 0; t--) {
-				const char *d = ptx_tmp(k, PTX_F32);
-				ptx_add_f32(k, d, v[t][i], sum[i]);
-				sum[i] = d;
-			}
-		}
-		ptx_ins(k, "mul.wide.u32 %s, %s, 16", ad, u);
-		ptx_ins(k, "add.u64 %s, %s, %s", ad, ad, ga);
-		if (v4) {
-			ptx_ins(k, "setp.lt.u32 %s, %s, %lld", pin, c0, g->H);
-			ptx_guard(k, pin, 0);
-			ptx_st_global_v4(k, PTX_CACHE_DEFAULT, ad, 0, sum);
-		} else {
-			for (int i = 0; i < 4; i++) {
-				const char *ci = ptx_tmp(k, PTX_U32);
-				ptx_ins(k, "add.u32 %s, %s, %d", ci, c0, i);
-				ptx_ins(k, "setp.lt.u32 %s, %s, %lld", pin, ci, g->H);
-				ptx_guard(k, pin, 0);
-				ptx_st_global(k, PTX_CACHE_DEFAULT, PTX_F32, ad, 4LL * i, sum[i]);
-			}
-		}
-		ptx_ins(k, "add.u32 %s, %s, %d", u, u, T);
-		ptx_loop_end(k, &lp, NULL, 0);
-		n++;
-	}
-}
-
-void wsn__rk_bwd_epilogue(struct rk_gen *g, struct rk_acc *accs[2], const char *wsp)
-{
-	struct ptx_kernel *k = g->k;
-	const char *cta = ptx_tmp(k, PTX_U32), *nc = ptx_tmp(k, PTX_U32);
-	int nacc = (accs[0] != NULL) + (accs[1] != NULL);
-
-	ptx_comment(k, "---- per-CTA partial column sums -> workspace ----");
-	ptx_sreg(k, cta, g->rank ? "%clusterid.x" : "%ctaid.x");
-	ptx_sreg(k, nc, g->rank ? "%nclusterid.x" : "%nctaid.x");
-	/* (not with a partial last vector: its element code and the fold's together made ptxas spill at
-	 * LayerNorm bwd bf16 4097 with room in the estimate) */
-	if (g->bdimy > 1 && g->bdimy <= 8 && g->tail == 0 && g->xg_slots >= (unsigned)(nacc * g->bdimy) &&
-	    (!accs[0] || accs[0]->store == WSN_STORE_REG) && (!accs[1] || accs[1]->store == WSN_STORE_REG)) {
-		fold_parallel(g, accs, wsp, cta, nc);
-		return;
-	}
-	if (g->bdimy > 1) {
-		const char *xs = ptx_reg(k, PTX_U32, "xg_s"), *p = ptx_tmp(k, PTX_PRED);
-		ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", xs, g->tx, g->vec * 4, g->smem);
-		ptx_ins(k, "add.u32 %s, %s, %u", xs, xs, g->sm_xg);
-		for (int a = 0; a < 2; a++) {
-			struct rk_acc *ac = accs[a];
-			if (!ac)
-				continue;
-			ptx_bar_sync(k, g->all_bar, g->all_bar_count);
-			for (int t = g->bdimy - 1; t >= 0; t--) {
-				const char *skip = ptx_label_new(k, "fold_skip");
-				ptx_ins(k, "setp.ne.u32 %s, %s, %d", p, g->ty, t);
-				ptx_guard(k, p, 0);
-				ptx_bra(k, skip);
-				for (int j = 0; j < g->nv; j++) {
-					for (int q = 0; q < g->vec / 4; q++) {
-						const char *const *r = ac->r[j] + 4 * q;
-						long long off = ((long long)j * g->bdimx * g->vec + 4 * q) * 4;
-						if (t < g->bdimy - 1) {
-							const char *s[4];
-							for (int i = 0; i < 4; i++)
-								s[i] = ptx_tmp(k, PTX_F32);
-							ptx_ld_shared_v4(k, s, xs, off);
-							for (int i = 0; i < 4; i++)
-								ptx_add_f32(k, r[i], r[i], s[i]);
-						}
-						if (t > 0)
-							ptx_st_shared_v4(k, xs, off, r);
-					}
-				}
-				ptx_label(k, skip);
-				if (t > 0)
-					ptx_bar_sync(k, g->all_bar, g->all_bar_count);
-			}
-		}
-	}
-	/* group 0 writes: dweight partial at ws[cta][.], dbias partial at ws[nctaid + cta][.] */
-	const char *skipw = ptx_label_new(k, "ws_done"), *p0 = ptx_tmp(k, PTX_PRED);
-	ptx_ins(k, "setp.ne.u32 %s, %s, 0", p0, g->ty);
-	ptx_guard(k, p0, 0);
-	ptx_bra(k, skipw);
-	for (int a = 0; a < 2; a++) {
-		struct rk_acc *ac = accs[a];
-		if (!ac || ac->store == WSN_STORE_GLOBAL)
-			continue;
-		const char *ga = partial_row(g, a, cta, nc, wsp), *col = ptx_tmp(k, PTX_U64);
-		ptx_ins(k, "mul.wide.u32 %s, %s, %d", col, g->tx, g->vec * 4);
-		ptx_ins(k, "add.u64 %s, %s, %s", ga, ga, col);
-		for (int j = 0; j < g->nv; j++) {
-			const char *f[8];
-			wsn__rk_acc_get(g, ac, j, f);
-			for (int e = 0; e < g->vec; e++) {
-				const char *pe = wsn__rk_elem_pred(g, j, e);
-				if (pe)
-					ptx_guard(k, pe, 0);
-				ptx_st_global(k, PTX_CACHE_DEFAULT, PTX_F32, ga, ((long long)j * g->bdimx * g->vec + e) * 4,
-					      f[e]);
-			}
-		}
-	}
-	ptx_label(k, skipw);
-}
-
-/* Finish: column c of dweight (dbias) = sum over parts p = 0..nparts-1 of ws[p][c] ([nparts + p][c]), in a
- * fixed order: slice s (one warp of finish_threads / 32) adds parts s, s + slices, ... in turn, then the
- * slices are added in turn. */
-int wsn__rk_gen_finish(struct ptx_module *m, const struct wsn__kernel_plan *kp)
-{
-	struct ptx_kernel *k = ptx_kernel_begin(m, kp->finish_entry);
-	int E = (int)wsn_dtype_size(kp->dtype), nacc = kp->has_bias ? 2 : 1;
-	long long H = kp->hidden;
-	const int SL = (int)kp->finish_threads / 32;
-	/* loads in flight per pass: all of a slice's parts at once (one round trip), up to 32 */
-	const int P = (int)(kp->max_grid / (kp->cluster > 1 ? kp->cluster : 1)), R = (P + SL - 1) / SL;
-	const int UNR = R < 1 ? 1 : R > 32 ? 32 : R;
-
-	if (!k)
-		return m->err;
-	const struct wsn__abi_param *pa = wsn__abi_finish.params;
-	const char *fin[WSN_ABI_FIN_COUNT];
-	for (int i = 0; i < WSN_ABI_FIN_COUNT; i++)
-		ptx_param(k, abi_ptx_type(pa[i].type), pa[i].name);
-	ptx_kernel_launch_bounds(k, kp->finish_threads, 0);
-	ptx_kernel_shared(k, "fin_red", (unsigned)(2 * SL * 32 * 4), 16);
-	for (int i = 0; i < WSN_ABI_FIN_COUNT; i++) { /* "p_" names an address */
-		const int address = pa[i].role == WSN_ABI_ptr || i == WSN_ABI_FIN_done;
-		fin[i] = ptx_reg(k, abi_ptx_type(pa[i].type), address ? "p_%s" : "%s", pa[i].name);
-	}
-	for (int i = 0; i < WSN_ABI_FIN_COUNT; i++)
-		ptx_ld_param(k, abi_ptx_type(pa[i].type), fin[i], pa[i].name);
-	const char *wsp = fin[WSN_ABI_FIN_ws], *dwp = fin[WSN_ABI_FIN_dweight], *dbp = fin[WSN_ABI_FIN_dbias];
-	const char *np = fin[WSN_ABI_FIN_nparts], *donep = fin[WSN_ABI_FIN_done], *seq = fin[WSN_ABI_FIN_seq];
-	const char *tid = ptx_reg(k, PTX_U32, "thread"), *cx = ptx_reg(k, PTX_U32, "cx"), *sy = ptx_reg(k, PTX_U32, "sy");
-	const char *col = ptx_reg(k, PTX_U32, "col"), *pcol = ptx_reg(k, PTX_PRED, "p_col");
-	ptx_sreg(k, tid, "%tid.x");
-	ptx_ins(k, "and.b32 %s, %s, 31", cx, tid);
-	ptx_ins(k, "shr.u32 %s, %s, 5", sy, tid);
-	ptx_sreg(k, col, "%ctaid.x");
-	ptx_ins(k, "mad.lo.u32 %s, %s, 32, %s", col, col, cx);
-	ptx_ins(k, "setp.lt.u32 %s, %s, %lld", pcol, col, H);
-	/* dbias parts start nparts * H floats in */
-	const char *sum[2], *base[2];
-	for (int a = 0; a < nacc; a++) {
-		sum[a] = ptx_reg(k, PTX_F32, "sum%d", a);
-		base[a] = ptx_reg(k, PTX_U64, "base%d", a);
-		ptx_mov_f32(k, sum[a], 0.0f);
-		ptx_ins(k, "mul.wide.u32 %s, %s, 4", base[a], col);
-		ptx_ins(k, "add.u64 %s, %s, %s", base[a], base[a], wsp);
-		if (a) {
-			const char *off = ptx_tmp(k, PTX_U64);
-			ptx_ins(k, "mul.wide.u32 %s, %s, %lld", off, np, H * 4);
-			ptx_ins(k, "add.u64 %s, %s, %s", base[a], base[a], off);
-		}
-	}
-	/* slice 0 of a column stores it: the output's address and whether it was asked for, per sum */
-	const char *p0 = ptx_reg(k, PTX_PRED, "p_not_out"), *oa[2], *pz[2];
-	ptx_ins(k, "setp.ne.u32 %s, %s, 0", p0, sy);
-	ptx_ins(k, "or.pred %s, %s, !%s", p0, p0, pcol);
-	for (int a = 0; a < nacc; a++) {
-		const char *dst = a ? dbp : dwp;
-		oa[a] = ptx_reg(k, PTX_U64, "out_addr%d", a);
-		pz[a] = ptx_reg(k, PTX_PRED, "p_out%d", a);
-		ptx_ins(k, "setp.ne.u64 %s, %s, 0", pz[a], dst);
-		ptx_ins(k, "mad.wide.u32 %s, %s, %d, %s", oa[a], col, E, dst);
-	}
-	{
-		/* slice 0: the translations and lines of its columns of part 0 and of dweight/dbias while
-		 * the main grid drains (a prefetch reads no value, so it may precede the wait) */
-		const char *done = ptx_label_new(k, "pf_done");
-		ptx_guard(k, p0, 0);
-		ptx_bra_div(k, done);
-		for (int a = 0; a < nacc; a++) {
-			ptx_ins(k, "prefetch.global.L2 [%s]", base[a]);
-			ptx_guard(k, pz[a], 0);
-			ptx_ins(k, "prefetch.global.L2 [%s]", oa[a]);
-		}
-		ptx_label(k, done);
-	}
-	/*
-	 * The next grid may launch at once: every kernel waits for this one at its start except a
-	 * backward that started early, which the runtime lets start only when its tensors are not
-	 * dweight/dbias or anything else the calls still running use, and which waits for this grid
-	 * before its exit (wsn__rk_griddep_end); its CTAs then take the SMs as the main grid leaves them.
-	 */
-	ptx_comment(k, "dependent launch: the next grid may start now; the main grid's sums are visible past the wait");
-	ptx_griddep_launch_dependents(k);
-	ptx_griddep_wait(k);
-	{
-		/* the main grid is done: its call's number into the stream's word, for calls that reuse
-		 * its buffers and start early (runtime/overlap.c) */
-		const char *pub = ptx_tmp(k, PTX_PRED), *c0 = ptx_tmp(k, PTX_U32), *t = ptx_tmp(k, PTX_U32);
-		ptx_sreg(k, c0, "%ctaid.x");
-		ptx_ins(k, "or.b32 %s, %s, %s", t, c0, tid);
-		ptx_ins(k, "setp.eq.u32 %s, %s, 0", pub, t);
-		ptx_ins(k, "setp.ne.and.u64 %s, %s, 0, %s", pub, donep, pub);
-		ptx_guard(k, pub, 0);
-		ptx_ins(k, "st.release.gpu.global.u64 [%s], %s", donep, seq);
-	}
-	const char *pp = ptx_reg(k, PTX_U32, "part"), *p = ptx_reg(k, PTX_PRED, "p_more");
-	const char *addr = ptx_reg(k, PTX_U64, "addr"), *po = ptx_tmp(k, PTX_U64);
-	struct ptx_loop lp;
-	ptx_mov(k, PTX_U32, pp, sy);
-	ptx_ins(k, "setp.lt.u32 %s, %s, %s", p, pp, np);
-	ptx_ins(k, "and.pred %s, %s, %s", p, p, pcol);
-	ptx_loop_begin(k, &lp, "parts");
-	ptx_loop_break_if(k, &lp, p, 1);
-	{
-		/* the loads of both sums first, then the adds in part order */
-		const char *v[2][32], *pu[32];
-		for (int u = 0; u < UNR; u++) {
-			const char *pi = ptx_tmp(k, PTX_U32);
-			pu[u] = ptx_tmp(k, PTX_PRED);
-			ptx_ins(k, "add.u32 %s, %s, %d", pi, pp, u * SL);
-			ptx_ins(k, "setp.lt.u32 %s, %s, %s", pu[u], pi, np);
-			ptx_ins(k, "mul.wide.u32 %s, %s, %lld", po, pi, H * 4);
-			for (int a = 0; a < nacc; a++) {
-				v[a][u] = ptx_tmp(k, PTX_F32);
-				ptx_ins(k, "add.u64 %s, %s, %s", addr, base[a], po);
-				ptx_mov_f32(k, v[a][u], 0.0f);
-				ptx_guard(k, pu[u], 0);
-				ptx_ld_global(k, PTX_CACHE_LAST, PTX_F32, v[a][u], addr, 0);
-			}
-		}
-		for (int a = 0; a < nacc; a++)
-			for (int u = 0; u < UNR; u++) {
-				ptx_guard(k, pu[u], 0);
-				ptx_add_f32(k, sum[a], sum[a], v[a][u]);
-			}
-	}
-	ptx_ins(k, "add.u32 %s, %s, %d", pp, pp, UNR * SL);
-	ptx_ins(k, "setp.lt.u32 %s, %s, %s", p, pp, np);
-	ptx_ins(k, "and.pred %s, %s, %s", p, p, pcol);
-	ptx_loop_end(k, &lp, NULL, 0);
-	/* slices -> shared -> slice 0 adds them in order */
-	const char *sa = ptx_reg(k, PTX_U32, "fin_slot"), *ra = ptx_reg(k, PTX_U32, "fin_col");
-	ptx_smem_addr(k, ra, "fin_red", 0);
-	ptx_ins(k, "mad.lo.u32 %s, %s, 4, %s", ra, cx, ra);
-	ptx_ins(k, "mad.lo.u32 %s, %s, 128, %s", sa, sy, ra);
-	for (int a = 0; a < nacc; a++)
-		ptx_st_shared(k, PTX_F32, sa, a * SL * 128, sum[a]);
-	ptx_bar_sync(k, 0, 0);
-	const char *out = ptx_label_new(k, "out");
-	ptx_guard(k, p0, 0);
-	ptx_bra_div(k, out); /* col < H differs across a warp's lanes */
-	for (int a = 0; a < nacc; a++) {
-		for (int s = 0; s < SL; s++) {
-			const char *v = ptx_tmp(k, PTX_F32);
-			ptx_ld_shared(k, PTX_F32, v, ra, a * SL * 128 + s * 128);
-			if (s == 0)
-				ptx_mov(k, PTX_F32, sum[a], v);
-			else
-				ptx_add_f32(k, sum[a], sum[a], v);
-		}
-		if (E == 4) {
-			ptx_guard(k, pz[a], 0);
-			ptx_st_global(k, PTX_CACHE_DEFAULT, PTX_F32, oa[a], 0, sum[a]);
-		} else {
-			const char *h = ptx_tmp(k, PTX_B16);
-			if (kp->dtype == WSN_BF16)
-				ptx_cvt_bf16_f32(k, h, sum[a]);
-			else
-				ptx_cvt_f16_f32(k, h, sum[a]);
-			ptx_guard(k, pz[a], 0);
-			ptx_st_global(k, PTX_CACHE_DEFAULT, PTX_B16, oa[a], 0, h);
-		}
-	}
-	ptx_label(k, out);
-	ptx_ret(k);
-	return ptx_kernel_end(k);
 }

@@ -19,7 +19,7 @@
  * group's named barrier 1 + ty), the dweight/dbias epilogue and the deterministic finish kernel.
  */
 
-#define RK_MAXV 64 /* vectors per thread the generator unrolls (planner.c MAX_NVEC) */
+#define RK_MAXV 64 /* vectors per thread the generator unrolls (plan_multiwave.c MAX_NVEC) */
 #define RK_SMEM_SYM "wsn_smem"
 
 /* Which threads hold a full vector in slice j (vectors j*bdimx .. j*bdimx + bdimx - 1). */
@@ -38,8 +38,12 @@ struct rk_tens {
 struct rk_gen {
 	const struct wsn__kernel_plan *kp;
 	struct ptx_kernel *k;
-	int bwd, ln, E, vec, nv, bdimx, bdimy, nw;
-	long long H, NV, nfull, tail;
+	int bwd, ln;
+	int elem_bytes;          /* bytes of one element of the plan's dtype */
+	int vec, nv, bdimx, bdimy, nw; /* elements per 16-byte vector, vectors per thread, threads, warps */
+	long long cols;          /* the row's columns this CTA covers (the hidden size, or its share) */
+	long long row_vectors;   /* 16-byte vectors in those columns, the last one maybe partial */
+	long long nfull, tail;   /* whole vectors, and elements of the partial one */
 	int vecpath;             /* 1: 16-byte accesses; 0: element accesses (unaligned rows) */
 	int jbase;               /* the slice the row tensors' and accumulators' addresses point at (0 but
 				  * in the slices after a pass's rounds, wsn__rk_pass) */
@@ -60,9 +64,9 @@ struct rk_gen {
 	unsigned tid_base, red_slot;
 	int all_bar;
 	unsigned all_bar_count;
-	/* A row split over a cluster (ws backward, kp->cluster > 1): H is this CTA's share of the row,
+	/* A row split over a cluster (ws backward, kp->cluster > 1): cols is this CTA's share of the row,
 	 * rank (.u32) the CTA's %cluster_ctarank; partial sums go to row %clusterid of the workspace at
-	 * column rank * H. NULL rank: a CTA per row. */
+	 * column rank * cols. NULL rank: a CTA per row. */
 	const char *rank;
 	/* The kernel emits the dependent-launch wait itself, after a prologue without global accesses
 	 * (the ws kernels' barrier set-up); 0: right after the parameters. */
@@ -101,6 +105,8 @@ struct rk_abi {
 	const char *reg[WSN_ABI_BWD_COUNT];
 };
 void wsn__rk_abi_params(struct rk_gen *g, int bwd, struct rk_abi *a);
+/* The PTX type of an ABI parameter type (.u32, .f32, else .u64). */
+enum ptx_type wsn__rk_abi_ptx_type(enum wsn__abi_type t);
 /*
  * Programmatic dependent launch: wait for the grids this one depends on (the previous kernel on the
  * stream, when the launch allows overlap) before any global memory access, then let the next grid
@@ -170,7 +176,9 @@ const char *wsn__rk_norm_affine(struct rk_gen *g, const char *x, const char *mea
 const char *wsn__rk_dx_elem(struct rk_gen *g, const char *x, const char *dy, const char *w, const char *mean,
 			    const char *rstd, const char *mg, const char *nmgx);
 
-/* ---- reductions over a row group ---- */
+/* ---- reductions over a row group (rowkernel_reduce.c) ---- */
+/* Bytes each warp writes per reduction buffer: g->red_slot, or 16 (four floats) when that is 0. */
+unsigned wsn__rk_red_slot(const struct rk_gen *g);
 /* Sum n f32 values over the bdimx threads of a row group; every thread gets the same totals.
  * n <= red_slot / 4 (4 with the default slot). */
 void wsn__rk_reduce_row(struct rk_gen *g, const char *const v[], int n);
@@ -200,7 +208,7 @@ void wsn__rk_row_addr(struct rk_gen *g, const char *dst, const char *base, const
 /* Names of the REG storage of a tensor ("<tag><j>_<q>"). */
 void wsn__rk_reg_names(struct rk_gen *g, struct rk_tens *t);
 
-/* ---- backward accumulators, epilogue, finish kernel ---- */
+/* ---- backward accumulators; the epilogue and the finish kernel are in rowkernel_finish.c ---- */
 void wsn__rk_acc_get(struct rk_gen *g, struct rk_acc *a, int j, const char *f[8]);
 void wsn__rk_acc_put(struct rk_gen *g, struct rk_acc *a, int j, const char *const f[8]);
 /* Set every slice of accumulator a to zero (registers directly, other storage through acc_put). */
