@@ -37,6 +37,14 @@ enum {
 extern const char *cli_prog; /* "wsnorm" */
 extern int cli_verbose;     /* -v count; -1 for -q */
 
+/*
+ * Standard output through a stream that keeps the errno of its first failed write (stdio keeps only
+ * that one failed), so that the error reported at exit is the real one. Called once, before any
+ * output; cli_stdout_error() is that errno, or 0.
+ */
+void cli_stdout_open(void);
+int cli_stdout_error(void);
+
 /* Subcommands: argc/argv start at the subcommand name. */
 int cmd_devices(int argc, char **argv);
 int cmd_gen(int argc, char **argv);

@@ -17,6 +17,47 @@
 const char *cli_prog = "wsnorm";
 int cli_verbose;
 
+/* errno of the first write to standard output that failed, through the stream cli_stdout_open made */
+static int stdout_errno;
+
+/* The write function of that stream: all of buf to file descriptor 1, or -1 with the failure kept. */
+static ssize_t stdout_write(void *cookie, const char *buf, size_t len)
+{
+	size_t done = 0;
+
+	(void)cookie;
+	while (done < len) {
+		ssize_t w = write(STDOUT_FILENO, buf + done, len - done);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (!stdout_errno)
+				stdout_errno = w < 0 ? errno : EIO;
+			return done ? (ssize_t)done : -1;
+		}
+		done += (size_t)w;
+	}
+	return (ssize_t)len;
+}
+
+void cli_stdout_open(void)
+{
+	cookie_io_functions_t io = { .write = stdout_write };
+	FILE *f = fopencookie(NULL, "w", io);
+
+	if (!f)
+		return; /* stdio's own stream then; a failed write is still caught, its reason may be lost */
+	/* buffered as stdio buffers file descriptor 1: by line on a terminal, else in blocks */
+	setvbuf(f, NULL, isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF, BUFSIZ);
+	stdout = f;
+}
+
+int cli_stdout_error(void)
+{
+	return stdout_errno;
+}
+
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
 	char msg[2048], clean[4096];

@@ -47,6 +47,7 @@ Suite *suite_async_kernels(void);
 Suite *suite_run_reads(void);
 Suite *suite_run_datasets(void);
 Suite *suite_run_output(void);
+Suite *suite_run_output_safety(void);
 Suite *suite_run_signals(void);
 Suite *suite_run_verify(void);
 Suite *suite_run_options(void);
@@ -101,6 +102,7 @@ int main(void)
 	srunner_add_suite(sr, suite_run_reads());
 	srunner_add_suite(sr, suite_run_datasets());
 	srunner_add_suite(sr, suite_run_output());
+	srunner_add_suite(sr, suite_run_output_safety());
 	srunner_add_suite(sr, suite_run_signals());
 	srunner_add_suite(sr, suite_run_verify());
 	srunner_add_suite(sr, suite_run_options());

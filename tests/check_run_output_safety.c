@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: MIT */
+/* tests/check_run_output_safety.c: where wsnorm's outputs and reports may go, and what they leave behind. */
+#include "testutil.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "run_util.h"
+
+/* argv with standard output a pipe whose reader has gone and stderr into err_path; its exit status. */
+static int run_stdout_closed(char *const argv[], const char *env, const char *err_path)
+{
+	int fds[2], st = 0;
+	pid_t pid;
+
+	ck_assert_int_eq(pipe(fds), 0);
+	close(fds[0]);
+	pid = fork();
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644), n = open("/dev/null", O_RDONLY);
+
+		dup2(n, 0);
+		dup2(fds[1], 1);
+		dup2(e, 2);
+		if (env)
+			putenv((char *)env);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(fds[1]);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/*
+ * A report written to a pipe nobody reads fails with the reason of the failed write (EPIPE), not
+ * an errno left by what ran after it (a run writing a directory of outputs, whose clean-up after
+ * the report meets a non-empty directory: "Directory not empty").
+ */
+START_TEST(test_stdout_closed_reason)
+{
+	char *dir = tu_tmpdir(), *err = run_path_in(dir, "err"), *ds = run_path_in(dir, "ds");
+	char *out = run_path_in(dir, "out"), *text;
+	char *argv[] = { (char *)tu_wsnorm_bin(), "run", "--input", ds, "--device", "cpu", "--output", out, NULL };
+	char *help[] = { (char *)tu_wsnorm_bin(), "--help", NULL };
+	int status;
+
+	run_gen("rmsnorm-fwd", "f32", "64", "256", "2", ds);
+	status = run_stdout_closed(argv, NULL, err);
+	text = tu_slurp(err, NULL);
+	ck_assert_msg(status == 3, "exit %d: %s", status, text);
+	ck_assert_msg(strstr(text, "cannot write to standard output: Broken pipe"), "%s", text);
+	free(text);
+	status = run_stdout_closed(help, NULL, err);
+	text = tu_slurp(err, NULL);
+	ck_assert_msg(status == 3 && strstr(text, "cannot write to standard output: Broken pipe"), "exit %d: %s",
+		      status, text);
+	free(text);
+	tu_rmtree(dir);
+	free(out);
+	free(ds);
+	free(err);
+	free(dir);
+}
+END_TEST
+
+Suite *suite_run_output_safety(void)
+{
+	Suite *s = suite_create("run_output_safety");
+	TCase *tc = tcase_create("run_output_safety");
+
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_stdout_closed_reason);
+	suite_add_tcase(s, tc);
+	return s;
+}
