@@ -74,6 +74,34 @@ START_TEST(test_stdout_closed_reason)
 }
 END_TEST
 
+/*
+ * The text report escapes the file names it prints ("first mismatch", "output") as stderr and
+ * --json do: a name holding a newline or an escape byte reaches the terminal as \xNN.
+ */
+START_TEST(test_report_names_escaped)
+{
+	char *dir = tu_tmpdir(), *in = run_path_in(dir, "in\n\033[2Jx.safetensors");
+	char *out = run_path_in(dir, "out\n\033[2Jy.safetensors");
+	struct tu_proc p;
+
+	run_gen("rmsnorm-fwd", "f32", "40", "64", "1", in);
+	RUN(&p, "run", "--input", in, "--device", "cpu", "--inject-mismatch", "--copy-size", "64K");
+	ck_assert_msg(p.status == 1, "exit %d: %s", p.status, p.err);
+	ck_assert_msg(strstr(p.out, "first mismatch: ") && strstr(p.out, "in\\x0a\\x1b[2Jx.safetensors"), "%s", p.out);
+	ck_assert_msg(!strchr(p.out, '\033'), "a raw escape byte in the report: %s", p.out);
+	tu_proc_free(&p);
+	RUN(&p, "run", "--input", in, "--device", "cpu", "--output", out, "--copy-size", "64K");
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	ck_assert_msg(strstr(p.out, "  output   ") && strstr(p.out, "out\\x0a\\x1b[2Jy.safetensors"), "%s", p.out);
+	ck_assert_msg(!strchr(p.out, '\033'), "a raw escape byte in the report: %s", p.out);
+	tu_proc_free(&p);
+	tu_rmtree(dir);
+	free(out);
+	free(in);
+	free(dir);
+}
+END_TEST
+
 Suite *suite_run_output_safety(void)
 {
 	Suite *s = suite_create("run_output_safety");
@@ -81,6 +109,7 @@ Suite *suite_run_output_safety(void)
 
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_stdout_closed_reason);
+	tcase_add_test(tc, test_report_names_escaped);
 	suite_add_tcase(s, tc);
 	return s;
 }
