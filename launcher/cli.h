@@ -45,6 +45,15 @@ extern int cli_verbose;     /* -v count; -1 for -q */
 void cli_stdout_open(void);
 int cli_stdout_error(void);
 
+/*
+ * Can a file be made at path, which stat() said is not there (stat_errno: its errno)? Not when its
+ * name is longer than a directory entry holds (NAME_MAX), or its directory is missing, is not a
+ * directory or takes no new files (unless dir_made_later: the command makes it, checked on its own);
+ * any stat error other than ENOENT is named as it is. 0, or a negative errno with msg set to
+ * "cannot write 'path': ERRNAME: why".
+ */
+int cli_check_new_file(const char *path, int stat_errno, int dir_made_later, char *msg, size_t len);
+
 /* Subcommands: argc/argv start at the subcommand name. */
 int cmd_devices(int argc, char **argv);
 int cmd_gen(int argc, char **argv);

@@ -143,6 +143,26 @@ out:
 	return ret;
 }
 
+/*
+ * --out of a single shard, checked before anything is generated: a regular file to replace, or a name
+ * where a file can be made (cli_check_new_file). 0 or EXIT_RUNTIME with the error printed.
+ */
+static int check_out_file(const char *path)
+{
+	char why[1024];
+	struct stat st;
+
+	if (stat(path, &st) < 0)
+		return cli_check_new_file(path, errno, 0, why, sizeof(why)) ? cli_error("gen: %s", why) : 0;
+	if (S_ISDIR(st.st_mode))
+		return cli_error("gen: cannot write '%s': EISDIR: is a directory, not a file (--shards > 1 writes "
+				 "a directory)", path);
+	if (!S_ISREG(st.st_mode))
+		return cli_error("gen: cannot write '%s': EEXIST: it exists and is not a regular file (the shard is "
+				 "written to a temporary file and renamed over it)", path);
+	return 0;
+}
+
 /* Path of shard s of g in directory g->out. 0, or -1 when it does not fit. */
 static int shard_path(const struct gen *g, int s, char *path, size_t len)
 {
@@ -409,7 +429,7 @@ int cmd_gen(int argc, char **argv)
 		return EXIT_RUNTIME;
 	}
 	if (g.shards == 1) {
-		if (!(ret = cli_open_device("gen", "cpu", 0, &cpu)))
+		if (!(ret = check_out_file(g.out)) && !(ret = cli_open_device("gen", "cpu", 0, &cpu)))
 			ret = write_shard(&g, cpu, 0, g.rows, g.out, g.out);
 	} else {
 		struct gen_stop stop;

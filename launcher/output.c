@@ -137,15 +137,22 @@ static char *out_path(const struct pl_dataset *ds, const struct pl_config *cfg, 
 
 /*
  * May path take shard i's outputs? Not when it is a directory, a FIFO or a device (the rename at the end
- * would replace the node with a regular file), or one of the inputs under any name. 0 or a WSN_E* code
- * with msg set.
+ * would replace the node with a regular file), or one of the inputs under any name; nor, when it does
+ * not exist, when no file can be made there (cli_check_new_file; dir_made_later: its directory is made
+ * before the outputs are written). 0 or a WSN_E* code with msg set.
  */
-static int out_path_ok(const struct pl_dataset *ds, const char *path, char *msg, size_t len)
+static int out_path_ok(const struct pl_dataset *ds, const char *path, int dir_made_later, char *msg, size_t len)
 {
 	struct stat st;
 
-	if (stat(path, &st) < 0)
-		return 0; /* a new file */
+	if (stat(path, &st) < 0) {
+		char why[PL_ERRLEN];
+		int err = cli_check_new_file(path, errno, dir_made_later, why, sizeof(why));
+
+		if (err)
+			snprintf(msg, len, "run: %s", why);
+		return err;
+	}
 	if (S_ISDIR(st.st_mode)) {
 		snprintf(msg, len, "run: cannot write '%s': EISDIR: is a directory, not a file", path);
 		return WSN_EISDIR;
@@ -166,15 +173,25 @@ static int out_path_ok(const struct pl_dataset *ds, const char *path, char *msg,
 
 int pl_out_check(const struct pl_dataset *ds, const struct pl_config *cfg, char *msg, size_t len)
 {
-	int err = 0;
+	struct stat st;
+	int err = 0, dir_made_later = 0;
 
+	if (cfg->output_dir && stat(cfg->output, &st) < 0) { /* the directory is made after this check */
+		char why[PL_ERRLEN];
+
+		if ((err = cli_check_new_file(cfg->output, errno, 0, why, sizeof(why)))) {
+			snprintf(msg, len, "run: output directory: %s", why);
+			return err;
+		}
+		dir_made_later = 1;
+	}
 	for (int i = 0; i < ds->n && !err; i++) {
 		char *path = out_path(ds, cfg, i);
 		if (!path) {
 			snprintf(msg, len, "run: ENOMEM: out of memory");
 			return WSN_ENOMEM;
 		}
-		err = out_path_ok(ds, path, msg, len);
+		err = out_path_ok(ds, path, dir_made_later, msg, len);
 		free(path);
 	}
 	return err;
@@ -207,7 +224,7 @@ int pl_out_create(struct pl_dataset *ds, int i, char *msg, size_t len)
 			out_free(o);
 			return WSN_EEXIST;
 		}
-	if ((e = out_path_ok(ds, o->path, msg, len))) { /* pl_out_check said yes; the node may have changed */
+	if ((e = out_path_ok(ds, o->path, 0, msg, len))) { /* pl_out_check said yes; the node may have changed */
 		out_free(o);
 		return e;
 	}

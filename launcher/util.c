@@ -8,9 +8,11 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -56,6 +58,44 @@ void cli_stdout_open(void)
 int cli_stdout_error(void)
 {
 	return stdout_errno;
+}
+
+int cli_check_new_file(const char *path, int stat_errno, int dir_made_later, char *msg, size_t len)
+{
+	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+	struct stat st;
+	char *dir;
+	int e = 0;
+
+	if (stat_errno != ENOENT) { /* a name too long, a file where a directory should be, no search permission */
+		snprintf(msg, len, "cannot write '%s': %s: %s", path, wsn_err_name(-stat_errno), strerror(stat_errno));
+		return -stat_errno;
+	}
+	if (strlen(base) > NAME_MAX) {
+		snprintf(msg, len, "cannot write '%s': ENAMETOOLONG: its name is %zu bytes, more than a directory entry "
+			 "holds (%d)", path, strlen(base), NAME_MAX);
+		return -ENAMETOOLONG;
+	}
+	if (dir_made_later)
+		return 0;
+	if (!(dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup("."))) {
+		snprintf(msg, len, "cannot write '%s': ENOMEM: out of memory", path);
+		return -ENOMEM;
+	}
+	if (stat(dir, &st) < 0) {
+		e = errno;
+		snprintf(msg, len, "cannot write '%s': %s: its directory '%s' %s", path, wsn_err_name(-e), dir,
+			 e == ENOENT ? "does not exist" : strerror(e));
+	} else if (!S_ISDIR(st.st_mode)) {
+		e = ENOTDIR;
+		snprintf(msg, len, "cannot write '%s': ENOTDIR: '%s' is not a directory", path, dir);
+	} else if (access(dir, W_OK | X_OK) < 0) {
+		e = errno;
+		snprintf(msg, len, "cannot write '%s': %s: no file can be created in directory '%s': %s", path,
+			 wsn_err_name(-e), dir, strerror(e));
+	}
+	free(dir);
+	return -e;
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)

@@ -28,6 +28,7 @@ Suite *suite_cli_values(void);
 Suite *suite_cli_bench(void);
 Suite *suite_cli_demo(void);
 Suite *suite_cli_gen(void);
+Suite *suite_cli_gen_limits(void);
 Suite *suite_cli_run(void);
 Suite *suite_cli_inputs_bad(void);
 Suite *suite_cli_verify(void);
@@ -83,6 +84,7 @@ int main(void)
 	srunner_add_suite(sr, suite_cli_bench());
 	srunner_add_suite(sr, suite_cli_demo());
 	srunner_add_suite(sr, suite_cli_gen());
+	srunner_add_suite(sr, suite_cli_gen_limits());
 	srunner_add_suite(sr, suite_cli_run());
 	srunner_add_suite(sr, suite_cli_inputs_bad());
 	srunner_add_suite(sr, suite_cli_verify());

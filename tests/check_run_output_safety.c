@@ -102,6 +102,65 @@ START_TEST(test_report_names_escaped)
 }
 END_TEST
 
+/* A run with the arguments of argv (after "run") fails before its first batch with a message holding want. */
+static void expect_refused(char *const args[], const char *want)
+{
+	char *argv[24] = { (char *)tu_wsnorm_bin() };
+	struct tu_proc p;
+	int n = 1;
+
+	for (; args[n - 1] && n < 23; n++)
+		argv[n] = args[n - 1];
+	argv[n] = NULL;
+	tu_run(argv, 120, &p);
+	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
+	ck_assert_msg(strstr(p.err, want), "no '%s' in: %s", want, p.err);
+	ck_assert_msg(!p.out[0], "a report, so the run did its work first: %s", p.out);
+	tu_proc_free(&p);
+}
+
+/*
+ * An output that cannot be made is refused before any work, with its reason: a name longer than a
+ * directory entry holds, a missing directory, a file where the directory should be, and a missing
+ * output directory's missing parent (several inputs).
+ */
+START_TEST(test_output_destination_checked)
+{
+	char *dir = tu_tmpdir(), *in = run_path_in(dir, "in.safetensors"), *ds = run_path_in(dir, "ds");
+	char *file = run_path_in(dir, "file"), *missing = run_path_in(dir, "missing/out.safetensors");
+	char *under_file = run_path_in(dir, "file/out.safetensors"), *deep = run_path_in(dir, "missing/out");
+	char longname[300], *toolong;
+	int n;
+
+	memset(longname, 'n', sizeof(longname));
+	strcpy(longname + sizeof(longname) - 13, ".safetensors");
+	toolong = run_path_in(dir, longname);
+	run_gen("rmsnorm-fwd", "f32", "64", "128", "1", in);
+	run_gen("rmsnorm-fwd", "f32", "64", "128", "2", ds);
+	tu_write_file(file, "x", 1);
+	{
+		char *args[] = { "run", "--input", in, "--device", "cpu", "--output", toolong, NULL };
+		expect_refused(args, "ENAMETOOLONG");
+	}
+	{
+		char *args[] = { "run", "--input", in, "--device", "cpu", "--output", missing, NULL };
+		expect_refused(args, "does not exist");
+	}
+	{
+		char *args[] = { "run", "--input", in, "--device", "cpu", "--output", under_file, NULL };
+		expect_refused(args, "ENOTDIR");
+	}
+	{
+		char *args[] = { "run", "--input", ds, "--device", "cpu", "--output", deep, NULL };
+		expect_refused(args, "does not exist");
+	}
+	n = run_dir_count(dir, NULL, 0);
+	ck_assert_int_eq(n, 3); /* in, ds and file: nothing left behind */
+	tu_rmtree(dir);
+	free(toolong), free(deep), free(under_file), free(missing), free(file), free(ds), free(in), free(dir);
+}
+END_TEST
+
 Suite *suite_run_output_safety(void)
 {
 	Suite *s = suite_create("run_output_safety");
@@ -110,6 +169,7 @@ Suite *suite_run_output_safety(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_stdout_closed_reason);
 	tcase_add_test(tc, test_report_names_escaped);
+	tcase_add_test(tc, test_output_destination_checked);
 	suite_add_tcase(s, tc);
 	return s;
 }
