@@ -56,16 +56,36 @@ static int write_shard(const struct gen *g, struct wsn_device *cpu, int shard, i
 	char meta_op[32], meta_eps[32], meta_seed[32], meta_shard[32];
 	const char *meta[] = { "wsnorm.op", meta_op, "wsnorm.eps", meta_eps, "wsnorm.seed", meta_seed,
 			       "wsnorm.shard", meta_shard, NULL };
-	void *bx = NULL, *bdy = NULL, *bw = NULL, *bb = NULL, *by = NULL;
+	void *block = NULL, *bx, *bdy = NULL, *bw = NULL, *bb = NULL, *by = NULL;
 	float *bmean = NULL, *brstd = NULL;
 	int nt = 0, err, ret = EXIT_RUNTIME;
 	struct wsn_plan *plan = NULL;
+	size_t xbytes = n * es, stats = ((size_t)rows * 4 + 63) / 64 * 64, total = xbytes;
 
 	cli_op_io(g->op, &io);
-	bx = malloc(n * es);
+	/*
+	 * The shard's tensors in one block from the device, counted against the memory available (the
+	 * machine's, its memory cgroup's): a shard that does not fit is refused before anything is
+	 * allocated, rather than ended by the out-of-memory killer while it is filled.
+	 */
+	if (io.dy && (__builtin_mul_overflow(xbytes, (size_t)3, &total) ||
+		      __builtin_add_overflow(total, 2 * stats, &total)))
+		total = SIZE_MAX;
+	if ((err = wsn_host_alloc(cpu, total, &block)) < 0) {
+		cli_fail(err, "gen: a shard of %lld x %lld %s takes %zu bytes in memory at once (--shards splits the rows "
+			 "over more files)", (long long)rows, (long long)g->hidden, wsn_dtype_name(g->dt), total);
+		return EXIT_RUNTIME;
+	}
+	bx = block;
+	if (io.dy) {
+		bdy = (char *)block + xbytes;
+		by = (char *)block + 2 * xbytes;
+		bmean = (float *)((char *)block + 3 * xbytes);
+		brstd = (float *)((char *)block + 3 * xbytes + stats);
+	}
 	bw = malloc((size_t)g->hidden * es);
 	bb = malloc((size_t)g->hidden * es);
-	if (!bx || !bw || !bb)
+	if (!bw || !bb)
 		goto oom;
 	wsn_tensor_2d(&x, bx, g->dt, WSN_MEM_HOST, rows, g->hidden);
 	wsn_tensor_1d(&w, bw, g->dt, WSN_MEM_HOST, g->hidden);
@@ -79,9 +99,6 @@ static int write_shard(const struct gen *g, struct wsn_device *cpu, int shard, i
 		struct wsn_plan_options po;
 		struct wsn_args a;
 
-		if (!(bdy = malloc(n * es)) || !(by = malloc(n * es)) ||
-		    !(bmean = malloc((size_t)rows * 4)) || !(brstd = malloc((size_t)rows * 4)))
-			goto oom;
 		wsn_tensor_2d(&dy, bdy, g->dt, WSN_MEM_HOST, rows, g->hidden);
 		wsn_tensor_fill_random(&dy, cli_tensor_seed(g->seed, shard, 'd'), 0.0f, 1.0f);
 		list[nt++] = (struct wsn_named_tensor){ "dy", &dy };
@@ -139,7 +156,8 @@ oom:
 		wsn_dtype_name(g->dt), (double)n * (double)es * (io.dy ? 3 : 1) / (1 << 30));
 out:
 	wsn_plan_destroy(plan);
-	free(bx), free(bdy), free(bw), free(bb), free(by), free(bmean), free(brstd);
+	wsn_host_free(cpu, block);
+	free(bw), free(bb);
 	return ret;
 }
 

@@ -42,6 +42,40 @@ START_TEST(test_gen_destination_checked)
 }
 END_TEST
 
+/*
+ * A shard larger than the memory available is refused with a named error and exit status 3 before
+ * anything is allocated, instead of the out-of-memory killer ending gen (status 137, no message) in
+ * a small memory cgroup. WSNORM_MEMORY_LIMIT stands for the cgroup's limit: it lowers what the
+ * accounting takes as available.
+ */
+START_TEST(test_gen_memory_refused)
+{
+	char *dir = tu_tmpdir(), *out = cli_path_in(dir, "big.safetensors");
+	char *env[] = { "WSNORM_MEMORY_LIMIT=64M", NULL };
+	char *argv[] = { (char *)tu_wsnorm_bin(), "gen", "--op", "layernorm-bwd", "--dtype", "f32", "--rows", "32K",
+			 "--hidden", "1K", "--out", out, NULL };
+	struct tu_proc p;
+	struct stat st;
+
+	tu_run_env(argv, env, 120, &p);
+	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
+	ck_assert_msg(strstr(p.err, "ENOMEM") && strstr(p.err, "memory available (WSNORM_MEMORY_LIMIT)") &&
+		      strstr(p.err, "--shards splits"), "%s", p.err);
+	ck_assert_int_ne(stat(out, &st), 0);
+	tu_proc_free(&p);
+	/* a quarter of the hidden size fits: about 96 MiB at once, under a 128 MiB limit */
+	env[0] = "WSNORM_MEMORY_LIMIT=128M";
+	argv[9] = "256";
+	tu_run_env(argv, env, 120, &p);
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	ck_assert_int_eq(stat(out, &st), 0);
+	tu_proc_free(&p);
+	tu_rmtree(dir);
+	free(out);
+	free(dir);
+}
+END_TEST
+
 Suite *suite_cli_gen_limits(void)
 {
 	Suite *s = suite_create("cli_gen_limits");
@@ -49,6 +83,7 @@ Suite *suite_cli_gen_limits(void)
 
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_gen_destination_checked);
+	tcase_add_test(tc, test_gen_memory_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }
