@@ -161,6 +161,57 @@ START_TEST(test_output_destination_checked)
 }
 END_TEST
 
+/*
+ * An output has no name until the run commits it: while the run writes it, the output directory
+ * holds no temporary file (no "out.safetensors.XXXXXX"), and a run killed by a signal it cannot
+ * clean up after (SIGKILL here; SIGQUIT, SIGUSR1 and the like alike) leaves nothing behind.
+ */
+START_TEST(test_output_unnamed_until_commit)
+{
+	char *dir = tu_tmpdir(), *in = run_path_in(dir, "in.safetensors"), *outdir = run_path_in(dir, "out");
+	char *out = run_path_in(outdir, "out.safetensors"), *so = run_path_in(dir, "stdout"), *se = run_path_in(dir, "stderr");
+	char *argv[] = { (char *)tu_wsnorm_bin(), "run", "--input", in, "--device", "cpu", "--output", out,
+			 "--batch-rows", "16", "--kernel-loops", "20", "--copy-size", "64K", NULL };
+	char names[512];
+	int seen = 0, status;
+	pid_t pid;
+
+	run_gen("rmsnorm-fwd", "f32", "4096", "1024", "1", in);
+	ck_assert_int_eq(mkdir(outdir, 0755), 0);
+	{
+		int fd = open(outdir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+
+		if (fd < 0) { /* the documented fallback there is a temporary name next to the output */
+			printf("run_output_safety: %s holds no unnamed files: not checked\n", outdir);
+			tu_rmtree(dir);
+			free(se), free(so), free(out), free(outdir), free(in), free(dir);
+			return;
+		}
+		close(fd);
+	}
+	pid = run_spawn(argv, so, se);
+	for (int i = 0; i < 20000 && !seen; i++) {
+		if (run_dir_count(outdir, names, sizeof(names)) > 0)
+			ck_abort_msg("a named file in the output directory while the run writes: %s", names);
+		seen = run_has_open_in(pid, outdir);
+		if (!seen)
+			run_sleep_ms(1);
+	}
+	ck_assert_msg(seen, "the run never had its output open");
+	for (int i = 0; i < 20; i++) { /* a few batches more, then the kill */
+		ck_assert_msg(run_dir_count(outdir, names, sizeof(names)) == 0,
+			      "a named file in the output directory while the run writes: %s", names);
+		run_sleep_ms(2);
+	}
+	kill(pid, SIGKILL);
+	status = run_reap(pid);
+	ck_assert_int_eq(status, 128 + SIGKILL);
+	ck_assert_msg(run_dir_count(outdir, names, sizeof(names)) == 0, "left behind: %s", names);
+	tu_rmtree(dir);
+	free(se), free(so), free(out), free(outdir), free(in), free(dir);
+}
+END_TEST
+
 Suite *suite_run_output_safety(void)
 {
 	Suite *s = suite_create("run_output_safety");
@@ -170,6 +221,7 @@ Suite *suite_run_output_safety(void)
 	tcase_add_test(tc, test_stdout_closed_reason);
 	tcase_add_test(tc, test_report_names_escaped);
 	tcase_add_test(tc, test_output_destination_checked);
+	tcase_add_test(tc, test_output_unnamed_until_commit);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,21 @@ static bool force_named;
 void wsn__out_force_named(bool on)
 {
 	force_named = on;
+}
+
+/*
+ * A name next to path: path with suffix appended, or where that name would be longer than a
+ * directory entry holds (a destination name near NAME_MAX), ".wsnorm" and suffix in path's
+ * directory. malloc'd; NULL when out of memory.
+ */
+static char *sibling(const char *path, const char *suffix)
+{
+	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+	char *name;
+
+	if (strlen(base) + strlen(suffix) <= NAME_MAX)
+		return asprintf(&name, "%s%s", path, suffix) < 0 ? NULL : name;
+	return asprintf(&name, "%.*s.wsnorm%s", (int)(base - path), path, suffix) < 0 ? NULL : name;
 }
 
 /* The magic link of fd under /proc, through which an unnamed file is given a name. */
@@ -52,7 +68,7 @@ static int open_unnamed(const char *path, mode_t mode)
 	return fd;
 }
 
-int wsn__out_open(struct wsn__out_file *o, const char *path)
+WSN_API int wsn_out_open(struct wsn_out_file *o, const char *path)
 {
 	struct stat st;
 	mode_t mode = 0644;
@@ -72,10 +88,8 @@ int wsn__out_open(struct wsn__out_file *o, const char *path)
 	}
 	if ((o->fd = open_unnamed(path, mode)) >= 0)
 		return 0;
-	if (asprintf(&o->tmp, "%s.XXXXXX", path) < 0) {
-		o->tmp = NULL;
+	if (!(o->tmp = sibling(path, ".XXXXXX")))
 		return wsn__error(WSN_ENOMEM, "%s: out of memory", path);
-	}
 	o->fd = mkostemp(o->tmp, O_CLOEXEC);
 	if (o->fd < 0) {
 		e = errno;
@@ -86,14 +100,14 @@ int wsn__out_open(struct wsn__out_file *o, const char *path)
 	}
 	if (fchmod(o->fd, mode) < 0) {
 		e = errno;
-		wsn__out_abort(o);
+		wsn_out_abort(o);
 		return wsn__error(wsn__errno_code(e), "%s: fchmod of the temporary file failed: %s", path,
 				  strerror(e));
 	}
 	return 0;
 }
 
-int wsn__out_write(struct wsn__out_file *o, const void *buf, size_t n)
+int wsn__out_write(struct wsn_out_file *o, const void *buf, size_t n)
 {
 	const unsigned char *p = buf;
 
@@ -134,7 +148,7 @@ static void sync_dir(const char *path)
  * (atomic, and no other name ever exists), else linked under a fresh temporary name and renamed
  * over the old file. 0 or -errno.
  */
-static int link_unnamed(struct wsn__out_file *o)
+static int link_unnamed(struct wsn_out_file *o)
 {
 	char lnk[64];
 	int e;
@@ -145,11 +159,12 @@ static int link_unnamed(struct wsn__out_file *o)
 	if (errno != EEXIST)
 		return -errno;
 	for (unsigned n = 0;; n++) {
+		char suffix[48];
+
 		free(o->tmp);
-		if (asprintf(&o->tmp, "%s.%ld-%u", o->path, (long)getpid(), n) < 0) {
-			o->tmp = NULL;
+		snprintf(suffix, sizeof(suffix), ".%ld-%u", (long)getpid(), n);
+		if (!(o->tmp = sibling(o->path, suffix)))
 			return -ENOMEM;
-		}
 		if (linkat(AT_FDCWD, lnk, AT_FDCWD, o->tmp, AT_SYMLINK_FOLLOW) == 0)
 			break;
 		if (errno != EEXIST || n == 99) {
@@ -166,11 +181,11 @@ static int link_unnamed(struct wsn__out_file *o)
 	return 0;
 }
 
-int wsn__out_commit(struct wsn__out_file *o, bool durable)
+WSN_API int wsn_out_commit(struct wsn_out_file *o, int durable)
 {
 	int e, err;
 
-	if (durable && fsync(o->fd) < 0) {
+	if (durable && o->fd >= 0 && fsync(o->fd) < 0) {
 		e = errno;
 		err = wsn__error(wsn__errno_code(e), "%s: fsync failed: %s", o->path, strerror(e));
 		goto err;
@@ -185,7 +200,7 @@ int wsn__out_commit(struct wsn__out_file *o, bool durable)
 		o->fd = -1;
 		goto done;
 	}
-	e = close(o->fd);
+	e = o->fd >= 0 ? close(o->fd) : 0; /* a caller may have closed a named file already */
 	o->fd = -1;
 	if (e < 0) {
 		e = errno;
@@ -206,11 +221,11 @@ done:
 	return 0;
 
 err:
-	wsn__out_abort(o);
+	wsn_out_abort(o);
 	return err;
 }
 
-void wsn__out_abort(struct wsn__out_file *o)
+WSN_API void wsn_out_abort(struct wsn_out_file *o)
 {
 	if (o->fd >= 0)
 		close(o->fd);
@@ -340,7 +355,7 @@ WSN_API int wsn_raw_read(const char *path, struct wsn_reader *r, uint64_t offset
  */
 WSN_API int wsn_raw_write(const char *path, const struct wsn_tensor *t)
 {
-	struct wsn__out_file o;
+	struct wsn_out_file o;
 	char what[1024];
 	int err;
 
@@ -350,15 +365,15 @@ WSN_API int wsn_raw_write(const char *path, const struct wsn_tensor *t)
 	err = wsn__check_host_contiguous(t, what);
 	if (err)
 		return err;
-	err = wsn__out_open(&o, path);
+	err = wsn_out_open(&o, path);
 	if (err)
 		return err;
 	err = wsn__out_write(&o, t->data, (size_t)wsn__tensor_bytes(t));
 	if (err)
 		goto err;
-	return wsn__out_commit(&o, true);
+	return wsn_out_commit(&o, true);
 
 err:
-	wsn__out_abort(&o);
+	wsn_out_abort(&o);
 	return err;
 }
