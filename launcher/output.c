@@ -310,7 +310,7 @@ int pl_out_create(struct pl_dataset *ds, int i, char *msg, size_t len)
 	for (int k = 0; k < PL_NOUT; k++)
 		if (sh->out[k] && o->off[k] + pl_out_bytes(sh, k, shard->rows) > total)
 			total = o->off[k] + pl_out_bytes(sh, k, shard->rows);
-	if (fchmod(o->file.fd, 0644) < 0 || ftruncate(o->file.fd, (off_t)total) < 0)
+	if (ftruncate(o->file.fd, (off_t)total) < 0)
 		goto io_err;
 	while (done < hlen) {
 		ssize_t w = pwrite(o->file.fd, hdr + done, hlen - done, (off_t)done);

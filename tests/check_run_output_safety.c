@@ -212,6 +212,62 @@ START_TEST(test_output_unnamed_until_commit)
 }
 END_TEST
 
+/* The permission bits of path. */
+static unsigned mode_of(const char *path)
+{
+	struct stat st;
+
+	ck_assert_msg(stat(path, &st) == 0, "%s: %s", path, strerror(errno));
+	return (unsigned)(st.st_mode & 07777);
+}
+
+/*
+ * Outputs get the permissions a new file gets, 0666 less the umask (umask 077: 0600, not 0644), and
+ * a replaced file keeps its own (a 0600 file stays 0600): run's outputs, gen's files, and the
+ * library's writer on both of its paths (unnamed file, named temporary file).
+ */
+START_TEST(test_output_modes)
+{
+	char *dir = tu_tmpdir(), *in = run_path_in(dir, "in.safetensors"), *out = run_path_in(dir, "out.safetensors");
+	char *raw = run_path_in(dir, "raw.bin");
+	float data[4] = { 1, 2, 3, 4 };
+	struct wsn_tensor t;
+	struct tu_proc p;
+	mode_t old = umask(077);
+
+	run_gen("rmsnorm-fwd", "f32", "32", "64", "1", in);
+	ck_assert_uint_eq(mode_of(in), 0600);
+	RUN(&p, "run", "--input", in, "--device", "cpu", "--output", out, "--copy-size", "64K");
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	tu_proc_free(&p);
+	ck_assert_uint_eq(mode_of(out), 0600);
+	umask(022);
+	ck_assert_int_eq(chmod(out, 0640), 0);
+	ck_assert_int_eq(chmod(in, 0604), 0);
+	RUN(&p, "run", "--input", in, "--device", "cpu", "--output", out, "--copy-size", "64K");
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	tu_proc_free(&p);
+	ck_assert_uint_eq(mode_of(out), 0640);
+	run_gen("rmsnorm-fwd", "f32", "32", "64", "1", in);
+	ck_assert_uint_eq(mode_of(in), 0604);
+	wsn_tensor_1d(&t, data, WSN_F32, WSN_MEM_HOST, 4);
+	for (int named = 0; named < 2; named++) {
+		wsn__out_force_named(named);
+		umask(027);
+		unlink(raw);
+		ck_assert_msg(wsn_raw_write(raw, &t) == 0, "%s", wsn_last_error());
+		ck_assert_msg(mode_of(raw) == 0640, "named %d: mode %o", named, mode_of(raw));
+		ck_assert_int_eq(chmod(raw, 0600), 0);
+		ck_assert_msg(wsn_raw_write(raw, &t) == 0, "%s", wsn_last_error());
+		ck_assert_msg(mode_of(raw) == 0600, "named %d: mode %o", named, mode_of(raw));
+	}
+	wsn__out_force_named(false);
+	umask(old);
+	tu_rmtree(dir);
+	free(raw), free(out), free(in), free(dir);
+}
+END_TEST
+
 Suite *suite_run_output_safety(void)
 {
 	Suite *s = suite_create("run_output_safety");
@@ -222,6 +278,7 @@ Suite *suite_run_output_safety(void)
 	tcase_add_test(tc, test_report_names_escaped);
 	tcase_add_test(tc, test_output_destination_checked);
 	tcase_add_test(tc, test_output_unnamed_until_commit);
+	tcase_add_test(tc, test_output_modes);
 	suite_add_tcase(s, tc);
 	return s;
 }

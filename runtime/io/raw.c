@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- files written under a temporary name ---- */
@@ -45,10 +46,12 @@ static void fd_link(int fd, char *buf, size_t len)
 
 /*
  * An unnamed file (O_TMPFILE) in path's directory: nothing of it has a name until commit links
- * it, so a process killed while writing leaves nothing behind. Returns the descriptor, or -1
- * where the file system or the kernel has none, or /proc is not there to link it by.
+ * it, so a process killed while writing leaves nothing behind. Its mode is keep when replacing
+ * (the permissions of the file it replaces), else what creat(2) gives: 0666 less the umask. Returns
+ * the descriptor, or -1 where the file system or the kernel has none, or /proc is not there to
+ * link it by.
  */
-static int open_unnamed(const char *path, mode_t mode)
+static int open_unnamed(const char *path, bool replacing, mode_t keep)
 {
 	char *copy, lnk[64];
 	struct stat st;
@@ -56,14 +59,55 @@ static int open_unnamed(const char *path, mode_t mode)
 
 	if (force_named || !(copy = strdup(path)))
 		return -1;
-	fd = open(dirname(copy), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+	fd = open(dirname(copy), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
 	free(copy);
 	if (fd < 0)
 		return -1;
 	fd_link(fd, lnk, sizeof(lnk));
-	if (stat(lnk, &st) < 0 || fchmod(fd, mode) < 0) {
+	if (stat(lnk, &st) < 0 || (replacing && fchmod(fd, keep) < 0)) {
 		close(fd);
 		return -1;
+	}
+	return fd;
+}
+
+/*
+ * A named temporary file next to path (see sibling()), created with mode 0666 so that the umask
+ * applies as it does to a new file (mkstemp would give 0600). o->tmp gets its name. The
+ * descriptor, or -1 with errno set.
+ */
+static int open_named(struct wsn_out_file *o, const char *path)
+{
+	static const char letters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+	struct timespec ts;
+	uint64_t r;
+	int fd = -1;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	r = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid() << 32 ^ (uint64_t)ts.tv_sec;
+	for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
+		char *x;
+
+		free(o->tmp);
+		if (!(o->tmp = sibling(path, ".XXXXXX"))) {
+			errno = ENOMEM;
+			return -1;
+		}
+		x = o->tmp + strlen(o->tmp) - 6;
+		for (int i = 0; i < 6; i++) {
+			r = r * 6364136223846793005ull + 1442695040888963407ull;
+			x[i] = letters[(r >> 33) % (sizeof(letters) - 1)];
+		}
+		fd = open(o->tmp, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666);
+		if (fd < 0 && errno != EEXIST)
+			break;
+	}
+	if (fd < 0) {
+		int e = errno;
+
+		free(o->tmp);
+		o->tmp = NULL;
+		errno = e;
 	}
 	return fd;
 }
@@ -71,7 +115,8 @@ static int open_unnamed(const char *path, mode_t mode)
 WSN_API int wsn_out_open(struct wsn_out_file *o, const char *path)
 {
 	struct stat st;
-	mode_t mode = 0644;
+	bool replacing = false;
+	mode_t keep = 0;
 	int e;
 
 	o->fd = -1;
@@ -84,21 +129,17 @@ WSN_API int wsn_out_open(struct wsn_out_file *o, const char *path)
 			return wsn__error(WSN_EISDIR, "%s: is a directory, not a file", path);
 		if (!S_ISREG(st.st_mode))
 			return wsn__error(WSN_EINVAL, "%s: exists and is not a regular file", path);
-		mode = st.st_mode & 07777; /* replacing a file keeps its permissions */
+		replacing = true;
+		keep = st.st_mode & 07777; /* replacing a file keeps its permissions */
 	}
-	if ((o->fd = open_unnamed(path, mode)) >= 0)
+	if ((o->fd = open_unnamed(path, replacing, keep)) >= 0)
 		return 0;
-	if (!(o->tmp = sibling(path, ".XXXXXX")))
-		return wsn__error(WSN_ENOMEM, "%s: out of memory", path);
-	o->fd = mkostemp(o->tmp, O_CLOEXEC);
-	if (o->fd < 0) {
+	if ((o->fd = open_named(o, path)) < 0) {
 		e = errno;
-		free(o->tmp);
-		o->tmp = NULL;
 		return wsn__error(wsn__errno_code(e), "%s: cannot create a temporary file next to it: %s",
 				  path, strerror(e));
 	}
-	if (fchmod(o->fd, mode) < 0) {
+	if (replacing && fchmod(o->fd, keep) < 0) {
 		e = errno;
 		wsn_out_abort(o);
 		return wsn__error(wsn__errno_code(e), "%s: fchmod of the temporary file failed: %s", path,
