@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <getopt.h>
+#include <sys/stat.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -53,6 +54,14 @@ int cli_stdout_error(void);
  * "cannot write 'path': ERRNAME: why".
  */
 int cli_check_new_file(const char *path, int stat_errno, int dir_made_later, char *msg, size_t len);
+
+/*
+ * Can the existing regular file path (stat st) be replaced by a new file? Its directory must take
+ * changes (EACCES, EROFS) and, if sticky (mode 1777, as /tmp), allow this process to replace it: not
+ * when neither the file nor the directory is ours and the process lacks CAP_FOWNER (EPERM), for the
+ * kernel then refuses the rename over it and the unlink of any link made to it. 0, or a negative errno with msg set to "cannot replace 'path': ERRNAME: why".
+ */
+int cli_check_replace(const char *path, const struct stat *st, char *msg, size_t len);
 
 /* Subcommands: argc/argv start at the subcommand name. */
 int cmd_devices(int argc, char **argv);

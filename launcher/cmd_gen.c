@@ -178,7 +178,7 @@ static int check_out_file(const char *path)
 	if (!S_ISREG(st.st_mode))
 		return cli_error("gen: cannot write '%s': EEXIST: it exists and is not a regular file (the shard is "
 				 "written to a temporary file and renamed over it)", path);
-	return 0;
+	return cli_check_replace(path, &st, why, sizeof(why)) ? cli_error("gen: %s", why) : 0;
 }
 
 /* Path of shard s of g in directory g->out. 0, or -1 when it does not fit. */

@@ -170,7 +170,14 @@ static int out_path_ok(const struct pl_dataset *ds, const char *path, int dir_ma
 				 "would replace: give --output another path", path, ds->shards[k].path);
 			return WSN_EEXIST;
 		}
-	return 0;
+	{ /* a file the commit could not replace, nor its kept-aside link remove (a sticky directory) */
+		char why[PL_ERRLEN];
+		int err = cli_check_replace(path, &st, why, sizeof(why));
+
+		if (err)
+			snprintf(msg, len, "run: %s; no output was written", why);
+		return err;
+	}
 }
 
 /*
@@ -399,13 +406,20 @@ static void undo(struct pl_dataset *ds, struct aside *old, int renamed, char *fa
 		const char *path = ds->shards[i].out->path;
 		int bad = 0;
 
-		if (i < renamed)
-			bad = old[i].name ? rename(old[i].name, path) < 0 : unlink(path) < 0;
-		else if (old[i].name)
-			bad = old[i].moved ? rename(old[i].name, path) < 0 : unlink(old[i].name) < 0;
-		if (bad && !fail[0])
-			snprintf(fail, len, "; '%s' could not be restored (%s)%s%s%s", path, strerror(errno),
-				 old[i].name ? ": its old file is '" : "", old[i].name ? old[i].name : "", old[i].name ? "'" : "");
+		if (i < renamed || (old[i].name && old[i].moved)) {
+			if (i < renamed)
+				bad = old[i].name ? rename(old[i].name, path) < 0 : unlink(path) < 0;
+			else
+				bad = rename(old[i].name, path) < 0;
+			if (bad && !fail[0])
+				snprintf(fail, len, "; '%s' could not be restored (%s)%s%s%s", path, strerror(errno),
+					 old[i].name ? ": its old file is '" : "", old[i].name ? old[i].name : "",
+					 old[i].name ? "'" : "");
+		} else if (old[i].name && unlink(old[i].name) < 0 && !fail[0]) {
+			/* the old file is still in place: only the second name kept aside for it stays */
+			snprintf(fail, len, "; '%s' is intact, but the second name '%s' kept aside for it could not be "
+				 "removed (%s)", path, old[i].name, strerror(errno));
+		}
 		free(old[i].name);
 		old[i].name = NULL;
 	}

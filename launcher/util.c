@@ -60,6 +60,62 @@ int cli_stdout_error(void)
 	return stdout_errno;
 }
 
+/* Whether the process has CAP_FOWNER in its effective set (root has it unless it was dropped). */
+static int have_cap_fowner(void)
+{
+	FILE *f = fopen("/proc/self/status", "re");
+	unsigned long long caps = 0;
+	char line[256];
+	int found = 0;
+
+	if (!f)
+		return geteuid() == 0;
+	while (!found && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "CapEff:", 7)) {
+			caps = strtoull(line + 7, NULL, 16);
+			found = 1;
+		}
+	fclose(f);
+	return found ? (int)((caps >> 3) & 1) : geteuid() == 0; /* CAP_FOWNER is capability 3 */
+}
+
+/* Whether the sticky bit of dir stops euid replacing file (see cli_check_replace). */
+static int replace_denied(const struct stat *file, const struct stat *dir, unsigned euid, int cap_fowner)
+{
+	if (!(dir->st_mode & S_ISVTX))
+		return 0;
+	return file->st_uid != euid && dir->st_uid != euid && !cap_fowner;
+}
+
+int cli_check_replace(const char *path, const struct stat *st, char *msg, size_t len)
+{
+	const char *slash = strrchr(path, '/');
+	struct stat ds;
+	char *dir;
+	int e = 0;
+
+	if (!(dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup("."))) {
+		snprintf(msg, len, "cannot replace '%s': ENOMEM: out of memory", path);
+		return -ENOMEM;
+	}
+	if (stat(dir, &ds) < 0) {
+		e = errno;
+		snprintf(msg, len, "cannot replace '%s': %s: its directory '%s': %s", path, wsn_err_name(-e), dir,
+			 strerror(e));
+	} else if (access(dir, W_OK | X_OK) < 0) {
+		e = errno;
+		snprintf(msg, len, "cannot replace '%s': %s: no file can be replaced in directory '%s': %s", path,
+			 wsn_err_name(-e), dir, strerror(e));
+	} else if (replace_denied(st, &ds, (unsigned)geteuid(), have_cap_fowner())) {
+		e = EPERM;
+		snprintf(msg, len, "cannot replace '%s': EPERM: it belongs to another user (uid %u) in a sticky directory "
+			 "('%s', mode %o) that is not ours either: only its owner, the directory's owner or a process with "
+			 "CAP_FOWNER may replace it", path, (unsigned)st->st_uid, dir, (unsigned)(ds.st_mode & 07777));
+	}
+	free(dir);
+	return -e;
+}
+
 int cli_check_new_file(const char *path, int stat_errno, int dir_made_later, char *msg, size_t len)
 {
 	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;

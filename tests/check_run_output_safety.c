@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
@@ -268,6 +269,96 @@ START_TEST(test_output_modes)
 }
 END_TEST
 
+/* argv run as user and group 65534 (nobody), stdout and stderr into files; its exit status. */
+static int run_as_nobody(char *const argv[], const char *out_path, const char *err_path)
+{
+	int st = 0;
+	pid_t pid = fork();
+
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0666), e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+		int n = open("/dev/null", O_RDONLY);
+
+		dup2(n, 0);
+		dup2(o, 1);
+		dup2(e, 2);
+		if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0)
+			_exit(126);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/*
+ * In a sticky directory (1777, as /tmp) a file of another user, in a directory not ours, cannot be
+ * replaced: run and gen refuse it before any work, naming why, and leave the file and the directory
+ * as they were (no second name kept aside that no one but its owner could remove). A file of our own
+ * there is replaced as usual. Needs root, to run wsnorm as another user.
+ */
+START_TEST(test_output_sticky_directory)
+{
+	char *dir = tu_tmpdir(), *sticky = run_path_in(dir, "sticky"), *in, *out, *mine, *so, *se, *text, names[512];
+	int status;
+
+	if (geteuid() != 0) {
+		printf("run_output_safety: not root: the sticky-directory case (wsnorm run as another user) not run\n");
+		tu_rmtree(dir);
+		free(sticky), free(dir);
+		return;
+	}
+	in = run_path_in(sticky, "in.safetensors"), out = run_path_in(sticky, "out.safetensors");
+	mine = run_path_in(sticky, "mine.safetensors"), so = run_path_in(dir, "stdout"), se = run_path_in(dir, "stderr");
+	ck_assert_int_eq(chmod(dir, 0755), 0);
+	ck_assert_int_eq(mkdir(sticky, 0755), 0);
+	ck_assert_int_eq(chmod(sticky, 01777), 0);
+	run_gen("rmsnorm-fwd", "f32", "32", "64", "1", in);
+	ck_assert_int_eq(chmod(in, 0644), 0);
+	tu_write_file(out, "old", 3);
+	ck_assert_int_eq(chmod(out, 0666), 0); /* writable by all: only the sticky bit protects it */
+	tu_write_file(mine, "mine", 4);
+	ck_assert_int_eq(chown(mine, 65534, 65534), 0);
+	{
+		char *argv[] = { (char *)tu_wsnorm_bin(), "run", "--input", in, "--device", "cpu", "--output", out,
+				 "--copy-size", "64K", NULL };
+		status = run_as_nobody(argv, so, se);
+	}
+	text = tu_slurp(se, NULL);
+	ck_assert_msg(status == 3, "exit %d: %s", status, text);
+	ck_assert_msg(strstr(text, "EPERM") && strstr(text, "sticky directory"), "%s", text);
+	free(text);
+	text = tu_slurp(so, NULL);
+	ck_assert_msg(!text[0], "a report, so the run did its work first: %s", text);
+	free(text);
+	text = tu_slurp(out, NULL);
+	ck_assert_str_eq(text, "old");
+	free(text);
+	ck_assert_msg(run_dir_count(sticky, names, sizeof(names)) == 3, "in the directory: %s", names);
+	{
+		char *argv[] = { (char *)tu_wsnorm_bin(), "gen", "--op", "rmsnorm-fwd", "--rows", "4", "--hidden", "64",
+				 "--out", out, NULL };
+		status = run_as_nobody(argv, so, se);
+	}
+	text = tu_slurp(se, NULL);
+	ck_assert_msg(status == 3 && strstr(text, "EPERM") && strstr(text, "sticky directory"), "exit %d: %s", status, text);
+	free(text);
+	ck_assert_msg(run_dir_count(sticky, names, sizeof(names)) == 3, "in the directory: %s", names);
+	{
+		char *argv[] = { (char *)tu_wsnorm_bin(), "run", "--input", in, "--device", "cpu", "--output", mine,
+				 "--copy-size", "64K", NULL };
+		status = run_as_nobody(argv, so, se);
+	}
+	text = tu_slurp(se, NULL);
+	ck_assert_msg(status == 0, "our own file: exit %d: %s", status, text);
+	free(text);
+	ck_assert_msg(run_dir_count(sticky, names, sizeof(names)) == 3, "in the directory: %s", names);
+	tu_rmtree(dir);
+	free(se), free(so), free(mine), free(out), free(in), free(sticky), free(dir);
+}
+END_TEST
+
 Suite *suite_run_output_safety(void)
 {
 	Suite *s = suite_create("run_output_safety");
@@ -279,6 +370,7 @@ Suite *suite_run_output_safety(void)
 	tcase_add_test(tc, test_output_destination_checked);
 	tcase_add_test(tc, test_output_unnamed_until_commit);
 	tcase_add_test(tc, test_output_modes);
+	tcase_add_test(tc, test_output_sticky_directory);
 	suite_add_tcase(s, tc);
 	return s;
 }
