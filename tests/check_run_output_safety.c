@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -359,6 +360,53 @@ START_TEST(test_output_sticky_directory)
 }
 END_TEST
 
+/* argv with its limit on open files set to nofile (soft and hard), stdout and stderr into files; its exit status. */
+static int run_with_nofile(char *const argv[], rlim_t nofile, const char *out_path, const char *err_path)
+{
+	struct rlimit rl = { nofile, nofile };
+	int st = 0;
+	pid_t pid = fork();
+
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0666), e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+
+		dup2(o, 1);
+		dup2(e, 2);
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			_exit(126);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/*
+ * Each output stays open until the commit (an unnamed file has no other handle); where the limit on
+ * open files has no room for them all, each complete output is parked under a temporary name and
+ * closed instead, so a run with more outputs than the limit still completes them all and leaves no
+ * temporary name behind.
+ */
+START_TEST(test_output_open_file_limit)
+{
+	char *dir = tu_tmpdir(), *ds = run_path_in(dir, "ds"), *out = run_path_in(dir, "out");
+	char *so = run_path_in(dir, "stdout"), *se = run_path_in(dir, "stderr"), *text, names[4096];
+	char *many[] = { (char *)tu_wsnorm_bin(), "run", "--input", ds, "--device", "cpu", "--output", out,
+			 "--copy-size", "64K", NULL };
+	int status;
+
+	run_gen("rmsnorm-fwd", "f32", "80", "64", "80", ds);
+	status = run_with_nofile(many, 64, so, se);
+	text = tu_slurp(se, NULL);
+	ck_assert_msg(status == 0, "exit %d: %s", status, text);
+	free(text);
+	ck_assert_msg(run_dir_count(out, names, sizeof(names)) == 80 && !strstr(names, "-part"), "%s", names);
+	tu_rmtree(dir);
+	free(se), free(so), free(out), free(ds), free(dir);
+}
+END_TEST
+
 Suite *suite_run_output_safety(void)
 {
 	Suite *s = suite_create("run_output_safety");
@@ -371,6 +419,7 @@ Suite *suite_run_output_safety(void)
 	tcase_add_test(tc, test_output_unnamed_until_commit);
 	tcase_add_test(tc, test_output_modes);
 	tcase_add_test(tc, test_output_sticky_directory);
+	tcase_add_test(tc, test_output_open_file_limit);
 	suite_add_tcase(s, tc);
 	return s;
 }
