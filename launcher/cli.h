@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <getopt.h>
+#include <sys/stat.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -36,6 +37,31 @@ enum {
 
 extern const char *cli_prog; /* "wsnorm" */
 extern int cli_verbose;     /* -v count; -1 for -q */
+
+/*
+ * Standard output through a stream that keeps the errno of its first failed write (stdio keeps only
+ * that one failed), so that the error reported at exit is the real one. Called once, before any
+ * output; cli_stdout_error() is that errno, or 0.
+ */
+void cli_stdout_open(void);
+int cli_stdout_error(void);
+
+/*
+ * Can a file be made at path, which stat() said is not there (stat_errno: its errno)? Not when its
+ * name is longer than a directory entry holds (NAME_MAX), or its directory is missing, is not a
+ * directory or takes no new files (unless dir_made_later: the command makes it, checked on its own);
+ * any stat error other than ENOENT is named as it is. 0, or a negative errno with msg set to
+ * "cannot write 'path': ERRNAME: why".
+ */
+int cli_check_new_file(const char *path, int stat_errno, int dir_made_later, char *msg, size_t len);
+
+/*
+ * Can the existing regular file path (stat st) be replaced by a new file? Its directory must take
+ * changes (EACCES, EROFS) and, if sticky (mode 1777, as /tmp), allow this process to replace it: not
+ * when neither the file nor the directory is ours and the process lacks CAP_FOWNER (EPERM), for the
+ * kernel then refuses the rename over it and the unlink of any link made to it. 0, or a negative errno with msg set to "cannot replace 'path': ERRNAME: why".
+ */
+int cli_check_replace(const char *path, const struct stat *st, char *msg, size_t len);
 
 /* Subcommands: argc/argv start at the subcommand name. */
 int cmd_devices(int argc, char **argv);

@@ -56,16 +56,36 @@ static int write_shard(const struct gen *g, struct wsn_device *cpu, int shard, i
 	char meta_op[32], meta_eps[32], meta_seed[32], meta_shard[32];
 	const char *meta[] = { "wsnorm.op", meta_op, "wsnorm.eps", meta_eps, "wsnorm.seed", meta_seed,
 			       "wsnorm.shard", meta_shard, NULL };
-	void *bx = NULL, *bdy = NULL, *bw = NULL, *bb = NULL, *by = NULL;
+	void *block = NULL, *bx, *bdy = NULL, *bw = NULL, *bb = NULL, *by = NULL;
 	float *bmean = NULL, *brstd = NULL;
 	int nt = 0, err, ret = EXIT_RUNTIME;
 	struct wsn_plan *plan = NULL;
+	size_t xbytes = n * es, stats = ((size_t)rows * 4 + 63) / 64 * 64, total = xbytes;
 
 	cli_op_io(g->op, &io);
-	bx = malloc(n * es);
+	/*
+	 * The shard's tensors in one block from the device, counted against the memory available (the
+	 * machine's, its memory cgroup's): a shard that does not fit is refused before anything is
+	 * allocated, rather than ended by the out-of-memory killer while it is filled.
+	 */
+	if (io.dy && (__builtin_mul_overflow(xbytes, (size_t)3, &total) ||
+		      __builtin_add_overflow(total, 2 * stats, &total)))
+		total = SIZE_MAX;
+	if ((err = wsn_host_alloc(cpu, total, &block)) < 0) {
+		cli_fail(err, "gen: a shard of %lld x %lld %s takes %zu bytes in memory at once (--shards splits the rows "
+			 "over more files)", (long long)rows, (long long)g->hidden, wsn_dtype_name(g->dt), total);
+		return EXIT_RUNTIME;
+	}
+	bx = block;
+	if (io.dy) {
+		bdy = (char *)block + xbytes;
+		by = (char *)block + 2 * xbytes;
+		bmean = (float *)((char *)block + 3 * xbytes);
+		brstd = (float *)((char *)block + 3 * xbytes + stats);
+	}
 	bw = malloc((size_t)g->hidden * es);
 	bb = malloc((size_t)g->hidden * es);
-	if (!bx || !bw || !bb)
+	if (!bw || !bb)
 		goto oom;
 	wsn_tensor_2d(&x, bx, g->dt, WSN_MEM_HOST, rows, g->hidden);
 	wsn_tensor_1d(&w, bw, g->dt, WSN_MEM_HOST, g->hidden);
@@ -79,9 +99,6 @@ static int write_shard(const struct gen *g, struct wsn_device *cpu, int shard, i
 		struct wsn_plan_options po;
 		struct wsn_args a;
 
-		if (!(bdy = malloc(n * es)) || !(by = malloc(n * es)) ||
-		    !(bmean = malloc((size_t)rows * 4)) || !(brstd = malloc((size_t)rows * 4)))
-			goto oom;
 		wsn_tensor_2d(&dy, bdy, g->dt, WSN_MEM_HOST, rows, g->hidden);
 		wsn_tensor_fill_random(&dy, cli_tensor_seed(g->seed, shard, 'd'), 0.0f, 1.0f);
 		list[nt++] = (struct wsn_named_tensor){ "dy", &dy };
@@ -139,8 +156,29 @@ oom:
 		wsn_dtype_name(g->dt), (double)n * (double)es * (io.dy ? 3 : 1) / (1 << 30));
 out:
 	wsn_plan_destroy(plan);
-	free(bx), free(bdy), free(bw), free(bb), free(by), free(bmean), free(brstd);
+	wsn_host_free(cpu, block);
+	free(bw), free(bb);
 	return ret;
+}
+
+/*
+ * --out of a single shard, checked before anything is generated: a regular file to replace, or a name
+ * where a file can be made (cli_check_new_file). 0 or EXIT_RUNTIME with the error printed.
+ */
+static int check_out_file(const char *path)
+{
+	char why[1024];
+	struct stat st;
+
+	if (stat(path, &st) < 0)
+		return cli_check_new_file(path, errno, 0, why, sizeof(why)) ? cli_error("gen: %s", why) : 0;
+	if (S_ISDIR(st.st_mode))
+		return cli_error("gen: cannot write '%s': EISDIR: is a directory, not a file (--shards > 1 writes "
+				 "a directory)", path);
+	if (!S_ISREG(st.st_mode))
+		return cli_error("gen: cannot write '%s': EEXIST: it exists and is not a regular file (the shard is "
+				 "written to a temporary file and renamed over it)", path);
+	return cli_check_replace(path, &st, why, sizeof(why)) ? cli_error("gen: %s", why) : 0;
 }
 
 /* Path of shard s of g in directory g->out. 0, or -1 when it does not fit. */
@@ -409,7 +447,7 @@ int cmd_gen(int argc, char **argv)
 		return EXIT_RUNTIME;
 	}
 	if (g.shards == 1) {
-		if (!(ret = cli_open_device("gen", "cpu", 0, &cpu)))
+		if (!(ret = check_out_file(g.out)) && !(ret = cli_open_device("gen", "cpu", 0, &cpu)))
 			ret = write_shard(&g, cpu, 0, g.rows, g.out, g.out);
 	} else {
 		struct gen_stop stop;

@@ -60,9 +60,14 @@ static void usage(FILE *f)
  * (SIGPIPE is ignored so that a command always gets to remove its temporary files) or a full disk. */
 static int finish(int ret)
 {
-	if (fflush(stdout) == 0 && !ferror(stdout))
+	int flushed = fflush(stdout) == 0, e = cli_stdout_error();
+
+	if (flushed && !ferror(stdout))
 		return ret;
-	fprintf(stderr, "%s: cannot write to standard output: %s\n", cli_prog, strerror(errno ? errno : EIO));
+	/* the stream's own record first: errno may be left from whatever ran since the failed write */
+	if (!e)
+		e = !flushed && errno ? errno : EIO;
+	fprintf(stderr, "%s: cannot write to standard output: %s\n", cli_prog, strerror(e));
 	return ret == EXIT_PASS ? EXIT_RUNTIME : ret;
 }
 
@@ -71,6 +76,7 @@ int main(int argc, char **argv)
 	int i = 1;
 
 	signal(SIGPIPE, SIG_IGN);
+	cli_stdout_open();
 
 	for (; i < argc && argv[i][0] == '-'; i++) {
 		const char *a = argv[i];

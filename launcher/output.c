@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* launcher/output.c: `wsnorm run` outputs: per-shard safetensors written through io_uring under temporary names. */
+/* launcher/output.c: `wsnorm run` outputs: per-shard safetensors written through io_uring, named only when committed. */
 #include "pipeline.h"
 
 #include <errno.h>
@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,14 +17,19 @@
 #define WRITE_CHUNK ((size_t)1 << 30) /* at most this many bytes per write request */
 #define MAX_PIECES PL_NOUT
 
+/* Descriptors a run needs besides its outputs': devices, readers, rings, the inputs being read. */
+#define OTHER_FDS 256
+
 /*
- * One shard's output file. Batches from any device write their rows at their offsets; the one
- * that completes the shard writes dweight/dbias, summed over the batches in double precision.
+ * One shard's output file: an unnamed file (wsn_out_open) until the commit gives every output its
+ * name, so that a process killed by any signal leaves nothing named behind. Batches from any
+ * device write their rows at their offsets; the one that completes the shard writes
+ * dweight/dbias, summed over the batches in double precision.
  */
 struct pl_out {
-	char *path, *tmp;
-	int cleanup;              /* tmp's cli_cleanup slot (-1: none) */
-	int fd;
+	char *path;
+	struct wsn_out_file file; /* file.fd stays open until the commit: an unnamed file has no other handle */
+	int cleanup;              /* file.tmp's cli_cleanup slot, where the file system has no unnamed files (-1: none) */
 	uint64_t off[PL_NOUT];    /* absolute file offsets of the output tensors */
 	int64_t rows, nbatches;
 	pthread_mutex_t lock;
@@ -109,13 +115,9 @@ static void out_free(struct pl_out *o)
 {
 	if (!o)
 		return;
-	if (o->fd >= 0)
-		close(o->fd);
-	if (o->tmp)
-		unlink(o->tmp);
 	cli_cleanup_drop(o->cleanup);
+	wsn_out_abort(&o->file); /* closes and discards the file unless it was committed */
 	free(o->path);
-	free(o->tmp);
 	free(o->acc[0]);
 	free(o->acc[1]);
 	pthread_mutex_destroy(&o->lock);
@@ -137,22 +139,29 @@ static char *out_path(const struct pl_dataset *ds, const struct pl_config *cfg, 
 
 /*
  * May path take shard i's outputs? Not when it is a directory, a FIFO or a device (the rename at the end
- * would replace the node with a regular file), or one of the inputs under any name. 0 or a WSN_E* code
- * with msg set.
+ * would replace the node with a regular file), or one of the inputs under any name; nor, when it does
+ * not exist, when no file can be made there (cli_check_new_file; dir_made_later: its directory is made
+ * before the outputs are written). 0 or a WSN_E* code with msg set.
  */
-static int out_path_ok(const struct pl_dataset *ds, const char *path, char *msg, size_t len)
+static int out_path_ok(const struct pl_dataset *ds, const char *path, int dir_made_later, char *msg, size_t len)
 {
 	struct stat st;
 
-	if (stat(path, &st) < 0)
-		return 0; /* a new file */
+	if (stat(path, &st) < 0) {
+		char why[PL_ERRLEN];
+		int err = cli_check_new_file(path, errno, dir_made_later, why, sizeof(why));
+
+		if (err)
+			snprintf(msg, len, "run: %s", why);
+		return err;
+	}
 	if (S_ISDIR(st.st_mode)) {
 		snprintf(msg, len, "run: cannot write '%s': EISDIR: is a directory, not a file", path);
 		return WSN_EISDIR;
 	}
 	if (!S_ISREG(st.st_mode)) {
 		snprintf(msg, len, "run: cannot write '%s': EEXIST: it exists and is not a regular file (outputs are "
-			 "written to a temporary file and renamed over it)", path);
+			 "written to a new file that replaces it)", path);
 		return WSN_EEXIST;
 	}
 	for (int k = 0; k < ds->n; k++) /* the rename at the end would replace an input with its outputs */
@@ -161,20 +170,95 @@ static int out_path_ok(const struct pl_dataset *ds, const char *path, char *msg,
 				 "would replace: give --output another path", path, ds->shards[k].path);
 			return WSN_EEXIST;
 		}
+	{ /* a file the commit could not replace, nor its kept-aside link remove (a sticky directory) */
+		char why[PL_ERRLEN];
+		int err = cli_check_replace(path, &st, why, sizeof(why));
+
+		if (err)
+			snprintf(msg, len, "run: %s; no output was written", why);
+		return err;
+	}
+}
+
+/*
+ * Whether this run's complete outputs are parked (see park()): set by pl_out_check when the limit on
+ * open files has no room for every output to stay open until the commit.
+ */
+static int park_complete;
+
+/*
+ * Every output's descriptor stays open until the commit: raise the soft limit on open files to the
+ * hard one; whether that leaves room for all of them with what the run needs besides (under a small
+ * limit, half of it for the rest).
+ */
+static int out_fd_room(int outputs)
+{
+	struct rlimit rl;
+	rlim_t reserve;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return 1;
+	if (rl.rlim_cur < rl.rlim_max && rl.rlim_cur < (rlim_t)outputs + OTHER_FDS) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (rl.rlim_cur == RLIM_INFINITY)
+		return 1;
+	reserve = rl.rlim_cur / 2 < OTHER_FDS ? rl.rlim_cur / 2 : OTHER_FDS;
+	return rl.rlim_cur >= (rlim_t)outputs + reserve;
+}
+
+/*
+ * Park the complete output o where descriptors are short: give its unnamed file a temporary name
+ * next to its destination (path.<pid>-part, see sibling()), registered for the second-signal
+ * clean-up, and close it; the commit renames it into place. 0 or -errno.
+ */
+static int park(struct pl_out *o)
+{
+	char lnk[64], suffix[48];
+
+	if (!o->file.tmp) {
+		snprintf(lnk, sizeof(lnk), "/proc/self/fd/%d", o->file.fd);
+		snprintf(suffix, sizeof(suffix), ".%ld-part", (long)getpid());
+		if (!(o->file.tmp = sibling(o->path, suffix)))
+			return -ENOMEM;
+		if (linkat(AT_FDCWD, lnk, AT_FDCWD, o->file.tmp, AT_SYMLINK_FOLLOW) < 0) {
+			int e = errno;
+
+			free(o->file.tmp);
+			o->file.tmp = NULL;
+			return -e;
+		}
+		o->cleanup = cli_cleanup_add(o->file.tmp, 0);
+	}
+	close(o->file.fd);
+	o->file.fd = -1;
 	return 0;
 }
 
 int pl_out_check(const struct pl_dataset *ds, const struct pl_config *cfg, char *msg, size_t len)
 {
-	int err = 0;
+	struct stat st;
+	int err = 0, dir_made_later = 0;
 
+	park_complete = !out_fd_room(ds->n);
+	if (cfg->output_dir && stat(cfg->output, &st) < 0) { /* the directory is made after this check */
+		char why[PL_ERRLEN];
+
+		if ((err = cli_check_new_file(cfg->output, errno, 0, why, sizeof(why)))) {
+			snprintf(msg, len, "run: output directory: %s", why);
+			return err;
+		}
+		dir_made_later = 1;
+	}
 	for (int i = 0; i < ds->n && !err; i++) {
 		char *path = out_path(ds, cfg, i);
 		if (!path) {
 			snprintf(msg, len, "run: ENOMEM: out of memory");
 			return WSN_ENOMEM;
 		}
-		err = out_path_ok(ds, path, msg, len);
+		err = out_path_ok(ds, path, dir_made_later, msg, len);
 		free(path);
 	}
 	return err;
@@ -193,7 +277,7 @@ int pl_out_create(struct pl_dataset *ds, int i, char *msg, size_t len)
 
 	if (!o)
 		goto oom;
-	o->fd = -1;
+	o->file.fd = -1;
 	o->cleanup = -1;
 	pthread_mutex_init(&o->lock, NULL);
 	o->rows = shard->rows;
@@ -207,7 +291,7 @@ int pl_out_create(struct pl_dataset *ds, int i, char *msg, size_t len)
 			out_free(o);
 			return WSN_EEXIST;
 		}
-	if ((e = out_path_ok(ds, o->path, msg, len))) { /* pl_out_check said yes; the node may have changed */
+	if ((e = out_path_ok(ds, o->path, 0, msg, len))) { /* pl_out_check said yes; the node may have changed */
 		out_free(o);
 		return e;
 	}
@@ -221,27 +305,22 @@ int pl_out_create(struct pl_dataset *ds, int i, char *msg, size_t len)
 		out_free(o);
 		return e;
 	}
-	if (!(o->tmp = sibling(o->path, ".XXXXXX")))
-		goto oom;
-	if ((o->fd = mkostemp(o->tmp, O_CLOEXEC)) < 0) {
-		e = errno;
-		free(o->tmp);
-		o->tmp = NULL;
-		snprintf(msg, len, "run: cannot write '%s': %s: cannot create a temporary file next to it: %s",
-			 o->path, wsn_err_name(-e), strerror(e));
+	if ((e = wsn_out_open(&o->file, o->path)) < 0) {
+		snprintf(msg, len, "run: cannot write '%s': %s: %s", o->path, wsn_err_name(e), wsn_last_error());
 		out_free(o);
 		free(hdr);
-		return -e;
+		return e;
 	}
-	o->cleanup = cli_cleanup_add(o->tmp, 0);
+	if (o->file.tmp)
+		o->cleanup = cli_cleanup_add(o->file.tmp, 0);
 	total = o->off[PL_NOUT - 1];
 	for (int k = 0; k < PL_NOUT; k++)
 		if (sh->out[k] && o->off[k] + pl_out_bytes(sh, k, shard->rows) > total)
 			total = o->off[k] + pl_out_bytes(sh, k, shard->rows);
-	if (fchmod(o->fd, 0644) < 0 || ftruncate(o->fd, (off_t)total) < 0)
+	if (ftruncate(o->file.fd, (off_t)total) < 0)
 		goto io_err;
 	while (done < hlen) {
-		ssize_t w = pwrite(o->fd, hdr + done, hlen - done, (off_t)done);
+		ssize_t w = pwrite(o->file.fd, hdr + done, hlen - done, (off_t)done);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0)
@@ -253,7 +332,7 @@ int pl_out_create(struct pl_dataset *ds, int i, char *msg, size_t len)
 	return 0;
 io_err:
 	e = errno ? errno : EIO;
-	snprintf(msg, len, "run: cannot write '%s': %s: %s", o->tmp, wsn_err_name(-e), strerror(e));
+	snprintf(msg, len, "run: cannot write '%s': %s: %s", o->path, wsn_err_name(-e), strerror(e));
 	out_free(o);
 	free(hdr);
 	return -e;
@@ -327,13 +406,20 @@ static void undo(struct pl_dataset *ds, struct aside *old, int renamed, char *fa
 		const char *path = ds->shards[i].out->path;
 		int bad = 0;
 
-		if (i < renamed)
-			bad = old[i].name ? rename(old[i].name, path) < 0 : unlink(path) < 0;
-		else if (old[i].name)
-			bad = old[i].moved ? rename(old[i].name, path) < 0 : unlink(old[i].name) < 0;
-		if (bad && !fail[0])
-			snprintf(fail, len, "; '%s' could not be restored (%s)%s%s%s", path, strerror(errno),
-				 old[i].name ? ": its old file is '" : "", old[i].name ? old[i].name : "", old[i].name ? "'" : "");
+		if (i < renamed || (old[i].name && old[i].moved)) {
+			if (i < renamed)
+				bad = old[i].name ? rename(old[i].name, path) < 0 : unlink(path) < 0;
+			else
+				bad = rename(old[i].name, path) < 0;
+			if (bad && !fail[0])
+				snprintf(fail, len, "; '%s' could not be restored (%s)%s%s%s", path, strerror(errno),
+					 old[i].name ? ": its old file is '" : "", old[i].name ? old[i].name : "",
+					 old[i].name ? "'" : "");
+		} else if (old[i].name && unlink(old[i].name) < 0 && !fail[0]) {
+			/* the old file is still in place: only the second name kept aside for it stays */
+			snprintf(fail, len, "; '%s' is intact, but the second name '%s' kept aside for it could not be "
+				 "removed (%s)", path, old[i].name, strerror(errno));
+		}
 		free(old[i].name);
 		old[i].name = NULL;
 	}
@@ -370,19 +456,19 @@ static int commit_all(struct pl_dataset *ds, char *msg, size_t len)
 	for (k = 0; k < ds->n && !err; k++) {
 		struct pl_out *o = ds->shards[k].out;
 
-		if (rename(o->tmp, o->path) < 0) {
-			err = -errno;
+		if ((err = wsn_out_commit(&o->file, 0)) < 0) {
+			char why[PL_ERRLEN];
+
+			snprintf(why, sizeof(why), "%s", wsn_last_error());
 			undo(ds, old, k, fail, sizeof(fail));
-			snprintf(msg, len, "run: cannot rename '%s' to '%s': %s: %s; %s%s", o->tmp, o->path, wsn_err_name(err),
-				 strerror(-err), fail[0] ? "the outputs renamed before it were taken back as far as they could be"
+			snprintf(msg, len, "run: cannot put '%s' in place: %s: %s; %s%s", o->path, wsn_err_name(err), why,
+				 fail[0] ? "the outputs renamed before it were taken back as far as they could be"
 				 : k ? "the outputs renamed before it were taken back and no output was written" :
 				 "no output was written", fail);
 			break;
 		}
 		cli_cleanup_drop(o->cleanup);
 		o->cleanup = -1;
-		free(o->tmp);
-		o->tmp = NULL;
 	}
 	for (k = 0; k < ds->n && !err; k++) { /* every output in place: the old files can go */
 		if (old[k].name)
@@ -399,11 +485,11 @@ int pl_out_finish(struct pl_dataset *ds, int commit, char *msg, size_t len)
 	int err = 0;
 
 	commit = commit && pl_out_complete(ds);
-	/* a complete output was synced and closed when its last batch was written */
+	/* a complete output was synced when its last batch was written */
 	if (commit)
 		err = commit_all(ds, msg, len);
 	for (int i = 0; i < ds->n; i++) {
-		out_free(ds->shards[i].out); /* closes and removes the temporary file when it was not renamed */
+		out_free(ds->shards[i].out); /* closes and discards the file when it was not committed */
 		ds->shards[i].out = NULL;
 	}
 	if ((!commit || err) && ds->outdir_created)
@@ -527,7 +613,7 @@ int pl_out_write_batch(struct pl_dataset *ds, struct pl_writer *w, const struct 
 		if (sh->out[i] && sh->out_row[i])
 			p[n++] = (struct piece){ host[i], pl_out_bytes(sh, i, b->rows),
 						 o->off[i] + (uint64_t)b->row0 * sh->out_unit[i], 0 };
-	if ((err = ring_write(w, o->fd, p, n, o->tmp, msg, len)) < 0)
+	if ((err = ring_write(w, o->file.fd, p, n, o->path, msg, len)) < 0)
 		return err;
 	if ((sh->out[PL_OUT_DW] || sh->out[PL_OUT_DB]) && !(tmp = malloc(sizeof(float) * (size_t)sh->hidden))) {
 		snprintf(msg, len, "run: output '%s': ENOMEM: out of memory", o->path);
@@ -562,25 +648,24 @@ int pl_out_write_batch(struct pl_dataset *ds, struct pl_writer *w, const struct 
 		wsn_dtype_convert(vec[k], sh->dt, tmp, WSN_F32, (size_t)sh->hidden);
 		p[n++] = (struct piece){ vec[k], sh->out_unit[PL_OUT_DW + k], o->off[PL_OUT_DW + k], 0 };
 	}
-	if (n && (err = ring_write(w, o->fd, p, n, o->tmp, msg, len)) < 0)
+	if (n && (err = ring_write(w, o->file.fd, p, n, o->path, msg, len)) < 0)
 		goto out;
-	/* the file is whole: to disk now, and its descriptor and sums freed, so that a run over thousands of
-	 * shards holds only the outputs still being written */
-	if (fdatasync(o->fd) < 0) {
+	/* the file is whole: to disk now, and its sums freed (and, where descriptors are short, the file
+	 * parked), so that a run over thousands of shards holds only what the outputs still written need */
+	if (fdatasync(o->file.fd) < 0) {
 		err = -errno;
-		snprintf(msg, len, "run: cannot write '%s': %s: %s", o->tmp, wsn_err_name(err), strerror(-err));
+		snprintf(msg, len, "run: cannot write '%s': %s: %s", o->path, wsn_err_name(err), strerror(-err));
 		goto out;
 	}
 	pthread_mutex_lock(&o->lock);
-	err = close(o->fd) < 0 ? -errno : 0;
-	o->fd = -1;
 	free(o->acc[0]);
 	free(o->acc[1]);
 	o->acc[0] = o->acc[1] = NULL;
+	if (park_complete && (err = park(o)) < 0)
+		snprintf(msg, len, "run: cannot write '%s': %s: cannot give the complete file a temporary name: %s",
+			 o->path, wsn_err_name(err), strerror(-err));
 	o->complete = !err;
 	pthread_mutex_unlock(&o->lock);
-	if (err)
-		snprintf(msg, len, "run: cannot write '%s': %s: %s", o->tmp, wsn_err_name(err), strerror(-err));
 out:
 	free(vec[0]);
 	free(vec[1]);

@@ -448,6 +448,18 @@ static void stages_text(const struct run_opts *o, const struct pl_devres *r0, co
 	}
 }
 
+/* label, s and tail on one line, s escaped as the messages are: a file name may hold control bytes. */
+static void escaped_line(const char *label, const char *s, const char *tail)
+{
+	size_t cap = strlen(s) * 4 + 1;
+	char *clean = malloc(cap);
+
+	if (clean)
+		wsn_text_escape(clean, cap, s);
+	printf("%s%s%s\n", label, clean ? clean : "(out of memory)", tail);
+	free(clean);
+}
+
 static void verify_text(const struct run_opts *o, const struct pl_verdict *vd, int nv, int64_t vb, int64_t bad,
 			int64_t rows, const char *first)
 {
@@ -462,7 +474,7 @@ static void verify_text(const struct run_opts *o, const struct pl_verdict *vd, i
 	}
 	printf("\n");
 	if (first && first[0])
-		printf("           first mismatch: %s\n", first);
+		escaped_line("           first mismatch: ", first, "");
 }
 
 /* The plan's autotune line (cache hit, measured, ignored), when the plan has one. */
@@ -511,7 +523,7 @@ void report_text(const struct run_opts *o, const struct pl_run *run, const struc
 		       r->status == EXIT_RUNTIME ? "ERROR" : r->status == EXIT_MISMATCH ? "FAIL" : "ok", (long long)r->rows,
 		       (long long)r->batches);
 		if (r->status == EXIT_RUNTIME) {
-			printf("  error    %s\n", r->errmsg);
+			escaped_line("  error    ", r->errmsg, "");
 			continue;
 		}
 		io_of(r, &io);
@@ -530,11 +542,11 @@ void report_text(const struct run_opts *o, const struct pl_run *run, const struc
 		printf("  limit    %s %g: %s %.4g %s%s\n", sm->t[i].option, sm->t[i].limit, sm->t[i].what, sm->t[i].value,
 		       sm->t[i].unit, sm->t[i].pass ? "" : sm->t[i].measured ? " (MISSED)" : " (not measured: MISSED)");
 	if (o->cfg.output)
-		printf("  output   %s%s\n", o->cfg.output, sm->output_written ? "" : " not written");
+		escaped_line("  output   ", o->cfg.output, sm->output_written ? "" : " not written");
 	if (run->ndev == 1 && r0->status == EXIT_RUNTIME)
-		printf("  error    %s\n", r0->errmsg);
+		escaped_line("  error    ", r0->errmsg, "");
 	else if (sm->error)
-		printf("  error    %s\n", sm->error);
+		escaped_line("  error    ", sm->error, "");
 	printf("  result   %s%s\n",
 	       sm->status == EXIT_PASS ? (report_checked(o, sm->vb) ? "PASS" : "done (not verified)") :
 	       sm->status == EXIT_RUNTIME ? "ERROR" :

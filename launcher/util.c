@@ -8,14 +8,151 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 const char *cli_prog = "wsnorm";
 int cli_verbose;
+
+/* errno of the first write to standard output that failed, through the stream cli_stdout_open made */
+static int stdout_errno;
+
+/* The write function of that stream: all of buf to file descriptor 1, or -1 with the failure kept. */
+static ssize_t stdout_write(void *cookie, const char *buf, size_t len)
+{
+	size_t done = 0;
+
+	(void)cookie;
+	while (done < len) {
+		ssize_t w = write(STDOUT_FILENO, buf + done, len - done);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (!stdout_errno)
+				stdout_errno = w < 0 ? errno : EIO;
+			return done ? (ssize_t)done : -1;
+		}
+		done += (size_t)w;
+	}
+	return (ssize_t)len;
+}
+
+void cli_stdout_open(void)
+{
+	cookie_io_functions_t io = { .write = stdout_write };
+	FILE *f = fopencookie(NULL, "w", io);
+
+	if (!f)
+		return; /* stdio's own stream then; a failed write is still caught, its reason may be lost */
+	/* buffered as stdio buffers file descriptor 1: by line on a terminal, else in blocks */
+	setvbuf(f, NULL, isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF, BUFSIZ);
+	stdout = f;
+}
+
+int cli_stdout_error(void)
+{
+	return stdout_errno;
+}
+
+/* Whether the process has CAP_FOWNER in its effective set (root has it unless it was dropped). */
+static int have_cap_fowner(void)
+{
+	FILE *f = fopen("/proc/self/status", "re");
+	unsigned long long caps = 0;
+	char line[256];
+	int found = 0;
+
+	if (!f)
+		return geteuid() == 0;
+	while (!found && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "CapEff:", 7)) {
+			caps = strtoull(line + 7, NULL, 16);
+			found = 1;
+		}
+	fclose(f);
+	return found ? (int)((caps >> 3) & 1) : geteuid() == 0; /* CAP_FOWNER is capability 3 */
+}
+
+/* Whether the sticky bit of dir stops euid replacing file (see cli_check_replace). */
+static int replace_denied(const struct stat *file, const struct stat *dir, unsigned euid, int cap_fowner)
+{
+	if (!(dir->st_mode & S_ISVTX))
+		return 0;
+	return file->st_uid != euid && dir->st_uid != euid && !cap_fowner;
+}
+
+int cli_check_replace(const char *path, const struct stat *st, char *msg, size_t len)
+{
+	const char *slash = strrchr(path, '/');
+	struct stat ds;
+	char *dir;
+	int e = 0;
+
+	if (!(dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup("."))) {
+		snprintf(msg, len, "cannot replace '%s': ENOMEM: out of memory", path);
+		return -ENOMEM;
+	}
+	if (stat(dir, &ds) < 0) {
+		e = errno;
+		snprintf(msg, len, "cannot replace '%s': %s: its directory '%s': %s", path, wsn_err_name(-e), dir,
+			 strerror(e));
+	} else if (access(dir, W_OK | X_OK) < 0) {
+		e = errno;
+		snprintf(msg, len, "cannot replace '%s': %s: no file can be replaced in directory '%s': %s", path,
+			 wsn_err_name(-e), dir, strerror(e));
+	} else if (replace_denied(st, &ds, (unsigned)geteuid(), have_cap_fowner())) {
+		e = EPERM;
+		snprintf(msg, len, "cannot replace '%s': EPERM: it belongs to another user (uid %u) in a sticky directory "
+			 "('%s', mode %o) that is not ours either: only its owner, the directory's owner or a process with "
+			 "CAP_FOWNER may replace it", path, (unsigned)st->st_uid, dir, (unsigned)(ds.st_mode & 07777));
+	}
+	free(dir);
+	return -e;
+}
+
+int cli_check_new_file(const char *path, int stat_errno, int dir_made_later, char *msg, size_t len)
+{
+	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+	struct stat st;
+	char *dir;
+	int e = 0;
+
+	if (stat_errno != ENOENT) { /* a name too long, a file where a directory should be, no search permission */
+		snprintf(msg, len, "cannot write '%s': %s: %s", path, wsn_err_name(-stat_errno), strerror(stat_errno));
+		return -stat_errno;
+	}
+	if (strlen(base) > NAME_MAX) {
+		snprintf(msg, len, "cannot write '%s': ENAMETOOLONG: its name is %zu bytes, more than a directory entry "
+			 "holds (%d)", path, strlen(base), NAME_MAX);
+		return -ENAMETOOLONG;
+	}
+	if (dir_made_later)
+		return 0;
+	if (!(dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup("."))) {
+		snprintf(msg, len, "cannot write '%s': ENOMEM: out of memory", path);
+		return -ENOMEM;
+	}
+	if (stat(dir, &st) < 0) {
+		e = errno;
+		snprintf(msg, len, "cannot write '%s': %s: its directory '%s' %s", path, wsn_err_name(-e), dir,
+			 e == ENOENT ? "does not exist" : strerror(e));
+	} else if (!S_ISDIR(st.st_mode)) {
+		e = ENOTDIR;
+		snprintf(msg, len, "cannot write '%s': ENOTDIR: '%s' is not a directory", path, dir);
+	} else if (access(dir, W_OK | X_OK) < 0) {
+		e = errno;
+		snprintf(msg, len, "cannot write '%s': %s: no file can be created in directory '%s': %s", path,
+			 wsn_err_name(-e), dir, strerror(e));
+	}
+	free(dir);
+	return -e;
+}
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {

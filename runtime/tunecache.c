@@ -29,7 +29,7 @@
  * shape, the fastest of the `shapes` other ws shapes and multi-wave; 0 and rows=0 when nothing was
  * timed). Entries of versions 1 and 2 (no shapes) are misses. Writers write an unnamed file in the same directory (a
  * temporary one where the file system has none) and give it the entry's name when it is whole
- * (wsn__out_commit), so a reader sees a whole old entry or a whole new one and concurrent writers
+ * (wsn_out_commit), so a reader sees a whole old entry or a whole new one and concurrent writers
  * never interleave; the last one wins. A malformed entry is a miss.
  */
 
@@ -262,7 +262,7 @@ static void sweep_stale(const char *dir)
 int wsn__tune_store(const struct wsn__tune_id *id, const struct wsn__tune_entry *e)
 {
 	char dir[4096], path[4608], line[256];
-	struct wsn__out_file o;
+	struct wsn_out_file o;
 	int err, n;
 
 	if (e->approach != WSN_APPROACH_MULTIWAVE && e->approach != WSN_APPROACH_WS)
@@ -285,10 +285,10 @@ int wsn__tune_store(const struct wsn__tune_id *id, const struct wsn__tune_entry 
 	if (n < 0 || (size_t)n >= sizeof(line))
 		return wsn__error(WSN_EINVAL, "autotune cache: the entry does not fit %zu bytes", sizeof(line));
 	/* written where no reader sees it until it is whole, then given the entry's name at once */
-	if ((err = wsn__out_open(&o, path)) < 0)
+	if ((err = wsn_out_open(&o, path)) < 0)
 		return wsn__error_context(err, "autotune cache");
-	if ((err = wsn__out_write(&o, line, (size_t)n)) < 0 || (err = wsn__out_commit(&o, true)) < 0) {
-		wsn__out_abort(&o);
+	if ((err = wsn__out_write(&o, line, (size_t)n)) < 0 || (err = wsn_out_commit(&o, true)) < 0) {
+		wsn_out_abort(&o);
 		return wsn__error_context(err, "autotune cache");
 	}
 	sweep_stale(dir);

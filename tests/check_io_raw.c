@@ -91,24 +91,24 @@ static int unnamed_supported(const char *dir)
 	return access("/proc/self/fd", X_OK) == 0;
 }
 
-/* Write `text` to path through wsn__out_*: while it is being written, dir shows `during` entries. */
+/* Write `text` to path through wsn_out_*: while it is being written, dir shows `during` entries. */
 static void out_roundtrip(const char *dir, const char *path, const char *text, int during)
 {
-	struct wsn__out_file o;
+	struct wsn_out_file o;
 	char *got;
 	size_t len;
 
-	ck_assert_msg(wsn__out_open(&o, path) == 0, "%s", wsn_last_error());
+	ck_assert_msg(wsn_out_open(&o, path) == 0, "%s", wsn_last_error());
 	ck_assert_int_eq(wsn__out_write(&o, text, strlen(text)), 0);
 	ck_assert_int_eq(io_count_dir_entries(dir), during);
-	ck_assert_msg(wsn__out_commit(&o, true) == 0, "%s", wsn_last_error());
+	ck_assert_msg(wsn_out_commit(&o, true) == 0, "%s", wsn_last_error());
 	ck_assert_ptr_null(o.tmp);
 	ck_assert_int_eq(o.fd, -1);
 	got = tu_slurp(path, &len);
 	ck_assert_uint_eq(len, strlen(text));
 	ck_assert_mem_eq(got, text, len);
 	free(got);
-	wsn__out_abort(&o); /* after a commit: does nothing */
+	wsn_out_abort(&o); /* after a commit: does nothing */
 	ck_assert_int_eq(access(path, F_OK), 0);
 }
 
@@ -121,7 +121,7 @@ static void out_file_case(int force_named)
 {
 	char *path = io_pjoin(io_tdir, "o.bin");
 	int unnamed = !force_named && unnamed_supported(io_tdir);
-	struct wsn__out_file o;
+	struct wsn_out_file o;
 	struct stat st;
 
 	wsn__out_force_named(force_named);
@@ -134,10 +134,10 @@ static void out_file_case(int force_named)
 	ck_assert_uint_eq(st.st_mode & 0777, 0600);
 	ck_assert_int_eq(io_count_dir_entries(io_tdir), 1);
 	/* abandoned half way: the old file as it was, nothing else */
-	ck_assert_int_eq(wsn__out_open(&o, path), 0);
+	ck_assert_int_eq(wsn_out_open(&o, path), 0);
 	ck_assert_int_eq(wsn__out_write(&o, "junk", 4), 0);
 	ck_assert(unnamed ? o.tmp == NULL : o.tmp != NULL);
-	wsn__out_abort(&o);
+	wsn_out_abort(&o);
 	ck_assert_int_eq(io_count_dir_entries(io_tdir), 1);
 	{
 		char *got = tu_slurp(path, NULL);

@@ -88,27 +88,26 @@ static int count_lines(const char *path)
 }
 
 /*
- * Outputs are all or none even when a rename fails part way: a run over two shards whose second
- * temporary file disappears before the end renames the first output in, fails on the second, and
- * must take the first back, putting the file that was there before back in place; the error says so.
- * no_link: every link(2) of the runs fails (tests/no_link.c preloaded), so the old outputs are kept
- * aside by renaming them: the same outcome, then a run that succeeds over them leaves no old file.
+ * Outputs are all or none even when a commit fails part way: a run over two shards whose second
+ * output cannot be linked into place (tests/no_link.c fails that linkat with EIO) puts the first
+ * output in, fails on the second, and must take the first back, putting the file that was there
+ * before back in place; the error says so.
+ * no_link: every link(2) of the runs fails too, so the old outputs are kept aside by renaming them:
+ * the same outcome, then a run that succeeds over them leaves no old file.
  */
 static void output_rollback(int no_link)
 {
-	char *dir = tu_tmpdir(), *ds = run_path_in(dir, "ds"), *out = run_path_in(dir, "out"), *so = run_path_in(dir, "stdout");
-	char *se = run_path_in(dir, "stderr"), *first = NULL, *second = NULL, names[1024], *err, *old1, *now1;
-	char *log = run_path_in(dir, "links"), *env[4] = { NULL };
-	const char *lib = getenv("WSNORM_NO_LINK_LIB");
+	char *dir = tu_tmpdir(), *ds = run_path_in(dir, "ds"), *out = run_path_in(dir, "out");
+	char *first = NULL, *second = NULL, names[1024], *old1, *now1;
+	char *log = run_path_in(dir, "links"), *env[5] = { NULL };
+	const char *lib = getenv("WSNORM_NO_LINK_LIB"), *ao = getenv("ASAN_OPTIONS");
 	char *argv[] = { (char *)tu_wsnorm_bin(), "run", "--input", ds, "--device", "cpu", "--output", out,
-			 "--duration", "60s", "--batch-rows", "16", "--kernel-loops", "2000", "--ring", "2",
-			 "--copy-size", "64K", "--threads", "1", NULL };
+			 "--batch-rows", "16", "--copy-size", "64K", "--threads", "1", NULL };
 	struct dirent **list;
 	size_t len0 = 0, len1 = 0, lenb = 0;
 	char *back;
 	struct tu_proc p;
-	pid_t pid;
-	int n, status, removed = 0;
+	int n;
 
 	run_gen("rmsnorm-fwd", "f32", "64", "256", "2", ds);
 	RUN(&p, "-q", "run", "--input", ds, "--device", "cpu", "--output", out);
@@ -123,42 +122,18 @@ static void output_rollback(int no_link)
 	tu_write_file(first, "the old first output", 20); /* what must be there again after the failure */
 	old1 = tu_slurp(second, &len1);
 
-	if (no_link) {
-		/* the runs' environment only (an ASan build's runtime then is not first: allowed) */
-		const char *ao = getenv("ASAN_OPTIONS");
-
-		ck_assert_msg(lib && access(lib, R_OK) == 0, "WSNORM_NO_LINK_LIB '%s' (make check builds it)", lib ? lib : "");
-		ck_assert(asprintf(&env[0], "LD_PRELOAD=%s", lib) > 0);
-		ck_assert(asprintf(&env[1], "ASAN_OPTIONS=%s%sverify_asan_link_order=0", ao ? ao : "", ao && *ao ? ":" : "") > 0);
-		ck_assert(asprintf(&env[2], "WSNORM_NO_LINK_LOG=%s", log) > 0);
-	}
-	pid = run_spawn_env(argv, so, se, env);
-	/* both temporary files are there once both shards are open: take the second's away */
-	for (int i = 0; i < 1000 && !removed; i++) {
-		DIR *d = opendir(out);
-		struct dirent *e;
-		const char *base = strrchr(second, '/') + 1;
-
-		while (d && (e = readdir(d)))
-			if (!strncmp(e->d_name, base, strlen(base)) && e->d_name[strlen(base)] == '.') {
-				char *t;
-				ck_assert(asprintf(&t, "%s/%s", out, e->d_name) > 0);
-				removed = unlink(t) == 0;
-				free(t);
-			}
-		if (d)
-			closedir(d);
-		if (!removed)
-			run_sleep_ms(10);
-	}
-	ck_assert_msg(removed, "the second output's temporary file never appeared");
-	run_sleep_ms(1000);
-	kill(pid, SIGTERM); /* the first pass is long over: a stopped run still commits its outputs */
-	status = run_reap(pid);
-	err = tu_slurp(se, NULL);
-	ck_assert_msg(status == 3, "exit %d: %s", status, err);
-	ck_assert_msg(strstr(err, "cannot rename") && strstr(err, "the outputs renamed before it were taken back and no output was written"),
-		      "%s", err);
+	/* the runs' environment only (an ASan build's runtime then is not first: allowed) */
+	ck_assert_msg(lib && access(lib, R_OK) == 0, "WSNORM_NO_LINK_LIB '%s' (make check builds it)", lib ? lib : "");
+	ck_assert(asprintf(&env[0], "LD_PRELOAD=%s", lib) > 0);
+	ck_assert(asprintf(&env[1], "ASAN_OPTIONS=%s%sverify_asan_link_order=0", ao ? ao : "", ao && *ao ? ":" : "") > 0);
+	ck_assert(asprintf(&env[2], "WSNORM_FAIL_LINKAT=%s", strrchr(second, '/') + 1) > 0);
+	if (no_link)
+		ck_assert(asprintf(&env[3], "WSNORM_NO_LINK_LOG=%s", log) > 0);
+	tu_run_env(argv, env, 120, &p);
+	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
+	ck_assert_msg(strstr(p.err, "cannot put") && strstr(p.err, "the outputs renamed before it were taken back and no output was written"),
+		      "%s", p.err);
+	tu_proc_free(&p);
 	back = tu_slurp(first, &len0);
 	ck_assert_msg(len0 == 20 && !memcmp(back, "the old first output", 20), "the first output was not put back");
 	now1 = tu_slurp(second, &lenb);
@@ -170,6 +145,9 @@ static void output_rollback(int no_link)
 
 		/* both old outputs were kept aside by rename (one failed link each) and put back */
 		ck_assert_int_eq(count_lines(log), 2);
+		free(env[2]);
+		env[2] = env[3];
+		env[3] = NULL;
 		tu_run_env(again, env, 120, &q);
 		ck_assert_msg(q.status == 0, "a run over the old outputs: exit %d: %s", q.status, q.err);
 		tu_proc_free(&q);
@@ -184,20 +162,21 @@ static void output_rollback(int no_link)
 	free(back);
 	free(now1);
 	free(old1);
-	free(err);
 	tu_rmtree(dir);
 	free(first);
 	free(second);
 	free(log);
 	free(ds);
 	free(out);
-	free(so);
-	free(se);
 	free(dir);
 }
 
 START_TEST(test_output_rollback)
 {
+	if (!getenv("WSNORM_NO_LINK_LIB")) {
+		printf("note: WSNORM_NO_LINK_LIB unset (make check sets it): the rollback of a failed commit not run\n");
+		return;
+	}
 	output_rollback(0);
 }
 END_TEST

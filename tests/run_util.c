@@ -198,3 +198,26 @@ int run_reap(pid_t pid)
 	ck_abort_msg("wsnorm did not stop within 30 s of the signal");
 	return -1;
 }
+
+int run_has_open_in(pid_t pid, const char *dir)
+{
+	char fddir[64], link[4200], target[4200];
+	struct dirent *e;
+	DIR *d;
+	int found = 0;
+
+	snprintf(fddir, sizeof(fddir), "/proc/%d/fd", (int)pid);
+	if (!(d = opendir(fddir)))
+		return 0;
+	while (!found && (e = readdir(d))) {
+		ssize_t n;
+
+		snprintf(link, sizeof(link), "%s/%s", fddir, e->d_name);
+		if ((n = readlink(link, target, sizeof(target) - 1)) <= 0)
+			continue;
+		target[n] = '\0';
+		found = !strncmp(target, dir, strlen(dir)) && target[strlen(dir)] == '/';
+	}
+	closedir(d);
+	return found;
+}

@@ -65,4 +65,10 @@ void run_sleep_ms(int ms);
 /* Wait (up to 30 s) for the child to exit; its exit status. */
 int run_reap(pid_t pid);
 
+/*
+ * Whether process pid has a file in directory dir open: named, or unnamed ("dir/#ino (deleted)"),
+ * as a run's outputs are until it commits them.
+ */
+int run_has_open_in(pid_t pid, const char *dir);
+
 #endif /* WSN_TESTS_RUN_UTIL_H */

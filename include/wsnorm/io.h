@@ -189,6 +189,33 @@ WSN_API int wsn_raw_read(const char *path, struct wsn_reader *r, uint64_t offset
 /* Write a contiguous host tensor's bytes as a raw file (temporary name + rename). */
 WSN_API int wsn_raw_write(const char *path, const struct wsn_tensor *t);
 
+/*
+ * A file that gets its name only when it is whole: written through fd (write, pwrite, ftruncate,
+ * io_uring), then given the name path by wsn_out_commit(), or discarded by wsn_out_abort().
+ */
+struct wsn_out_file {
+	int fd;           /* the file being written; -1 once committed or aborted */
+	char *tmp;        /* the temporary name it has meanwhile where the file system has no unnamed
+			     files (malloc'd), else NULL: nothing of it has a name until the commit */
+	const char *path; /* the destination, borrowed from the caller */
+};
+/*
+ * Create the file that will become path: an unnamed file in path's directory (O_TMPFILE), which a
+ * crash or a kill discards, or where the file system has none a named temporary file next to path.
+ * Returns 0, or an error naming path (WSN_EISDIR if path is a directory, WSN_ENOENT if its
+ * directory is missing, ...); o->fd is -1 then.
+ */
+WSN_API int wsn_out_open(struct wsn_out_file *o, const char *path);
+/*
+ * Flush to disk (fsync when durable) and give the file path's name: an unnamed file is linked
+ * there (directly when path does not exist, else under a temporary name renamed over it), a named
+ * one renamed; the descriptor is closed. On failure the file is discarded and path is untouched.
+ * Returns 0 or an error naming path.
+ */
+WSN_API int wsn_out_commit(struct wsn_out_file *o, int durable);
+/* Close and discard the file being written; path is untouched. Safe to call after a commit. */
+WSN_API void wsn_out_abort(struct wsn_out_file *o);
+
 #ifdef __cplusplus
 }
 #endif

@@ -130,15 +130,48 @@ static uint64_t cgroup_available(void)
 	return best;
 }
 
-/* What the process may take now: MemAvailable, or less where its memory cgroups leave less. 0: unknown. */
+/*
+ * WSNORM_MEMORY_LIMIT in bytes: a decimal number with an optional K, M, G or T suffix (binary
+ * multiples). 0 when unset or not such a number.
+ */
+static uint64_t env_limit(void)
+{
+	const char *s = getenv("WSNORM_MEMORY_LIMIT");
+	uint64_t v, mult = 1;
+	char *end;
+
+	if (!s || *s < '0' || *s > '9')
+		return 0;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	switch (*end) {
+	case 'K': mult = (uint64_t)1 << 10; end++; break;
+	case 'M': mult = (uint64_t)1 << 20; end++; break;
+	case 'G': mult = (uint64_t)1 << 30; end++; break;
+	case 'T': mult = (uint64_t)1 << 40; end++; break;
+	default: break;
+	}
+	if (errno || *end || v > UINT64_MAX / mult)
+		return 0;
+	return v * mult;
+}
+
+/*
+ * What the process may take now: MemAvailable, or less where its memory cgroups or
+ * WSNORM_MEMORY_LIMIT leave less. 0: unknown.
+ */
 static uint64_t mem_available(char *source, size_t len)
 {
-	uint64_t avail = meminfo("MemAvailable"), cg = cgroup_available();
+	uint64_t avail = meminfo("MemAvailable"), cg = cgroup_available(), env = env_limit();
 
 	snprintf(source, len, "MemAvailable in /proc/meminfo");
 	if (cg && (!avail || cg < avail)) {
 		avail = cg;
 		snprintf(source, len, "what the memory cgroup's limit leaves, page cache counted as free");
+	}
+	if (env && (!avail || env < avail)) {
+		avail = env;
+		snprintf(source, len, "WSNORM_MEMORY_LIMIT");
 	}
 	return avail;
 }

@@ -37,32 +37,12 @@ void wsn__reader_inject_short_reads(struct wsn_reader *r, bool on);
 
 /* ---- raw.c: files written where no partial one can be seen, then given their name ---- */
 
-struct wsn__out_file {
-	int fd;           /* -1 when closed */
-	char *tmp;        /* a named temporary path, malloc'd; NULL for an unnamed file and once renamed */
-	const char *path; /* the destination, borrowed from the caller */
-};
+/* wsn_out_open(), wsn_out_commit() and wsn_out_abort() are public (wsnorm/io.h). */
 
-/*
- * Create the file that will become path: an unnamed file in path's directory (O_TMPFILE), which
- * a crash or a kill discards, or where the file system has none a named temporary file next to
- * path (mkstemp). Returns 0, or an error naming path (WSN_EISDIR if path is a directory,
- * WSN_ENOENT if its directory is missing, ...).
- */
-int wsn__out_open(struct wsn__out_file *o, const char *path);
 /* Append n bytes, completing short writes. Returns 0 or an error naming path. */
-int wsn__out_write(struct wsn__out_file *o, const void *buf, size_t n);
-/*
- * Flush to disk (fsync when durable) and give the file path's name: an unnamed file is linked
- * there (directly when path does not exist, else under a temporary name renamed over it), a named
- * one renamed. On failure nothing new is left and path is untouched. Returns 0 or an error naming
- * path.
- */
-int wsn__out_commit(struct wsn__out_file *o, bool durable);
+int wsn__out_write(struct wsn_out_file *o, const void *buf, size_t n);
 /* Testing aid: always take the named temporary file (the path of file systems without O_TMPFILE). */
 void wsn__out_force_named(bool on);
-/* Close and discard the file being written; path is untouched. Safe to call after commit. */
-void wsn__out_abort(struct wsn__out_file *o);
 
 /*
  * Check that t is a usable contiguous host tensor to write; `what` names it in the message

@@ -5,10 +5,12 @@
 
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- files written under a temporary name ---- */
@@ -21,6 +23,21 @@ void wsn__out_force_named(bool on)
 	force_named = on;
 }
 
+/*
+ * A name next to path: path with suffix appended, or where that name would be longer than a
+ * directory entry holds (a destination name near NAME_MAX), ".wsnorm" and suffix in path's
+ * directory. malloc'd; NULL when out of memory.
+ */
+static char *sibling(const char *path, const char *suffix)
+{
+	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+	char *name;
+
+	if (strlen(base) + strlen(suffix) <= NAME_MAX)
+		return asprintf(&name, "%s%s", path, suffix) < 0 ? NULL : name;
+	return asprintf(&name, "%.*s.wsnorm%s", (int)(base - path), path, suffix) < 0 ? NULL : name;
+}
+
 /* The magic link of fd under /proc, through which an unnamed file is given a name. */
 static void fd_link(int fd, char *buf, size_t len)
 {
@@ -29,10 +46,12 @@ static void fd_link(int fd, char *buf, size_t len)
 
 /*
  * An unnamed file (O_TMPFILE) in path's directory: nothing of it has a name until commit links
- * it, so a process killed while writing leaves nothing behind. Returns the descriptor, or -1
- * where the file system or the kernel has none, or /proc is not there to link it by.
+ * it, so a process killed while writing leaves nothing behind. Its mode is keep when replacing
+ * (the permissions of the file it replaces), else what creat(2) gives: 0666 less the umask. Returns
+ * the descriptor, or -1 where the file system or the kernel has none, or /proc is not there to
+ * link it by.
  */
-static int open_unnamed(const char *path, mode_t mode)
+static int open_unnamed(const char *path, bool replacing, mode_t keep)
 {
 	char *copy, lnk[64];
 	struct stat st;
@@ -40,22 +59,64 @@ static int open_unnamed(const char *path, mode_t mode)
 
 	if (force_named || !(copy = strdup(path)))
 		return -1;
-	fd = open(dirname(copy), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+	fd = open(dirname(copy), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
 	free(copy);
 	if (fd < 0)
 		return -1;
 	fd_link(fd, lnk, sizeof(lnk));
-	if (stat(lnk, &st) < 0 || fchmod(fd, mode) < 0) {
+	if (stat(lnk, &st) < 0 || (replacing && fchmod(fd, keep) < 0)) {
 		close(fd);
 		return -1;
 	}
 	return fd;
 }
 
-int wsn__out_open(struct wsn__out_file *o, const char *path)
+/*
+ * A named temporary file next to path (see sibling()), created with mode 0666 so that the umask
+ * applies as it does to a new file (mkstemp would give 0600). o->tmp gets its name. The
+ * descriptor, or -1 with errno set.
+ */
+static int open_named(struct wsn_out_file *o, const char *path)
+{
+	static const char letters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+	struct timespec ts;
+	uint64_t r;
+	int fd = -1;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	r = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid() << 32 ^ (uint64_t)ts.tv_sec;
+	for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
+		char *x;
+
+		free(o->tmp);
+		if (!(o->tmp = sibling(path, ".XXXXXX"))) {
+			errno = ENOMEM;
+			return -1;
+		}
+		x = o->tmp + strlen(o->tmp) - 6;
+		for (int i = 0; i < 6; i++) {
+			r = r * 6364136223846793005ull + 1442695040888963407ull;
+			x[i] = letters[(r >> 33) % (sizeof(letters) - 1)];
+		}
+		fd = open(o->tmp, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666);
+		if (fd < 0 && errno != EEXIST)
+			break;
+	}
+	if (fd < 0) {
+		int e = errno;
+
+		free(o->tmp);
+		o->tmp = NULL;
+		errno = e;
+	}
+	return fd;
+}
+
+WSN_API int wsn_out_open(struct wsn_out_file *o, const char *path)
 {
 	struct stat st;
-	mode_t mode = 0644;
+	bool replacing = false;
+	mode_t keep = 0;
 	int e;
 
 	o->fd = -1;
@@ -68,32 +129,26 @@ int wsn__out_open(struct wsn__out_file *o, const char *path)
 			return wsn__error(WSN_EISDIR, "%s: is a directory, not a file", path);
 		if (!S_ISREG(st.st_mode))
 			return wsn__error(WSN_EINVAL, "%s: exists and is not a regular file", path);
-		mode = st.st_mode & 07777; /* replacing a file keeps its permissions */
+		replacing = true;
+		keep = st.st_mode & 07777; /* replacing a file keeps its permissions */
 	}
-	if ((o->fd = open_unnamed(path, mode)) >= 0)
+	if ((o->fd = open_unnamed(path, replacing, keep)) >= 0)
 		return 0;
-	if (asprintf(&o->tmp, "%s.XXXXXX", path) < 0) {
-		o->tmp = NULL;
-		return wsn__error(WSN_ENOMEM, "%s: out of memory", path);
-	}
-	o->fd = mkostemp(o->tmp, O_CLOEXEC);
-	if (o->fd < 0) {
+	if ((o->fd = open_named(o, path)) < 0) {
 		e = errno;
-		free(o->tmp);
-		o->tmp = NULL;
 		return wsn__error(wsn__errno_code(e), "%s: cannot create a temporary file next to it: %s",
 				  path, strerror(e));
 	}
-	if (fchmod(o->fd, mode) < 0) {
+	if (replacing && fchmod(o->fd, keep) < 0) {
 		e = errno;
-		wsn__out_abort(o);
+		wsn_out_abort(o);
 		return wsn__error(wsn__errno_code(e), "%s: fchmod of the temporary file failed: %s", path,
 				  strerror(e));
 	}
 	return 0;
 }
 
-int wsn__out_write(struct wsn__out_file *o, const void *buf, size_t n)
+int wsn__out_write(struct wsn_out_file *o, const void *buf, size_t n)
 {
 	const unsigned char *p = buf;
 
@@ -134,7 +189,7 @@ static void sync_dir(const char *path)
  * (atomic, and no other name ever exists), else linked under a fresh temporary name and renamed
  * over the old file. 0 or -errno.
  */
-static int link_unnamed(struct wsn__out_file *o)
+static int link_unnamed(struct wsn_out_file *o)
 {
 	char lnk[64];
 	int e;
@@ -145,11 +200,12 @@ static int link_unnamed(struct wsn__out_file *o)
 	if (errno != EEXIST)
 		return -errno;
 	for (unsigned n = 0;; n++) {
+		char suffix[48];
+
 		free(o->tmp);
-		if (asprintf(&o->tmp, "%s.%ld-%u", o->path, (long)getpid(), n) < 0) {
-			o->tmp = NULL;
+		snprintf(suffix, sizeof(suffix), ".%ld-%u", (long)getpid(), n);
+		if (!(o->tmp = sibling(o->path, suffix)))
 			return -ENOMEM;
-		}
 		if (linkat(AT_FDCWD, lnk, AT_FDCWD, o->tmp, AT_SYMLINK_FOLLOW) == 0)
 			break;
 		if (errno != EEXIST || n == 99) {
@@ -166,11 +222,11 @@ static int link_unnamed(struct wsn__out_file *o)
 	return 0;
 }
 
-int wsn__out_commit(struct wsn__out_file *o, bool durable)
+WSN_API int wsn_out_commit(struct wsn_out_file *o, int durable)
 {
 	int e, err;
 
-	if (durable && fsync(o->fd) < 0) {
+	if (durable && o->fd >= 0 && fsync(o->fd) < 0) {
 		e = errno;
 		err = wsn__error(wsn__errno_code(e), "%s: fsync failed: %s", o->path, strerror(e));
 		goto err;
@@ -185,7 +241,7 @@ int wsn__out_commit(struct wsn__out_file *o, bool durable)
 		o->fd = -1;
 		goto done;
 	}
-	e = close(o->fd);
+	e = o->fd >= 0 ? close(o->fd) : 0; /* a caller may have closed a named file already */
 	o->fd = -1;
 	if (e < 0) {
 		e = errno;
@@ -206,11 +262,11 @@ done:
 	return 0;
 
 err:
-	wsn__out_abort(o);
+	wsn_out_abort(o);
 	return err;
 }
 
-void wsn__out_abort(struct wsn__out_file *o)
+WSN_API void wsn_out_abort(struct wsn_out_file *o)
 {
 	if (o->fd >= 0)
 		close(o->fd);
@@ -340,7 +396,7 @@ WSN_API int wsn_raw_read(const char *path, struct wsn_reader *r, uint64_t offset
  */
 WSN_API int wsn_raw_write(const char *path, const struct wsn_tensor *t)
 {
-	struct wsn__out_file o;
+	struct wsn_out_file o;
 	char what[1024];
 	int err;
 
@@ -350,15 +406,15 @@ WSN_API int wsn_raw_write(const char *path, const struct wsn_tensor *t)
 	err = wsn__check_host_contiguous(t, what);
 	if (err)
 		return err;
-	err = wsn__out_open(&o, path);
+	err = wsn_out_open(&o, path);
 	if (err)
 		return err;
 	err = wsn__out_write(&o, t->data, (size_t)wsn__tensor_bytes(t));
 	if (err)
 		goto err;
-	return wsn__out_commit(&o, true);
+	return wsn_out_commit(&o, true);
 
 err:
-	wsn__out_abort(&o);
+	wsn_out_abort(&o);
 	return err;
 }

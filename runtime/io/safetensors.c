@@ -673,7 +673,7 @@ WSN_API int wsn_st_header(const struct wsn_st_tensor_info *tensors, int n,
 WSN_API int wsn_st_write(const char *path, const struct wsn_named_tensor *tensors, int n,
 			 const char *const *metadata)
 {
-	struct wsn__out_file o = { .fd = -1 };
+	struct wsn_out_file o = { .fd = -1 };
 	struct wsn_st_tensor_info *info = NULL;
 	unsigned char *hdr = NULL;
 	size_t hlen;
@@ -706,16 +706,16 @@ WSN_API int wsn_st_write(const char *path, const struct wsn_named_tensor *tensor
 	err = make_header(path, info, n, metadata, &hdr, &hlen, NULL);
 	if (err)
 		goto out;
-	err = wsn__out_open(&o, path);
+	err = wsn_out_open(&o, path);
 	if (err)
 		goto out;
 	err = wsn__out_write(&o, hdr, hlen);
 	for (int i = 0; i < n && !err; i++)
 		err = wsn__out_write(&o, tensors[i].t->data, (size_t)wsn__tensor_bytes(tensors[i].t));
 	if (!err)
-		err = wsn__out_commit(&o, true);
+		err = wsn_out_commit(&o, true);
 out:
-	wsn__out_abort(&o);
+	wsn_out_abort(&o);
 	free(hdr);
 	free(info);
 	return err;

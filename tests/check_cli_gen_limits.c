@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/* tests/check_cli_gen_limits.c: wsnorm gen refusing what it cannot do before it does any work. */
+#include "testutil.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli_util.h"
+
+/*
+ * gen --out naming a file that cannot be made is refused before the shard is generated, with the
+ * reason: a missing directory, a name longer than a directory entry holds, a file where the
+ * directory should be.
+ */
+START_TEST(test_gen_destination_checked)
+{
+	char *dir = tu_tmpdir(), *file = cli_path_in(dir, "file"), *missing = cli_path_in(dir, "missing/x.safetensors");
+	char *under_file = cli_path_in(dir, "file/x.safetensors"), longname[300], *toolong;
+	const char *want[] = { "does not exist", "ENAMETOOLONG", "ENOTDIR" };
+	char *outs[3];
+	struct tu_proc p;
+
+	memset(longname, 'n', sizeof(longname));
+	strcpy(longname + sizeof(longname) - 13, ".safetensors");
+	toolong = cli_path_in(dir, longname);
+	tu_write_file(file, "x", 1);
+	outs[0] = missing, outs[1] = toolong, outs[2] = under_file;
+	for (int i = 0; i < 3; i++) {
+		RUN(&p, "gen", "--op", "rmsnorm-fwd", "--dtype", "f32", "--rows", "4", "--hidden", "64", "--out", outs[i]);
+		ck_assert_msg(p.status == 3, "%s: exit %d: %s", want[i], p.status, p.err);
+		ck_assert_msg(strstr(p.err, want[i]) && strstr(p.err, "gen: cannot write"), "no '%s' in: %s", want[i],
+			      p.err);
+		tu_proc_free(&p);
+	}
+	tu_rmtree(dir);
+	free(toolong), free(under_file), free(missing), free(file), free(dir);
+}
+END_TEST
+
+/*
+ * A shard larger than the memory available is refused with a named error and exit status 3 before
+ * anything is allocated, instead of the out-of-memory killer ending gen (status 137, no message) in
+ * a small memory cgroup. WSNORM_MEMORY_LIMIT stands for the cgroup's limit: it lowers what the
+ * accounting takes as available.
+ */
+START_TEST(test_gen_memory_refused)
+{
+	char *dir = tu_tmpdir(), *out = cli_path_in(dir, "big.safetensors");
+	char *env[] = { "WSNORM_MEMORY_LIMIT=64M", NULL };
+	char *argv[] = { (char *)tu_wsnorm_bin(), "gen", "--op", "layernorm-bwd", "--dtype", "f32", "--rows", "32K",
+			 "--hidden", "1K", "--out", out, NULL };
+	struct tu_proc p;
+	struct stat st;
+
+	tu_run_env(argv, env, 120, &p);
+	ck_assert_msg(p.status == 3, "exit %d: %s", p.status, p.err);
+	ck_assert_msg(strstr(p.err, "ENOMEM") && strstr(p.err, "memory available (WSNORM_MEMORY_LIMIT)") &&
+		      strstr(p.err, "--shards splits"), "%s", p.err);
+	ck_assert_int_ne(stat(out, &st), 0);
+	tu_proc_free(&p);
+	/* a quarter of the hidden size fits: about 96 MiB at once, under a 128 MiB limit */
+	env[0] = "WSNORM_MEMORY_LIMIT=128M";
+	argv[9] = "256";
+	tu_run_env(argv, env, 120, &p);
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	ck_assert_int_eq(stat(out, &st), 0);
+	tu_proc_free(&p);
+	tu_rmtree(dir);
+	free(out);
+	free(dir);
+}
+END_TEST
+
+Suite *suite_cli_gen_limits(void)
+{
+	Suite *s = suite_create("cli_gen_limits");
+	TCase *tc = tcase_create("cli_gen_limits");
+
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_gen_destination_checked);
+	tcase_add_test(tc, test_gen_memory_refused);
+	suite_add_tcase(s, tc);
+	return s;
+}
