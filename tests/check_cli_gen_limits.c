@@ -78,12 +78,5 @@ END_TEST
 
 Suite *suite_cli_gen_limits(void)
 {
-	Suite *s = suite_create("cli_gen_limits");
-	TCase *tc = tcase_create("cli_gen_limits");
-
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_gen_destination_checked);
-	tcase_add_test(tc, test_gen_memory_refused);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("cli", { "gen_limits", 300, NULL, NULL, TU_TESTS({ test_gen_destination_checked, 1 }, { test_gen_memory_refused, 1 }) });
 }

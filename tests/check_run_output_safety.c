@@ -409,17 +409,9 @@ END_TEST
 
 Suite *suite_run_output_safety(void)
 {
-	Suite *s = suite_create("run_output_safety");
-	TCase *tc = tcase_create("run_output_safety");
-
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_stdout_closed_reason);
-	tcase_add_test(tc, test_report_names_escaped);
-	tcase_add_test(tc, test_output_destination_checked);
-	tcase_add_test(tc, test_output_unnamed_until_commit);
-	tcase_add_test(tc, test_output_modes);
-	tcase_add_test(tc, test_output_sticky_directory);
-	tcase_add_test(tc, test_output_open_file_limit);
-	suite_add_tcase(s, tc);
-	return s;
+	return TU_SUITE("pipeline", { "output_safety", 300, NULL, NULL,
+				      TU_TESTS({ test_stdout_closed_reason, 1 }, { test_report_names_escaped, 1 },
+					       { test_output_destination_checked, 1 }, { test_output_unnamed_until_commit, 1 },
+					       { test_output_modes, 1 }, { test_output_sticky_directory, 1 },
+					       { test_output_open_file_limit, 1 }) });
 }
