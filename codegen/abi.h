@@ -28,7 +28,7 @@
 	X(mean, u64, ptr, "mean of each row (LayerNorm)") \
 	X(rstd, u64, ptr, "reciprocal standard deviation of each row") \
 	X(dx, u64, ptr, "gradient of the input rows") \
-	X(ws, u64, ptr, "f32 partial sums: dweight [grid][hidden] then dbias [grid][hidden]") \
+	X(partials, u64, ptr, "f32 partial sums: dweight [grid][hidden] then dbias [grid][hidden]") \
 	X(rows, u64, value, "number of rows") \
 	X(dy_ld, u64, row_ld, "elements between rows of dy") \
 	X(x_ld, u64, row_ld, "elements between rows of x") \
@@ -39,7 +39,7 @@
 	X(wait_seq, u64, value, "the value done must reach, 0 for no wait")
 
 #define WSN_ABI_FINISH(X) \
-	X(ws, u64, ptr, "f32 partial sums written by the backward") \
+	X(partials, u64, ptr, "f32 partial sums written by the backward") \
 	X(dweight, u64, ptr, "gradient of the weight, 0 when not wanted") \
 	X(dbias, u64, ptr, "gradient of the bias, 0 when not wanted") \
 	X(nparts, u32, value, "partial rows to sum, in a fixed order") \

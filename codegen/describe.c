@@ -64,7 +64,7 @@ static int describe_ws(const struct wsn__kernel_plan *kp, char *buf, size_t len)
 			bwd && kp->has_weight ? (kp->dw_store == WSN_STORE_REG ? "registers" : "shared memory") : "-",
 			bwd && kp->has_bias ? (kp->db_store == WSN_STORE_REG ? "registers" : "shared memory") : "-",
 			kp->regs_entry, kp->regs_producer, kp->regs_compute, kp->est_regs, kp->smem_bytes, kp->max_grid,
-			kp->finish_grid, kp->finish_threads, kp->ws_bytes, kp->why);
+			kp->finish_grid, kp->finish_threads, kp->partials_bytes, kp->why);
 }
 
 int wsn__describe_kernel_plan(const struct wsn__kernel_plan *kp, char *buf, size_t len)
@@ -96,7 +96,7 @@ int wsn__describe_kernel_plan(const struct wsn__kernel_plan *kp, char *buf, size
 		     ? wsn__store_name(kp->dw_store) : "-", wsn_op_is_backward(kp->op) && kp->has_bias
 		     ? wsn__store_name(kp->db_store) : "-", kp->est_regs, kp->smem_bytes, kp->ctas_per_sm,
 		     kp->block_grid ? "one CTA per row block," : "persistent, up to", kp->max_grid,
-		     kp->block_grid ? " resident at once" : "", kp->finish_grid, kp->finish_threads, kp->ws_bytes, kp->why);
+		     kp->block_grid ? " resident at once" : "", kp->finish_grid, kp->finish_threads, kp->partials_bytes, kp->why);
 	return n;
 }
 
@@ -214,7 +214,7 @@ int wsn__kernel_plan_json(const struct wsn__kernel_plan *kp, void *obj)
 	} else {
 		jset(o, "finish", json_null(), &bad);
 	}
-	jset(o, "workspace_bytes", json_integer((json_int_t)kp->ws_bytes), &bad);
+	jset(o, "workspace_bytes", json_integer((json_int_t)kp->partials_bytes), &bad);
 	jset(o, "why", wsn__json_text(kp->why), &bad);
 	return bad ? wsn__error(WSN_ENOMEM, "plan: out of memory describing %s as JSON", kp->entry) : 0;
 }

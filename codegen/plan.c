@@ -71,7 +71,7 @@ void wsn__finish_plan(const struct wsn__gpu_props *g, struct wsn__kernel_plan *k
 	snprintf(kp->finish_entry, sizeof(kp->finish_entry), "%.48s_finish", kp->entry);
 	kp->finish_threads = WSN_FINISH_COLS * wsn__finish_slices(g, kp->hidden);
 	kp->finish_grid = (unsigned)((kp->hidden + WSN_FINISH_COLS - 1) / WSN_FINISH_COLS);
-	kp->ws_bytes = (size_t)(kp->has_bias ? 2 : 1) * nparts * (size_t)kp->hidden * 4;
+	kp->partials_bytes = (size_t)(kp->has_bias ? 2 : 1) * nparts * (size_t)kp->hidden * 4;
 }
 
 unsigned wsn__finish_slices(const struct wsn__gpu_props *g, int64_t hidden)

@@ -56,7 +56,7 @@ struct wsn__kernel_plan {
 	unsigned ctas_per_sm;
 	unsigned smem_bytes;    /* dynamic shared memory per CTA */
 	unsigned finish_threads, finish_grid;
-	size_t ws_bytes;        /* f32 workspace for the backward partial sums (max_grid rows) */
+	size_t partials_bytes; /* f32 partial sums of the backward (max_grid rows of dweight, dbias) */
 
 	/* multi-wave parameters */
 	unsigned vec;           /* elements per 16-byte access (4 f32, 8 f16/bf16) */

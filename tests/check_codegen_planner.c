@@ -42,10 +42,10 @@ static void check_plan_properties(const struct wsn__gpu_props *g, const struct w
 	if (bwd && (kp->has_weight || kp->has_bias)) {
 		ck_assert_str_ne(kp->finish_entry, "");
 		ck_assert_uint_eq(kp->finish_grid * 32, (kp->hidden + 31) / 32 * 32);
-		ck_assert_uint_eq(kp->ws_bytes, (size_t)(kp->has_bias ? 2 : 1) * kp->max_grid * (size_t)kp->hidden * 4);
+		ck_assert_uint_eq(kp->partials_bytes, (size_t)(kp->has_bias ? 2 : 1) * kp->max_grid * (size_t)kp->hidden * 4);
 	} else {
 		ck_assert_str_eq(kp->finish_entry, "");
-		ck_assert_uint_eq(kp->ws_bytes, 0);
+		ck_assert_uint_eq(kp->partials_bytes, 0);
 	}
 	/* grid: backward persistent (never more than max_grid: the workspace holds max_grid partial
 	 * rows); forward one CTA per row block, at most 2^31 - 1 */

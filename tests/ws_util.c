@@ -72,7 +72,7 @@ void ws_check_plan(const struct wsn__gpu_props *g, const struct wsn__kernel_plan
 	ck_assert_uint_eq(kp->max_grid, (unsigned)g->sms / K * K);
 	if (wsn_op_is_backward(kp->op) && (kp->has_weight || kp->has_bias)) {
 		ck_assert_str_ne(kp->finish_entry, "");
-		ck_assert_uint_eq(kp->ws_bytes,
+		ck_assert_uint_eq(kp->partials_bytes,
 				  (size_t)(kp->has_bias ? 2 : 1) * (kp->max_grid / K) * (size_t)kp->hidden * 4);
 	} else {
 		ck_assert_str_eq(kp->finish_entry, "");

@@ -442,7 +442,7 @@ static void bwd_path(struct rk_gen *g, const char *rows, const char *row0, const
 				wsn__rk_load_vec(g, &c.w, j, c.w.r[j]);
 		} else if (c.w.store == WSN_STORE_SMEM) {
 			ptx_comment(k, "weight loaded once per CTA into shared memory (each thread its own vectors)");
-			c.w.s = ptx_reg(k, PTX_U32, "ws_w");
+			c.w.s = ptx_reg(k, PTX_U32, "w_smem");
 			ptx_ins(k, "mad.lo.u32 %s, %s, 16, %s", c.w.s, g->tx, g->smem);
 			ptx_ins(k, "add.u32 %s, %s, %u", c.w.s, c.w.s, g->sm_w);
 			for (int j = 0; j < g->nv; j++) {
@@ -565,7 +565,7 @@ static int gen_backward(struct rk_gen *g)
 			else
 				ptx_mov(k, PTX_U32, part, c);
 			ptx_ins(k, "mul.wide.u32 %s, %s, %lld", ac->g, part, g->cols * 4);
-			ptx_ins(k, "add.u64 %s, %s, %s", ac->g, ac->g, param[WSN_ABI_BWD_ws]);
+			ptx_ins(k, "add.u64 %s, %s, %s", ac->g, ac->g, param[WSN_ABI_BWD_partials]);
 			ptx_ins(k, "mul.wide.u32 %s, %s, %d", col, g->tx, g->vec * 4);
 			ptx_ins(k, "add.u64 %s, %s, %s", ac->g, ac->g, col);
 		}
@@ -587,7 +587,7 @@ static int gen_backward(struct rk_gen *g)
 	g->vecpath = 1;
 	wsn__rk_griddep_end(g);
 	if (accs[0] || accs[1])
-		wsn__rk_bwd_epilogue(g, accs, param[WSN_ABI_BWD_ws]);
+		wsn__rk_bwd_epilogue(g, accs, param[WSN_ABI_BWD_partials]);
 	ptx_ret(k);
 	return 0;
 }

@@ -225,9 +225,9 @@ const char *wsn__rk_bwd_aligned_pred(struct rk_gen *g, const char *const param[]
 				     const char *dxld);
 /* After the row loop: fold the row groups' register accumulators through shared memory at sm_xg in a
  * fixed order (group 0 + (group 1 + (... + group bdimy - 1))), then write the CTA's partial rows:
- * dweight at ws[ctaid][.], dbias at ws[nctaid + ctaid][.] (rows of hidden floats; with g->rank: cluster
+ * dweight at partials[ctaid][.], dbias at partials[nctaid + ctaid][.] (rows of hidden floats; with g->rank: cluster
  * ids and this CTA's columns). */
-void wsn__rk_bwd_epilogue(struct rk_gen *g, struct rk_acc *accs[2], const char *wsp);
+void wsn__rk_bwd_epilogue(struct rk_gen *g, struct rk_acc *accs[2], const char *partp);
 /* The finish kernel kp->finish_entry: dweight/dbias = the sum of the nparts partial rows in a fixed
  * order, converted to the plan's dtype. Returns 0 or the module's error. */
 int wsn__rk_gen_finish(struct ptx_module *m, const struct wsn__kernel_plan *kp);

@@ -3,17 +3,17 @@
 #include "rowkernel.h"
 
 /* Global address of column 0 of this CTA's partial row of accumulator a (0 dweight, 1 dbias). */
-static const char *partial_row(struct rk_gen *g, int a, const char *cta, const char *nc, const char *wsp)
+static const char *partial_row(struct rk_gen *g, int a, const char *cta, const char *nc, const char *partp)
 {
 	struct ptx_kernel *k = g->k;
-	const char *part = ptx_tmp(k, PTX_U32), *ga = ptx_reg(k, PTX_U64, "ws_row%d", a);
+	const char *part = ptx_tmp(k, PTX_U32), *ga = ptx_reg(k, PTX_U64, "part_row%d", a);
 
 	if (a)
 		ptx_ins(k, "add.u32 %s, %s, %s", part, nc, cta);
 	else
 		ptx_mov(k, PTX_U32, part, cta);
 	ptx_ins(k, "mul.wide.u32 %s, %s, %lld", ga, part, (long long)g->kp->hidden * 4);
-	ptx_ins(k, "add.u64 %s, %s, %s", ga, ga, wsp);
+	ptx_ins(k, "add.u64 %s, %s, %s", ga, ga, partp);
 	if (g->rank) {
 		const char *rank = ptx_tmp(k, PTX_U32), *col = ptx_tmp(k, PTX_U64);
 		ptx_sreg(k, rank, "%cluster_ctarank");
@@ -30,7 +30,7 @@ static const char *partial_row(struct rk_gen *g, int a, const char *cta, const c
  * the groups' values in the serial fold's order, group bdimy - 1 first, each thread storing its own
  * columns of the partial row. Two barriers on the last CTA's path instead of one per group and sum.
  */
-static void fold_parallel(struct rk_gen *g, struct rk_acc *accs[2], const char *wsp, const char *cta,
+static void fold_parallel(struct rk_gen *g, struct rk_acc *accs[2], const char *partp, const char *cta,
 			  const char *nc)
 {
 	struct ptx_kernel *k = g->k;
@@ -61,7 +61,7 @@ static void fold_parallel(struct rk_gen *g, struct rk_acc *accs[2], const char *
 	for (int a = 0; a < 2; a++) {
 		if (!accs[a])
 			continue;
-		const char *ga = partial_row(g, a, cta, nc, wsp), *u = ptx_reg(k, PTX_U32, "xg_u%d", a);
+		const char *ga = partial_row(g, a, cta, nc, partp), *u = ptx_reg(k, PTX_U32, "xg_u%d", a);
 		const char *sa = ptx_tmp(k, PTX_U32), *c0 = ptx_tmp(k, PTX_U32), *ad = ptx_tmp(k, PTX_U64);
 		const char *pout = ptx_tmp(k, PTX_PRED), *pin = ptx_tmp(k, PTX_PRED);
 		const char *v[8][4], *sum[4];
@@ -107,7 +107,7 @@ static void fold_parallel(struct rk_gen *g, struct rk_acc *accs[2], const char *
 	}
 }
 
-void wsn__rk_bwd_epilogue(struct rk_gen *g, struct rk_acc *accs[2], const char *wsp)
+void wsn__rk_bwd_epilogue(struct rk_gen *g, struct rk_acc *accs[2], const char *partp)
 {
 	struct ptx_kernel *k = g->k;
 	const char *cta = ptx_tmp(k, PTX_U32), *nc = ptx_tmp(k, PTX_U32);
@@ -120,7 +120,7 @@ void wsn__rk_bwd_epilogue(struct rk_gen *g, struct rk_acc *accs[2], const char *
 	 * whose element code together with the fold makes ptxas spill past the register estimate */
 	if (g->bdimy > 1 && g->bdimy <= 8 && g->tail == 0 && g->xg_slots >= (unsigned)(nacc * g->bdimy) &&
 	    (!accs[0] || accs[0]->store == WSN_STORE_REG) && (!accs[1] || accs[1]->store == WSN_STORE_REG)) {
-		fold_parallel(g, accs, wsp, cta, nc);
+		fold_parallel(g, accs, partp, cta, nc);
 		return;
 	}
 	if (g->bdimy > 1) {
@@ -159,8 +159,8 @@ void wsn__rk_bwd_epilogue(struct rk_gen *g, struct rk_acc *accs[2], const char *
 			}
 		}
 	}
-	/* group 0 writes: dweight partial at ws[cta][.], dbias partial at ws[nctaid + cta][.] */
-	const char *skipw = ptx_label_new(k, "ws_done"), *p0 = ptx_tmp(k, PTX_PRED);
+	/* group 0 writes: dweight partial at partials[cta][.], dbias partial at partials[nctaid + cta][.] */
+	const char *skipw = ptx_label_new(k, "part_done"), *p0 = ptx_tmp(k, PTX_PRED);
 	ptx_ins(k, "setp.ne.u32 %s, %s, 0", p0, g->ty);
 	ptx_guard(k, p0, 0);
 	ptx_bra(k, skipw);
@@ -168,7 +168,7 @@ void wsn__rk_bwd_epilogue(struct rk_gen *g, struct rk_acc *accs[2], const char *
 		struct rk_acc *ac = accs[a];
 		if (!ac || ac->store == WSN_STORE_GLOBAL)
 			continue;
-		const char *ga = partial_row(g, a, cta, nc, wsp), *col = ptx_tmp(k, PTX_U64);
+		const char *ga = partial_row(g, a, cta, nc, partp), *col = ptx_tmp(k, PTX_U64);
 		ptx_ins(k, "mul.wide.u32 %s, %s, %d", col, g->tx, g->vec * 4);
 		ptx_ins(k, "add.u64 %s, %s, %s", ga, ga, col);
 		for (int j = 0; j < g->nv; j++) {
@@ -186,7 +186,7 @@ void wsn__rk_bwd_epilogue(struct rk_gen *g, struct rk_acc *accs[2], const char *
 	ptx_label(k, skipw);
 }
 
-/* Finish: column c of dweight (dbias) = sum over parts p = 0..nparts-1 of ws[p][c] ([nparts + p][c]), in a
+/* Finish: column c of dweight (dbias) = sum over parts p = 0..nparts-1 of partials[p][c] ([nparts + p][c]), in a
  * fixed order: slice s (one warp of finish_threads / 32) adds parts s, s + slices, ... in turn, then the
  * slices are added in turn. */
 int wsn__rk_gen_finish(struct ptx_module *m, const struct wsn__kernel_plan *kp)
@@ -213,7 +213,7 @@ int wsn__rk_gen_finish(struct ptx_module *m, const struct wsn__kernel_plan *kp)
 	}
 	for (int i = 0; i < WSN_ABI_FIN_COUNT; i++)
 		ptx_ld_param(k, wsn__rk_abi_ptx_type(pa[i].type), fin[i], pa[i].name);
-	const char *wsp = fin[WSN_ABI_FIN_ws], *dwp = fin[WSN_ABI_FIN_dweight], *dbp = fin[WSN_ABI_FIN_dbias];
+	const char *partp = fin[WSN_ABI_FIN_partials], *dwp = fin[WSN_ABI_FIN_dweight], *dbp = fin[WSN_ABI_FIN_dbias];
 	const char *np = fin[WSN_ABI_FIN_nparts], *donep = fin[WSN_ABI_FIN_done], *seq = fin[WSN_ABI_FIN_seq];
 	const char *tid = ptx_reg(k, PTX_U32, "thread"), *cx = ptx_reg(k, PTX_U32, "cx"), *sy = ptx_reg(k, PTX_U32, "sy");
 	const char *col = ptx_reg(k, PTX_U32, "col"), *pcol = ptx_reg(k, PTX_PRED, "p_col");
@@ -230,7 +230,7 @@ int wsn__rk_gen_finish(struct ptx_module *m, const struct wsn__kernel_plan *kp)
 		base[a] = ptx_reg(k, PTX_U64, "base%d", a);
 		ptx_mov_f32(k, sum[a], 0.0f);
 		ptx_ins(k, "mul.wide.u32 %s, %s, 4", base[a], col);
-		ptx_ins(k, "add.u64 %s, %s, %s", base[a], base[a], wsp);
+		ptx_ins(k, "add.u64 %s, %s, %s", base[a], base[a], partp);
 		if (a) {
 			const char *off = ptx_tmp(k, PTX_U64);
 			ptx_ins(k, "mul.wide.u32 %s, %s, %lld", off, np, H * 4);

@@ -230,7 +230,7 @@ static int gen_backward(struct ws *w)
 	if (accs[0] || accs[1]) {
 		/* the fold buffer reuses the ring, last written by the bulk copies */
 		ptx_fence_proxy_async(k);
-		wsn__rk_bwd_epilogue(g, accs, ka.param[WSN_ABI_BWD_ws]);
+		wsn__rk_bwd_epilogue(g, accs, ka.param[WSN_ABI_BWD_partials]);
 	}
 	ptx_exit(k);
 	return 0;

@@ -9,8 +9,8 @@
 
 void wsn__cu_plan_free(struct wsn__cu_plan *cp)
 {
-	if (cp->ws)
-		wsn__cu.cuMemFree(cp->ws);
+	if (cp->partials)
+		wsn__cu.cuMemFree(cp->partials);
 	wsn__cu_module_unload(&cp->mod);
 	free(cp);
 }
@@ -70,10 +70,10 @@ int wsn__cu_plan_compile(const struct wsn__gpu_props *g, const struct wsn__plan_
 	}
 	if (cp->kp.max_grid > cap)
 		cp->kp.max_grid = cap;
-	if (cp->kp.ws_bytes) {
-		cp->ws_bytes = cp->kp.ws_bytes;
-		if ((err = WSN_CU(cuMemAlloc, (&cp->ws, cp->ws_bytes), "allocating the %zu-byte backward workspace",
-				  cp->ws_bytes)) < 0)
+	if (cp->kp.partials_bytes) {
+		cp->partials_bytes = cp->kp.partials_bytes;
+		if ((err = WSN_CU(cuMemAlloc, (&cp->partials, cp->partials_bytes), "allocating the %zu-byte backward workspace",
+				  cp->partials_bytes)) < 0)
 			goto err;
 	}
 	*out = cp;

@@ -52,8 +52,8 @@ int wsn__cuda_plan_describe(void *ctx, const void *plan, char *buf, size_t len)
 		wsn__cu_appendf(buf, len, &off, "grid: up to %u CTAs%s (planner %u; %d CTAs/SM x %d SMs measured%s)\n",
 			cp->kp.max_grid, cp->kp.cluster > 1 ? " in clusters" : "", cp->planned_grid, cp->main.ctas_per_sm,
 			cp->sms, cp->kp.cluster > 1 ? ", clusters as many as fit at once" : "");
-	if (cp->ws_bytes)
-		wsn__cu_appendf(buf, len, &off, "workspace: %zu bytes of f32 partial sums\n", cp->ws_bytes);
+	if (cp->partials_bytes)
+		wsn__cu_appendf(buf, len, &off, "workspace: %zu bytes of f32 partial sums\n", cp->partials_bytes);
 	return (int)off;
 }
 
@@ -86,7 +86,7 @@ int wsn__cuda_plan_json(void *ctx, const void *plan, void *obj)
 			goto nomem;
 	}
 	if (json_object_set_new(o, "autotune", cp->tune[0] ? wsn__json_text(cp->tune) : json_null()) ||
-	    json_object_set_new(o, "workspace_bytes", json_integer((json_int_t)cp->ws_bytes)) ||
+	    json_object_set_new(o, "workspace_bytes", json_integer((json_int_t)cp->partials_bytes)) ||
 	    json_object_set_new(o, "jit_ms", json_real(cp->mod.jit_ms)) ||
 	    json_object_set_new(o, "jit_compiler_ms",
 				cp->mod.jit_driver_ms >= 0 ? json_real(cp->mod.jit_driver_ms) : json_null()) ||

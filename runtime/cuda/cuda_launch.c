@@ -45,7 +45,7 @@ static int launch_forward(struct wsn__cu_plan *cp, const struct wsn__exec *ex, u
 static int launch_backward(struct wsn__cu_plan *cp, const struct wsn__exec *ex, unsigned grid, CUstream s)
 {
 	const struct wsn_args *a = ex->args;
-	CUdeviceptr dy = dptr(&a->dy), x = dptr(&a->x), dx = dptr(&a->dx), ws = cp->ws;
+	CUdeviceptr dy = dptr(&a->dy), x = dptr(&a->x), dx = dptr(&a->dx), partials = cp->partials;
 	CUdeviceptr w = cp->p.opts.has_weight ? dptr(&a->weight) : 0;
 	CUdeviceptr mean = cp->p.op == WSN_LAYERNORM_BWD ? dptr(&a->mean) : 0;
 	CUdeviceptr rstd = dptr(&a->rstd);
@@ -68,7 +68,7 @@ static int launch_backward(struct wsn__cu_plan *cp, const struct wsn__exec *ex, 
 	params[WSN_ABI_BWD_mean] = &mean;
 	params[WSN_ABI_BWD_rstd] = &rstd;
 	params[WSN_ABI_BWD_dx] = &dx;
-	params[WSN_ABI_BWD_ws] = &ws;
+	params[WSN_ABI_BWD_partials] = &partials;
 	params[WSN_ABI_BWD_rows] = &rows;
 	params[WSN_ABI_BWD_dy_ld] = &dy_ld;
 	params[WSN_ABI_BWD_x_ld] = &x_ld;
@@ -77,7 +77,7 @@ static int launch_backward(struct wsn__cu_plan *cp, const struct wsn__exec *ex, 
 	params[WSN_ABI_BWD_flags] = &flags;
 	params[WSN_ABI_BWD_done] = &done;
 	params[WSN_ABI_BWD_wait_seq] = &wait_seq;
-	fparams[WSN_ABI_FIN_ws] = &ws;
+	fparams[WSN_ABI_FIN_partials] = &partials;
 	fparams[WSN_ABI_FIN_dweight] = &dw;
 	fparams[WSN_ABI_FIN_dbias] = &db;
 	fparams[WSN_ABI_FIN_nparts] = &nparts;
@@ -87,7 +87,7 @@ static int launch_backward(struct wsn__cu_plan *cp, const struct wsn__exec *ex, 
 		return wsn__error(WSN_EINVAL, "tensor 'dweight' given, but the plan was made without a weight");
 	if (db && !cp->p.opts.has_bias)
 		return wsn__error(WSN_EINVAL, "tensor 'dbias' given, but the plan was made without a bias");
-	if ((dw || db) && (!cp->has_finish || !cp->ws))
+	if ((dw || db) && (!cp->has_finish || !cp->partials))
 		return wsn__error(WSN_ENOTSUP, "dweight/dbias: the kernel plan has no finish kernel or workspace");
 	if ((err = wsn__cu_launch(&cp->main, grid, cluster, s, params)) < 0)
 		return err;

@@ -23,8 +23,8 @@ struct wsn__cu_plan {
 	struct wsn__cu_module mod;
 	struct wsn__cu_kernel main, finish;
 	int has_finish;
-	CUdeviceptr ws;              /* f32 partial sums of the backward ops */
-	size_t ws_bytes;
+	CUdeviceptr partials;        /* f32 partial sums of the backward ops */
+	size_t partials_bytes;
 	char tune[1536];             /* the description's autotune line; "" when autotune was not asked for */
 };
 
