@@ -284,6 +284,12 @@ static void fwd_path(struct rk_gen *g, const struct fwd_args *a)
 	row_loop_end(g, &lp, row, rstride, rows, p, done);
 }
 
+/* fwd_path as a wsn__rk_two_paths callback. */
+static void fwd_rows(struct rk_gen *g, void *args)
+{
+	fwd_path(g, args);
+}
+
 static int gen_forward(struct rk_gen *g)
 {
 	struct ptx_kernel *k = g->k;
@@ -318,20 +324,9 @@ static int gen_forward(struct rk_gen *g)
 	ptx_ins(k, "setp.ne.and.u64 %s, %s, 0, %s", p_rstd, param[WSN_ABI_FWD_rstd], p_t0);
 
 	/* 16-byte path when every row start is 16-byte aligned */
-	const struct fwd_args args = { param, row0, rstride, txoff, p_mean, p_rstd };
-	const char *pal = wsn__rk_fwd_aligned_pred(g, param, xld, yld);
-	const char *elem = ptx_label_new(k, "elem_path"), *exit = ptx_label_new(k, "exit");
-	ptx_guard(k, pal, 1);
-	ptx_bra(k, elem);
-	ptx_comment(k, "---- 16-byte vector path ----");
-	g->vecpath = 1;
-	fwd_path(g, &args);
-	ptx_bra(k, exit);
-	ptx_label(k, elem);
-	ptx_comment(k, "---- element path: a row or parameter is not 16-byte aligned ----");
-	g->vecpath = 0;
-	fwd_path(g, &args);
-	ptx_label(k, exit);
+	struct fwd_args args = { param, row0, rstride, txoff, p_mean, p_rstd };
+	wsn__rk_two_paths(g, wsn__rk_fwd_aligned_pred(g, param, xld, yld), "exit", "a row or parameter", fwd_rows,
+			  &args);
 	ptx_ret(k);
 	return 0;
 }
@@ -402,11 +397,20 @@ static void bwd_dx(struct rk_gen *g, int j, void *arg)
 	wsn__rk_store_vec(g, &c->dx, j, po);
 }
 
-static void bwd_path(struct rk_gen *g, const char *rows, const char *row0, const char *rstride,
-		     const char *const param[WSN_ABI_BWD_COUNT],
-		     const char *dyld, const char *xld, const char *dxld, const char *sld, const char *txoff,
-		     struct rk_acc *dw, struct rk_acc *db)
+/* What the backward's row loop is given: ABI registers by slot, strides, offsets and accumulators. */
+struct bwd_args {
+	const char *const *param;              /* by ABI slot (WSN_ABI_BWD_dy, ...) */
+	const char *rows, *row0, *rstride;      /* row count, the group's first row, the stride between rows */
+	const char *dyld, *xld, *dxld, *sld;    /* row strides of dy, x, dx (bytes) and the statistics */
+	const char *txoff;                      /* this thread's byte offset in a row */
+	struct rk_acc *dw, *db;                 /* dweight and dbias accumulators */
+};
+
+static void bwd_path(struct rk_gen *g, const struct bwd_args *a)
 {
+	const char *const *param = a->param, *rows = a->rows, *row0 = a->row0, *rstride = a->rstride;
+	const char *dyld = a->dyld, *xld = a->xld, *dxld = a->dxld, *sld = a->sld, *txoff = a->txoff;
+	struct rk_acc *dw = a->dw, *db = a->db;
 	struct ptx_kernel *k = g->k;
 	const struct wsn__kernel_plan *kp = g->kp;
 	struct bwd_ctx c = {
@@ -528,6 +532,12 @@ static void bwd_path(struct rk_gen *g, const char *rows, const char *row0, const
 }
 
 
+/* bwd_path as a wsn__rk_two_paths callback. */
+static void bwd_rows(struct rk_gen *g, void *args)
+{
+	bwd_path(g, args);
+}
+
 static int gen_backward(struct rk_gen *g)
 {
 	struct ptx_kernel *k = g->k;
@@ -571,19 +581,9 @@ static int gen_backward(struct rk_gen *g)
 		}
 	}
 
-	const char *pal = wsn__rk_bwd_aligned_pred(g, param, dyld, xld, dxld);
-	const char *elem = ptx_label_new(k, "elem_path"), *join = ptx_label_new(k, "rows_done");
-	ptx_guard(k, pal, 1);
-	ptx_bra(k, elem);
-	ptx_comment(k, "---- 16-byte vector path ----");
-	g->vecpath = 1;
-	bwd_path(g, rows, row0, rstride, param, dyld, xld, dxld, sld, txoff, &dw, &db);
-	ptx_bra(k, join);
-	ptx_label(k, elem);
-	ptx_comment(k, "---- element path: a row or the weight is not 16-byte aligned ----");
-	g->vecpath = 0;
-	bwd_path(g, rows, row0, rstride, param, dyld, xld, dxld, sld, txoff, &dw, &db);
-	ptx_label(k, join);
+	struct bwd_args args = { param, rows, row0, rstride, dyld, xld, dxld, sld, txoff, &dw, &db };
+	wsn__rk_two_paths(g, wsn__rk_bwd_aligned_pred(g, param, dyld, xld, dxld), "rows_done", "a row or the weight",
+			  bwd_rows, &args);
 	g->vecpath = 1;
 	wsn__rk_griddep_end(g);
 	if (accs[0] || accs[1])

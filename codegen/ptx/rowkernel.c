@@ -716,6 +716,25 @@ const char *wsn__rk_bwd_aligned_pred(struct rk_gen *g, const char *const param[]
 	return aligned_pred(g, v, g->kp->has_weight ? 7 : 6);
 }
 
+void wsn__rk_two_paths(struct rk_gen *g, const char *pal, const char *join, const char *why,
+		       void (*rows)(struct rk_gen *g, void *ctx), void *ctx)
+{
+	struct ptx_kernel *k = g->k;
+	const char *elem = ptx_label_new(k, "elem_path"), *end = ptx_label_new(k, join);
+
+	ptx_guard(k, pal, 1);
+	ptx_bra(k, elem);
+	ptx_comment(k, "---- 16-byte vector path ----");
+	g->vecpath = 1;
+	rows(g, ctx);
+	ptx_bra(k, end);
+	ptx_label(k, elem);
+	ptx_comment(k, "---- element path: %s is not 16-byte aligned ----", why);
+	g->vecpath = 0;
+	rows(g, ctx);
+	ptx_label(k, end);
+}
+
 void wsn__rk_acc_zero(struct rk_gen *g, struct rk_acc *a)
 {
 	struct ptx_kernel *k = g->k;

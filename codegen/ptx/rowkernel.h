@@ -223,6 +223,14 @@ const char *wsn__rk_fwd_aligned_pred(struct rk_gen *g, const char *const param[]
 /* The same for the backward: dy, x, dx, their byte strides and the plan's weight. */
 const char *wsn__rk_bwd_aligned_pred(struct rk_gen *g, const char *const param[], const char *dyld, const char *xld,
 				     const char *dxld);
+
+/*
+ * The row loop twice: when pal (every row start 16-byte aligned) the 16-byte vector path, else the
+ * element path (why names what may be unaligned); rows(ctx) emits each with g->vecpath set, and
+ * both meet at a label named join.
+ */
+void wsn__rk_two_paths(struct rk_gen *g, const char *pal, const char *join, const char *why,
+		       void (*rows)(struct rk_gen *g, void *ctx), void *ctx);
 /* After the row loop: fold the row groups' register accumulators through shared memory at sm_xg in a
  * fixed order (group 0 + (group 1 + (... + group bdimy - 1))), then write the CTA's partial rows:
  * dweight at partials[ctaid][.], dbias at partials[nctaid + ctaid][.] (rows of hidden floats; with g->rank: cluster

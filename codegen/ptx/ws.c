@@ -165,6 +165,34 @@ static void lane_zero(struct ws *w)
 }
 
 /* The 16-byte path when every row start, row stride and parameter is 16-byte aligned. */
+/* The row loops as wsn__rk_two_paths callbacks. */
+struct bwd_rows_args {
+	struct ws *w;
+	const struct kargs *ka;
+	struct rk_acc *dw, *db;
+};
+
+struct fwd_rows_args {
+	struct ws *w;
+	const struct kargs *ka;
+};
+
+static void bwd_rows(struct rk_gen *g, void *args)
+{
+	struct bwd_rows_args *a = args;
+
+	(void)g;
+	wsn__ws_backward_rows(a->w, a->ka, a->dw, a->db);
+}
+
+static void fwd_rows(struct rk_gen *g, void *args)
+{
+	struct fwd_rows_args *a = args;
+
+	(void)g;
+	wsn__ws_forward_rows(a->w, a->ka);
+}
+
 static int gen_backward(struct ws *w)
 {
 	struct rk_gen *g = &w->g;
@@ -212,19 +240,9 @@ static int gen_backward(struct ws *w)
 	for (int a = 0; a < 2; a++) /* registers or shared memory: the ws plans have no other */
 		if (accs[a])
 			wsn__rk_acc_home(g, accs[a], a ? w->layout.db : w->layout.dw);
-	const char *pal = wsn__rk_bwd_aligned_pred(g, ka.param, dyld, xld, dxld);
-	const char *elem = ptx_label_new(k, "elem_path"), *join = ptx_label_new(k, "rows_done");
-	ptx_guard(k, pal, 1);
-	ptx_bra(k, elem);
-	ptx_comment(k, "---- 16-byte vector path ----");
-	g->vecpath = 1;
-	wsn__ws_backward_rows(w, &ka, &dw, &db);
-	ptx_bra(k, join);
-	ptx_label(k, elem);
-	ptx_comment(k, "---- element path: a row or the weight is not 16-byte aligned ----");
-	g->vecpath = 0;
-	wsn__ws_backward_rows(w, &ka, &dw, &db);
-	ptx_label(k, join);
+	struct bwd_rows_args bra = { w, &ka, &dw, &db };
+	wsn__rk_two_paths(g, wsn__rk_bwd_aligned_pred(g, ka.param, dyld, xld, dxld), "rows_done", "a row or the weight",
+			  bwd_rows, &bra);
 	g->vecpath = 1;
 	wsn__rk_griddep_end(g);
 	if (accs[0] || accs[1]) {
@@ -266,19 +284,9 @@ static int gen_forward(struct ws *w)
 		ptx_ins(k, "setp.ne.and.u64 %s, %s, 0, %s", ka.p_mean, ka.param[WSN_ABI_FWD_mean], p_t0);
 		ptx_ins(k, "setp.ne.and.u64 %s, %s, 0, %s", ka.p_rstd, ka.param[WSN_ABI_FWD_rstd], p_t0);
 	}
-	const char *pal = wsn__rk_fwd_aligned_pred(g, ka.param, xld, yld);
-	const char *elem = ptx_label_new(k, "elem_path"), *join = ptx_label_new(k, "rows_done");
-	ptx_guard(k, pal, 1);
-	ptx_bra(k, elem);
-	ptx_comment(k, "---- 16-byte vector path ----");
-	g->vecpath = 1;
-	wsn__ws_forward_rows(w, &ka);
-	ptx_bra(k, join);
-	ptx_label(k, elem);
-	ptx_comment(k, "---- element path: a row or parameter is not 16-byte aligned ----");
-	g->vecpath = 0;
-	wsn__ws_forward_rows(w, &ka);
-	ptx_label(k, join);
+	struct fwd_rows_args fra = { w, &ka };
+	wsn__rk_two_paths(g, wsn__rk_fwd_aligned_pred(g, ka.param, xld, yld), "rows_done", "a row or parameter",
+			  fwd_rows, &fra);
 	ptx_exit(k);
 	return 0;
 }
