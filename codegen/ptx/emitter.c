@@ -91,6 +91,18 @@ void ptx_module_comment(struct ptx_module *m, const char *fmt, ...)
 	ptx_buf_printf(&m->text, "\n");
 }
 
+void ptx_module_clauses(struct ptx_module *m, const char *text)
+{
+	while (*text) {
+		const char *end = strstr(text, "; ");
+		int n = end ? (int)(end - text) : (int)strlen(text);
+
+		ptx_module_comment(m, "  %.*s", n, text);
+		text += n + (end ? 2 : 0);
+	}
+	ptx_buf_printf(&m->text, "\n");
+}
+
 void ptx_module_extern_smem(struct ptx_module *m, const char *name, int align)
 {
 	ptx_buf_printf(&m->text, ".extern .shared .align %d .b8 %s[];\n\n", align, name);

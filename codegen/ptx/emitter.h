@@ -48,6 +48,8 @@ struct ptx_module {
 int ptx_module_init(struct ptx_module *m, int arch);
 /* A "// ..." line at module level. */
 void ptx_module_comment(struct ptx_module *m, const char *fmt, ...) WSN_PRINTF(2, 3);
+/* text as comments, one indented line per "; "-separated clause, then a blank line. */
+void ptx_module_clauses(struct ptx_module *m, const char *text);
 /* Declare the dynamic shared memory window `.extern .shared .align A .b8 name[]`. */
 void ptx_module_extern_smem(struct ptx_module *m, const char *name, int align);
 /* Hand the text over (*out malloc'd, caller frees) and reset m. Returns 0 or the first error. */

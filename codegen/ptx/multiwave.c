@@ -598,7 +598,6 @@ static int gen_backward(struct rk_gen *g)
 static void plan_comments(struct ptx_module *m, const struct wsn__kernel_plan *kp)
 {
 	static const char *const st[] = { "registers", "shared", "global" };
-	const char *w = kp->why;
 
 	ptx_module_comment(m, "wsnorm generated kernel: %s %s, multi-wave, %s", wsn_op_name(kp->op),
 			   wsn_dtype_name(kp->dtype), kp->block_grid ? "one CTA per row block" : "persistent");
@@ -610,14 +609,7 @@ static void plan_comments(struct ptx_module *m, const struct wsn__kernel_plan *k
 	ptx_module_comment(m, "row=%s params=%s dweight=%s dbias=%s est_regs=%u smem=%u ctas_per_sm=%u max_grid=%u",
 			   st[kp->row_store], st[kp->param_store], st[kp->dw_store], st[kp->db_store], kp->est_regs,
 			   kp->smem_bytes, kp->ctas_per_sm, kp->max_grid);
-	/* the reasoning, one clause per line */
-	while (*w) {
-		const char *e = strstr(w, "; ");
-		int n = e ? (int)(e - w) : (int)strlen(w);
-		ptx_module_comment(m, "  %.*s", n, w);
-		w += n + (e ? 2 : 0);
-	}
-	ptx_buf_printf(&m->text, "\n");
+	ptx_module_clauses(m, kp->why);
 }
 
 static void layout_smem(struct rk_gen *g)

@@ -295,7 +295,6 @@ static int gen_forward(struct ws *w)
 static void plan_comments(struct ptx_module *m, const struct wsn__kernel_plan *kp, const struct wsn__ws_layout *l)
 {
 	static const char *const st[] = { "registers", "shared", "global" };
-	const char *w = kp->why;
 
 	ptx_module_comment(m, "wsnorm generated kernel: %s %s, warp-specialised persistent", wsn_op_name(kp->op),
 			   wsn_dtype_name(kp->dtype));
@@ -309,13 +308,7 @@ static void plan_comments(struct ptx_module *m, const struct wsn__kernel_plan *k
 	ptx_module_comment(m, "registers: entry %u, producer %u, row groups %u (estimate %u); smem %u = barriers @%u, "
 			   "reduction @%u, params @%u/%u, sums @%u/%u, ring @%u", kp->regs_entry, kp->regs_producer,
 			   kp->regs_compute, kp->est_regs, l->total, l->bars, l->red, l->w, l->b, l->dw, l->db, l->stages);
-	while (*w) {
-		const char *e = strstr(w, "; ");
-		int n = e ? (int)(e - w) : (int)strlen(w);
-		ptx_module_comment(m, "  %.*s", n, w);
-		w += n + (e ? 2 : 0);
-	}
-	ptx_buf_printf(&m->text, "\n");
+	ptx_module_clauses(m, kp->why);
 }
 
 int wsn__ws_generate(const struct wsn__kernel_plan *kp, char **ptx)
