@@ -151,8 +151,10 @@ struct fwd_args {
 	const char *p_mean, *p_rstd;    /* write the statistics: pointer given, first thread of the row */
 };
 
-static void fwd_path(struct rk_gen *g, const struct fwd_args *a)
+/* The forward row loop (a wsn__rk_two_paths callback: args is a struct fwd_args). */
+static void fwd_path(struct rk_gen *g, void *args)
 {
+	const struct fwd_args *a = args;
 	const char *rows = a->param[WSN_ABI_FWD_rows], *row0 = a->row0, *rstride = a->rstride;
 	const char *xp = a->param[WSN_ABI_FWD_x], *yp = a->param[WSN_ABI_FWD_y];
 	const char *xld = a->param[WSN_ABI_FWD_x_ld], *yld = a->param[WSN_ABI_FWD_y_ld];
@@ -284,12 +286,6 @@ static void fwd_path(struct rk_gen *g, const struct fwd_args *a)
 	row_loop_end(g, &lp, row, rstride, rows, p, done);
 }
 
-/* fwd_path as a wsn__rk_two_paths callback. */
-static void fwd_rows(struct rk_gen *g, void *args)
-{
-	fwd_path(g, args);
-}
-
 static int gen_forward(struct rk_gen *g)
 {
 	struct ptx_kernel *k = g->k;
@@ -325,7 +321,7 @@ static int gen_forward(struct rk_gen *g)
 
 	/* 16-byte path when every row start is 16-byte aligned */
 	struct fwd_args args = { param, row0, rstride, txoff, p_mean, p_rstd };
-	wsn__rk_two_paths(g, wsn__rk_fwd_aligned_pred(g, param, xld, yld), "exit", "a row or parameter", fwd_rows,
+	wsn__rk_two_paths(g, wsn__rk_fwd_aligned_pred(g, param, xld, yld), "exit", "a row or parameter", fwd_path,
 			  &args);
 	ptx_ret(k);
 	return 0;
@@ -406,8 +402,10 @@ struct bwd_args {
 	struct rk_acc *dw, *db;                 /* dweight and dbias accumulators */
 };
 
-static void bwd_path(struct rk_gen *g, const struct bwd_args *a)
+/* The backward row loop (a wsn__rk_two_paths callback: args is a struct bwd_args). */
+static void bwd_path(struct rk_gen *g, void *args)
 {
+	const struct bwd_args *a = args;
 	const char *const *param = a->param, *rows = a->rows, *row0 = a->row0, *rstride = a->rstride;
 	const char *dyld = a->dyld, *xld = a->xld, *dxld = a->dxld, *sld = a->sld, *txoff = a->txoff;
 	struct rk_acc *dw = a->dw, *db = a->db;
@@ -532,12 +530,6 @@ static void bwd_path(struct rk_gen *g, const struct bwd_args *a)
 }
 
 
-/* bwd_path as a wsn__rk_two_paths callback. */
-static void bwd_rows(struct rk_gen *g, void *args)
-{
-	bwd_path(g, args);
-}
-
 static int gen_backward(struct rk_gen *g)
 {
 	struct ptx_kernel *k = g->k;
@@ -583,7 +575,7 @@ static int gen_backward(struct rk_gen *g)
 
 	struct bwd_args args = { param, rows, row0, rstride, dyld, xld, dxld, sld, txoff, &dw, &db };
 	wsn__rk_two_paths(g, wsn__rk_bwd_aligned_pred(g, param, dyld, xld, dxld), "rows_done", "a row or the weight",
-			  bwd_rows, &args);
+			  bwd_path, &args);
 	g->vecpath = 1;
 	wsn__rk_griddep_end(g);
 	if (accs[0] || accs[1])
