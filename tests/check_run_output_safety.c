@@ -313,6 +313,17 @@ START_TEST(test_output_sticky_directory)
 	in = run_path_in(sticky, "in.safetensors"), out = run_path_in(sticky, "out.safetensors");
 	mine = run_path_in(sticky, "mine.safetensors"), so = run_path_in(dir, "stdout"), se = run_path_in(dir, "stderr");
 	ck_assert_int_eq(chmod(dir, 0755), 0);
+	{ /* nobody must be able to run this build (setuid allowed, no private directory on the way) */
+		char *argv[] = { (char *)tu_wsnorm_bin(), "--version", NULL };
+
+		if ((status = run_as_nobody(argv, so, se)) != 0) {
+			printf("run_output_safety: wsnorm --version as nobody exits %d: the sticky-directory case not run\n",
+			       status);
+			tu_rmtree(dir);
+			free(se), free(so), free(mine), free(out), free(in), free(sticky), free(dir);
+			return;
+		}
+	}
 	ck_assert_int_eq(mkdir(sticky, 0755), 0);
 	ck_assert_int_eq(chmod(sticky, 01777), 0);
 	run_gen("rmsnorm-fwd", "f32", "32", "64", "1", in);
