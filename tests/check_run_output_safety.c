@@ -270,27 +270,26 @@ START_TEST(test_output_modes)
 }
 END_TEST
 
-/* argv run as user and group 65534 (nobody), stdout and stderr into files; its exit status. */
-static int run_as_nobody(char *const argv[], const char *out_path, const char *err_path)
+/* run_spawn_with's prepare: become user and group 65534 (nobody). */
+static int become_nobody(void *arg)
+{
+	(void)arg;
+	return setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0;
+}
+
+/* The exit status of child pid, waited for as long as it runs. */
+static int child_status(pid_t pid)
 {
 	int st = 0;
-	pid_t pid = fork();
 
-	ck_assert(pid >= 0);
-	if (pid == 0) {
-		int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0666), e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-		int n = open("/dev/null", O_RDONLY);
-
-		dup2(n, 0);
-		dup2(o, 1);
-		dup2(e, 2);
-		if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0)
-			_exit(126);
-		execv(argv[0], argv);
-		_exit(127);
-	}
 	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* argv run as nobody, stdout and stderr into files; its exit status. */
+static int run_as_nobody(char *const argv[], const char *out_path, const char *err_path)
+{
+	return child_status(run_spawn_with(argv, out_path, err_path, become_nobody, NULL));
 }
 
 /*
@@ -371,26 +370,18 @@ START_TEST(test_output_sticky_directory)
 }
 END_TEST
 
-/* argv with its limit on open files set to nofile (soft and hard), stdout and stderr into files; its exit status. */
+/* run_spawn_with's prepare: set the limit on open files (soft and hard) to *(rlim_t *)arg. */
+static int limit_files(void *arg)
+{
+	struct rlimit rl = { *(rlim_t *)arg, *(rlim_t *)arg };
+
+	return setrlimit(RLIMIT_NOFILE, &rl) < 0;
+}
+
+/* argv with its limit on open files set to nofile, stdout and stderr into files; its exit status. */
 static int run_with_nofile(char *const argv[], rlim_t nofile, const char *out_path, const char *err_path)
 {
-	struct rlimit rl = { nofile, nofile };
-	int st = 0;
-	pid_t pid = fork();
-
-	ck_assert(pid >= 0);
-	if (pid == 0) {
-		int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0666), e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-
-		dup2(o, 1);
-		dup2(e, 2);
-		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
-			_exit(126);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	return child_status(run_spawn_with(argv, out_path, err_path, limit_files, &nofile));
 }
 
 /*

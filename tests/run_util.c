@@ -153,7 +153,7 @@ void *run_read_tensor(const char *path, const char *name, const struct wsn_st_en
 	return buf;
 }
 
-pid_t run_spawn_env(char *const argv[], const char *out, const char *err, char *const env[])
+pid_t run_spawn_with(char *const argv[], const char *out, const char *err, int (*prepare)(void *), void *arg)
 {
 	pid_t pid = fork();
 
@@ -164,12 +164,27 @@ pid_t run_spawn_env(char *const argv[], const char *out, const char *err, char *
 		dup2(n, 0);
 		dup2(o, 1);
 		dup2(e, 2);
-		for (int i = 0; env && env[i]; i++)
-			putenv(env[i]);
+		if (prepare && prepare(arg) != 0)
+			_exit(126);
 		execv(argv[0], argv);
 		_exit(127);
 	}
 	return pid;
+}
+
+/* run_spawn_with's prepare for run_spawn_env: add the "NAME=value" strings of env. */
+static int add_env(void *arg)
+{
+	char *const *env = arg;
+
+	for (int i = 0; env && env[i]; i++)
+		putenv(env[i]);
+	return 0;
+}
+
+pid_t run_spawn_env(char *const argv[], const char *out, const char *err, char *const env[])
+{
+	return run_spawn_with(argv, out, err, add_env, (void *)env);
 }
 
 pid_t run_spawn(char *const argv[], const char *out, const char *err)

@@ -53,7 +53,12 @@ int run_dir_count(const char *dir, char *names, size_t len);
 void *run_read_tensor(const char *path, const char *name, const struct wsn_st_entry **ent,
 			 struct wsn_st_file **keep);
 
-/* Start wsnorm with stdout and stderr into files; returns its pid. */
+/*
+ * argv in the background, stdin from /dev/null, stdout and stderr to files; in the child prepare(arg)
+ * runs just before the exec (NULL: nothing; non-zero: the child exits 126). Returns its pid.
+ */
+pid_t run_spawn_with(char *const argv[], const char *out, const char *err, int (*prepare)(void *), void *arg);
+
 /* argv in the background, stdout and stderr to files; env (NULL: none): "NAME=value" strings added
  * to the child's environment only. */
 pid_t run_spawn_env(char *const argv[], const char *out, const char *err, char *const env[]);
