@@ -50,21 +50,6 @@ struct piece {
 	int inflight;
 };
 
-/*
- * A name next to path: path with suffix appended, or where that name would be longer than a
- * directory entry can be (a destination name near NAME_MAX), ".wsnorm" and suffix in path's
- * directory. malloc'd; NULL when out of memory.
- */
-static char *sibling(const char *path, const char *suffix)
-{
-	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
-	char *name;
-
-	if (strlen(base) + strlen(suffix) <= NAME_MAX)
-		return asprintf(&name, "%s%s", path, suffix) < 0 ? NULL : name;
-	return asprintf(&name, "%.*s.wsnorm%s", (int)(base - path), path, suffix) < 0 ? NULL : name;
-}
-
 /* Output tensors in file order: the forward ops' y, mean, rstd; the backward ops' dx, dweight, dbias. */
 static const int out_order[PL_NOUT] = { PL_OUT_Y, PL_OUT_MEAN, PL_OUT_RSTD, PL_OUT_DX, PL_OUT_DW, PL_OUT_DB };
 
@@ -211,7 +196,7 @@ static int out_fd_room(int outputs)
 
 /*
  * Park the complete output o where descriptors are short: give its unnamed file a temporary name
- * next to its destination (path.<pid>-part, see sibling()), registered for the second-signal
+ * next to its destination (path.<pid>-part, see wsn_out_sibling()), registered for the second-signal
  * clean-up, and close it; the commit renames it into place. 0 or -errno.
  */
 static int park(struct pl_out *o)
@@ -221,7 +206,7 @@ static int park(struct pl_out *o)
 	if (!o->file.tmp) {
 		snprintf(lnk, sizeof(lnk), "/proc/self/fd/%d", o->file.fd);
 		snprintf(suffix, sizeof(suffix), ".%ld-part", (long)getpid());
-		if (!(o->file.tmp = sibling(o->path, suffix)))
+		if (!(o->file.tmp = wsn_out_sibling(o->path, suffix)))
 			return -ENOMEM;
 		if (linkat(AT_FDCWD, lnk, AT_FDCWD, o->file.tmp, AT_SYMLINK_FOLLOW) < 0) {
 			int e = errno;
@@ -353,7 +338,7 @@ int pl_out_complete(const struct pl_dataset *ds)
 
 /* An old file at an output's destination, kept aside while the outputs are renamed into place. */
 struct aside {
-	char *name;   /* path.<pid>-old<n> (see sibling()); NULL when the destination was new */
+	char *name;   /* path.<pid>-old<n> (see wsn_out_sibling()); NULL when the destination was new */
 	int moved;    /* renamed aside (the destination is empty meanwhile), not linked */
 };
 
@@ -371,7 +356,7 @@ static int keep_aside(const char *path, struct aside *a)
 
 		free(a->name);
 		snprintf(suffix, sizeof(suffix), ".%ld-old%u", (long)getpid(), n);
-		if (!(a->name = sibling(path, suffix)))
+		if (!(a->name = wsn_out_sibling(path, suffix)))
 			return -ENOMEM;
 		if (link(path, a->name) == 0)
 			return 0;

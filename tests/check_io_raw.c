@@ -161,8 +161,42 @@ START_TEST(test_out_file)
 }
 END_TEST
 
+/*
+ * wsn_out_sibling: path plus the suffix while that fits a directory entry; past NAME_MAX,
+ * ".wsnorm" plus the suffix in the same directory (with or without a directory part).
+ */
+START_TEST(test_out_sibling)
+{
+	char longname[NAME_MAX + 1], *full, *name;
+	const char *suffix = ".123-old0";
+	size_t fit = NAME_MAX - strlen(suffix);
+
+	name = wsn_out_sibling("d/out.bin", ".XXXXXX");
+	ck_assert_str_eq(name, "d/out.bin.XXXXXX");
+	free(name);
+	memset(longname, 'n', fit);
+	longname[fit] = 0; /* the longest name that still takes the suffix */
+	ck_assert(asprintf(&full, "dir/%s", longname) > 0);
+	name = wsn_out_sibling(full, suffix);
+	ck_assert_uint_eq(strlen(strrchr(name, '/') + 1), NAME_MAX);
+	ck_assert(strncmp(name, full, strlen(full)) == 0 && strcmp(name + strlen(full), suffix) == 0);
+	free(name);
+	free(full);
+	longname[fit] = 'n', longname[fit + 1] = 0; /* one more: too long with the suffix */
+	ck_assert(asprintf(&full, "dir/sub/%s", longname) > 0);
+	name = wsn_out_sibling(full, suffix);
+	ck_assert_str_eq(name, "dir/sub/.wsnorm.123-old0");
+	free(name);
+	free(full);
+	name = wsn_out_sibling(longname, suffix);
+	ck_assert_str_eq(name, ".wsnorm.123-old0");
+	free(name);
+}
+END_TEST
+
 Suite *suite_io_raw(void)
 {
 	return TU_SUITE("io", { "safetensors", 120, io_setup_tmp, io_teardown_tmp, TU_TESTS({ test_out_file, 1 }) },
-			{ "raw", 0, io_setup_tmp, io_teardown_tmp, TU_TESTS({ test_raw_roundtrip, 1 }, { test_raw_write_errors, 1 }) });
+			{ "raw", 0, io_setup_tmp, io_teardown_tmp, TU_TESTS({ test_raw_roundtrip, 1 }, { test_raw_write_errors, 1 },
+										   { test_out_sibling, 1 }) });
 }

@@ -215,6 +215,12 @@ WSN_API int wsn_out_open(struct wsn_out_file *o, const char *path);
 WSN_API int wsn_out_commit(struct wsn_out_file *o, int durable);
 /* Close and discard the file being written; path is untouched. Safe to call after a commit. */
 WSN_API void wsn_out_abort(struct wsn_out_file *o);
+/*
+ * A name next to path for a file on its way there: path with suffix appended, or where that name
+ * would be longer than a directory entry holds, ".wsnorm" and suffix in path's directory.
+ * malloc'd (free it); NULL when out of memory.
+ */
+WSN_API char *wsn_out_sibling(const char *path, const char *suffix);
 
 #ifdef __cplusplus
 }

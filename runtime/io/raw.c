@@ -23,12 +23,7 @@ void wsn__out_force_named(bool on)
 	force_named = on;
 }
 
-/*
- * A name next to path: path with suffix appended, or where that name would be longer than a
- * directory entry holds (a destination name near NAME_MAX), ".wsnorm" and suffix in path's
- * directory. malloc'd; NULL when out of memory.
- */
-static char *sibling(const char *path, const char *suffix)
+char *wsn_out_sibling(const char *path, const char *suffix)
 {
 	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
 	char *name;
@@ -72,7 +67,7 @@ static int open_unnamed(const char *path, bool replacing, mode_t keep)
 }
 
 /*
- * A named temporary file next to path (see sibling()), created with mode 0666 so that the umask
+ * A named temporary file next to path (see wsn_out_sibling()), created with mode 0666 so that the umask
  * applies as it does to a new file (mkstemp would give 0600). o->tmp gets its name. The
  * descriptor, or -1 with errno set.
  */
@@ -89,7 +84,7 @@ static int open_named(struct wsn_out_file *o, const char *path)
 		char *x;
 
 		free(o->tmp);
-		if (!(o->tmp = sibling(path, ".XXXXXX"))) {
+		if (!(o->tmp = wsn_out_sibling(path, ".XXXXXX"))) {
 			errno = ENOMEM;
 			return -1;
 		}
@@ -204,7 +199,7 @@ static int link_unnamed(struct wsn_out_file *o)
 
 		free(o->tmp);
 		snprintf(suffix, sizeof(suffix), ".%ld-%u", (long)getpid(), n);
-		if (!(o->tmp = sibling(o->path, suffix)))
+		if (!(o->tmp = wsn_out_sibling(o->path, suffix)))
 			return -ENOMEM;
 		if (linkat(AT_FDCWD, lnk, AT_FDCWD, o->tmp, AT_SYMLINK_FOLLOW) == 0)
 			break;
