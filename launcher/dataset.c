@@ -691,7 +691,7 @@ int pl_next_batch(struct pl_dataset *ds, struct wsn_reader *r, struct pl_batch *
 		}
 		/* the first batch is always taken: a --duration shorter than it still runs and verifies one */
 		if ((cfg->iterations && ds->pass >= cfg->iterations) ||
-		    (ds->deadline > 0 && ds->seq > 0 && cli_now() >= ds->deadline)) {
+		    (ds->seq > 0 && pl_past_deadline(ds))) {
 			ds->exhausted = 1;
 			break;
 		}

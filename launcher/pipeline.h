@@ -131,6 +131,12 @@ struct pl_dataset {
 	int outdir_cleanup;       /* its cli_cleanup slot + 1 (a second signal removes it if empty); 0: none */
 };
 
+/* Is the run's --duration over? The caller holds ds->lock (the deadline is set under it). */
+static inline int pl_past_deadline(const struct pl_dataset *ds)
+{
+	return ds->deadline > 0 && cli_now() >= ds->deadline;
+}
+
 /* Latency histogram: log-spaced buckets from 100 ns to 10^4 s, 100 per decade. */
 #define PL_HIST_MIN_LOG10 (-7)
 #define PL_HIST_PER_DECADE 100

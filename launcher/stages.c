@@ -317,14 +317,14 @@ void *pl_reader_main(void *arg)
  */
 static bool loops_over(struct pl_dataset *ds)
 {
-	double deadline;
+	bool over;
 
 	if (atomic_load(&ds->stop))
 		return true;
 	pthread_mutex_lock(&ds->lock);
-	deadline = ds->deadline;
+	over = pl_past_deadline(ds);
 	pthread_mutex_unlock(&ds->lock);
-	return deadline > 0 && cli_now() >= deadline;
+	return over;
 }
 
 static int submit(struct pl_dev *d, struct pl_slot *sl, char *msg, size_t len)
