@@ -80,15 +80,21 @@ int ptx_module_init(struct ptx_module *m, int arch)
 	return 0;
 }
 
+/* A "//" comment line of b, after indent. */
+static void buf_comment(struct ptx_buf *b, const char *indent, const char *fmt, va_list ap)
+{
+	ptx_buf_printf(b, "%s// ", indent);
+	ptx_buf_vprintf(b, fmt, ap);
+	ptx_buf_printf(b, "\n");
+}
+
 void ptx_module_comment(struct ptx_module *m, const char *fmt, ...)
 {
 	va_list ap;
 
-	ptx_buf_printf(&m->text, "// ");
 	va_start(ap, fmt);
-	ptx_buf_vprintf(&m->text, fmt, ap);
+	buf_comment(&m->text, "", fmt, ap);
 	va_end(ap);
-	ptx_buf_printf(&m->text, "\n");
 }
 
 void ptx_module_clauses(struct ptx_module *m, const char *text)
@@ -452,11 +458,9 @@ void ptx_comment(struct ptx_kernel *k, const char *fmt, ...)
 {
 	va_list ap;
 
-	ptx_buf_printf(&k->body, "\t// ");
 	va_start(ap, fmt);
-	ptx_buf_vprintf(&k->body, fmt, ap);
+	buf_comment(&k->body, "\t", fmt, ap);
 	va_end(ap);
-	ptx_buf_printf(&k->body, "\n");
 }
 
 void ptx_blank(struct ptx_kernel *k)
