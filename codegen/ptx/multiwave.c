@@ -286,6 +286,37 @@ static void fwd_path(struct rk_gen *g, void *args)
 	row_loop_end(g, &lp, row, rstride, rows, p, done);
 }
 
+/* Where a thread's rows start: its 16-byte column offset, the group's first row and the stride
+ * between a group's rows. */
+struct row_start {
+	const char *txoff, *row0, *rstride, *cta, *ncta;
+};
+
+static void row_start(struct rk_gen *g, int wide_row0, struct row_start *rs)
+{
+	struct ptx_kernel *k = g->k;
+
+	rs->txoff = ptx_reg(k, PTX_U64, "txoff");
+	ptx_ins(k, "mul.wide.u32 %s, %s, 16", rs->txoff, g->tx);
+	rs->row0 = ptx_reg(k, PTX_U64, "row0");
+	rs->rstride = ptx_reg(k, PTX_U64, "rstride");
+	rs->cta = ptx_tmp(k, PTX_U32);
+	rs->ncta = ptx_tmp(k, PTX_U32);
+	const char *y = ptx_tmp(k, wide_row0 ? PTX_U64 : PTX_U32);
+	ptx_sreg(k, rs->cta, "%ctaid.x");
+	ptx_sreg(k, rs->ncta, "%nctaid.x");
+	if (wide_row0) {
+		/* 64-bit: a grid of one CTA per row block can hold 2^31 - 1 CTAs */
+		ptx_ins(k, "mul.wide.u32 %s, %s, %d", rs->row0, rs->cta, g->bdimy);
+		ptx_ins(k, "cvt.u64.u32 %s, %s", y, g->ty);
+		ptx_ins(k, "add.u64 %s, %s, %s", rs->row0, rs->row0, y);
+	} else {
+		ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", y, rs->cta, g->bdimy, g->ty);
+		ptx_ins(k, "cvt.u64.u32 %s, %s", rs->row0, y);
+	}
+	ptx_ins(k, "mul.wide.u32 %s, %s, %d", rs->rstride, rs->ncta, g->bdimy);
+}
+
 static int gen_forward(struct rk_gen *g)
 {
 	struct ptx_kernel *k = g->k;
@@ -296,21 +327,10 @@ static int gen_forward(struct rk_gen *g)
 	const char *xld = param[WSN_ABI_FWD_x_ld], *yld = param[WSN_ABI_FWD_y_ld];
 	wsn__rk_setup_common(g);
 
-	const char *txoff = ptx_reg(k, PTX_U64, "txoff");
-	ptx_ins(k, "mul.wide.u32 %s, %s, 16", txoff, g->tx);
-	/* first row of this group, stride between a group's rows */
-	const char *row0 = ptx_reg(k, PTX_U64, "row0"), *rstride = ptx_reg(k, PTX_U64, "rstride");
-	const char *c = ptx_tmp(k, PTX_U32), *nc = ptx_tmp(k, PTX_U32);
-	ptx_sreg(k, c, "%ctaid.x");
-	ptx_sreg(k, nc, "%nctaid.x");
-	{
-		/* 64-bit: a grid of one CTA per row block can hold 2^31 - 1 CTAs */
-		const char *ty64 = ptx_tmp(k, PTX_U64);
-		ptx_ins(k, "mul.wide.u32 %s, %s, %d", row0, c, g->bdimy);
-		ptx_ins(k, "cvt.u64.u32 %s, %s", ty64, g->ty);
-		ptx_ins(k, "add.u64 %s, %s, %s", row0, row0, ty64);
-	}
-	ptx_ins(k, "mul.wide.u32 %s, %s, %d", rstride, nc, g->bdimy);
+	struct row_start rs;
+
+	row_start(g, 1, &rs);
+	const char *txoff = rs.txoff, *row0 = rs.row0, *rstride = rs.rstride;
 
 	/* statistics predicates: pointer given and first thread of the row */
 	const char *p_t0 = ptx_reg(k, PTX_PRED, "p_tx0"), *p_mean = ptx_reg(k, PTX_PRED, "p_mean_out");
@@ -544,15 +564,10 @@ static int gen_backward(struct rk_gen *g)
 	const char *dxld = param[WSN_ABI_BWD_dx_ld], *sld = param[WSN_ABI_BWD_stats_ld];
 	wsn__rk_setup_common(g);
 
-	const char *txoff = ptx_reg(k, PTX_U64, "txoff");
-	ptx_ins(k, "mul.wide.u32 %s, %s, 16", txoff, g->tx);
-	const char *row0 = ptx_reg(k, PTX_U64, "row0"), *rstride = ptx_reg(k, PTX_U64, "rstride");
-	const char *c = ptx_tmp(k, PTX_U32), *nc = ptx_tmp(k, PTX_U32), *cy = ptx_tmp(k, PTX_U32);
-	ptx_sreg(k, c, "%ctaid.x");
-	ptx_sreg(k, nc, "%nctaid.x");
-	ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", cy, c, g->bdimy, g->ty);
-	ptx_ins(k, "cvt.u64.u32 %s, %s", row0, cy);
-	ptx_ins(k, "mul.wide.u32 %s, %s, %d", rstride, nc, g->bdimy);
+	struct row_start rs;
+
+	row_start(g, 0, &rs);
+	const char *txoff = rs.txoff, *row0 = rs.row0, *rstride = rs.rstride, *c = rs.cta, *nc = rs.ncta;
 
 	/* accumulator homes */
 	for (int a = 0; a < 2; a++) {
