@@ -36,12 +36,7 @@ static void fwd_sum(struct rk_gen *g, int j, void *arg)
 
 	wsn__rk_get_vec(g, &c->x, j, pv);
 	wsn__rk_unpack(g, pv, f);
-	for (int e = 0; e < g->vec; e++) {
-		if (g->ln)
-			ptx_add_f32(g->k, c->acc[e % 4], c->acc[e % 4], f[e]);
-		else
-			ptx_fma_f32(g->k, c->acc[e % 4], f[e], f[e], c->acc[e % 4]);
-	}
+	wsn__rk_acc_sum(g, f, c->acc, 4);
 }
 
 /* LayerNorm pass 2: squares of slice j's distances from this thread's mean (elements it owns) */
@@ -52,13 +47,7 @@ static void fwd_m2(struct rk_gen *g, int j, void *arg)
 
 	wsn__rk_get_vec(g, &c->x, j, pv);
 	wsn__rk_unpack(g, pv, f);
-	for (int e = 0; e < g->vec; e++) {
-		const char *d = ptx_tmp(g->k, PTX_F32), *pe = wsn__rk_elem_pred(g, j, e);
-		ptx_sub_f32(g->k, d, f[e], c->mean);
-		if (pe)
-			ptx_guard(g->k, pe, 0);
-		ptx_fma_f32(g->k, c->acc[e % 4], d, d, c->acc[e % 4]);
-	}
+	wsn__rk_acc_m2(g, j, f, c->mean, c->acc, 4);
 }
 
 /* LayerNorm with the row in memory, one pass for the statistics: slice j's own (count, mean, M2),
@@ -111,7 +100,7 @@ static void fwd_out(struct rk_gen *g, int j, void *arg)
 {
 	struct fwd_ctx *c = arg;
 	const struct wsn__kernel_plan *kp = g->kp;
-	const char *pv[4], *f[8], *o[8], *po[4], *wv[4], *wf[8] = { 0 }, *bv[4], *bf[8] = { 0 };
+	const char *pv[4], *f[8], *o[8], *wv[4], *wf[8] = { 0 }, *bv[4], *bf[8] = { 0 };
 
 	wsn__rk_get_vec(g, &c->x, j, pv);
 	wsn__rk_unpack(g, pv, f);
@@ -125,8 +114,7 @@ static void fwd_out(struct rk_gen *g, int j, void *arg)
 	}
 	for (int e = 0; e < g->vec; e++)
 		o[e] = wsn__rk_norm_affine(g, f[e], c->mean, c->rstd, wf[e], bf[e]);
-	wsn__rk_pack(g, o, po);
-	wsn__rk_store_vec(g, &c->y, j, po);
+	wsn__rk_store_vec(g, &c->y, j, o);
 }
 
 /* The 4 chains of a pass's sum to zero before it, added into dst after it. */
@@ -397,7 +385,7 @@ static void bwd_sums(struct rk_gen *g, int j, void *arg)
 static void bwd_dx(struct rk_gen *g, int j, void *arg)
 {
 	struct bwd_ctx *c = arg;
-	const char *dv[4], *xv[4], *wv[4], *df[8], *xf[8], *wf[8] = { 0 }, *o[8], *po[4];
+	const char *dv[4], *xv[4], *wv[4], *df[8], *xf[8], *wf[8] = { 0 }, *o[8];
 
 	wsn__rk_get_vec(g, &c->dy, j, dv);
 	wsn__rk_get_vec(g, &c->x, j, xv);
@@ -409,8 +397,7 @@ static void bwd_dx(struct rk_gen *g, int j, void *arg)
 	}
 	for (int e = 0; e < g->vec; e++)
 		o[e] = wsn__rk_dx_elem(g, xf[e], df[e], wf[e], c->mean, c->rstd, c->mg, c->nmgx);
-	wsn__rk_pack(g, o, po);
-	wsn__rk_store_vec(g, &c->dx, j, po);
+	wsn__rk_store_vec(g, &c->dx, j, o);
 }
 
 /* What the backward's row loop is given: ABI registers by slot, strides, offsets and accumulators. */

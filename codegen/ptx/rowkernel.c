@@ -110,13 +110,34 @@ void wsn__rk_load_vec(struct rk_gen *g, struct rk_tens *t, int j, const char *co
 	load_elems(g, t, j, r, g->vec, preds, 0);
 }
 
-/* Store vector j of r to t's global row. */
-void wsn__rk_store_vec(struct rk_gen *g, struct rk_tens *t, int j, const char *const r[4])
+/* Packed registers of vec f32 values (f32 data is used as is). */
+static void pack(struct rk_gen *g, const char *const f[8], const char *p[4])
+{
+	struct ptx_kernel *k = g->k;
+
+	if (g->elem_bytes == 4) {
+		for (int q = 0; q < 4; q++)
+			p[q] = f[q];
+		return;
+	}
+	for (int q = 0; q < 4; q++) {
+		p[q] = ptx_tmp(k, PTX_B32);
+		if (g->kp->dtype == WSN_BF16)
+			ptx_pack_bf16x2(k, p[q], f[2 * q], f[2 * q + 1]);
+		else
+			ptx_pack_f16x2(k, p[q], f[2 * q], f[2 * q + 1]);
+	}
+}
+
+/* Pack the vec f32 values f and store them as vector j of t's global row. */
+void wsn__rk_store_vec(struct rk_gen *g, struct rk_tens *t, int j, const char *const f[8])
 {
 	struct ptx_kernel *k = g->k;
 	long long off = tens_off(g, j);
 	int nel = g->vec, from_tail = 0;
-	const char *preds[8];
+	const char *preds[8], *r[4];
+
+	pack(g, f, r);
 
 	if (g->vecpath) {
 		if (g->jk[j] == RK_J_ALL) {
@@ -257,24 +278,6 @@ void wsn__rk_unpack(struct rk_gen *g, const char *const p[4], const char *f[8])
 			ptx_unpack_bf16x2(k, f[2 * q], f[2 * q + 1], p[q]);
 		else
 			ptx_unpack_f16x2(k, f[2 * q], f[2 * q + 1], p[q]);
-	}
-}
-
-void wsn__rk_pack(struct rk_gen *g, const char *const f[8], const char *p[4])
-{
-	struct ptx_kernel *k = g->k;
-
-	if (g->elem_bytes == 4) {
-		for (int q = 0; q < 4; q++)
-			p[q] = f[q];
-		return;
-	}
-	for (int q = 0; q < 4; q++) {
-		p[q] = ptx_tmp(k, PTX_B32);
-		if (g->kp->dtype == WSN_BF16)
-			ptx_pack_bf16x2(k, p[q], f[2 * q], f[2 * q + 1]);
-		else
-			ptx_pack_f16x2(k, p[q], f[2 * q], f[2 * q + 1]);
 	}
 }
 
@@ -434,7 +437,6 @@ void wsn__rk_reg_names(struct rk_gen *g, struct rk_tens *t)
 			t->r[j][q] = ptx_reg(g->k, PTX_B32, "%s%d_%d", t->tag, j, q);
 }
 
-
 void wsn__rk_acc_get(struct rk_gen *g, struct rk_acc *a, int j, const char *f[8])
 {
 	struct ptx_kernel *k = g->k;
@@ -487,6 +489,30 @@ const char *wsn__rk_dy_w(struct rk_gen *g, const char *dy, const char *w)
 	gg = ptx_tmp(g->k, PTX_F32);
 	ptx_mul_f32(g->k, gg, dy, w);
 	return gg;
+}
+
+void wsn__rk_acc_sum(struct rk_gen *g, const char *const f[8], const char *const acc[], int chains)
+{
+	for (int e = 0; e < g->vec; e++) {
+		const char *a = acc[e % chains];
+		if (g->ln)
+			ptx_add_f32(g->k, a, a, f[e]);
+		else
+			ptx_fma_f32(g->k, a, f[e], f[e], a);
+	}
+}
+
+void wsn__rk_acc_m2(struct rk_gen *g, int j, const char *const f[8], const char *mean, const char *const acc[],
+		    int chains)
+{
+	for (int e = 0; e < g->vec; e++) {
+		const char *d = ptx_tmp(g->k, PTX_F32), *pe = wsn__rk_elem_pred(g, j, e);
+		const char *a = acc[e % chains];
+		ptx_sub_f32(g->k, d, f[e], mean);
+		if (pe)
+			ptx_guard(g->k, pe, 0);
+		ptx_fma_f32(g->k, a, d, d, a);
+	}
 }
 
 const char *wsn__rk_norm_affine(struct rk_gen *g, const char *x, const char *mean, const char *rstd, const char *w,

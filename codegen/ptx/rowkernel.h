@@ -135,13 +135,12 @@ void wsn__rk_prefetch_row(struct rk_gen *g, const char *tid, const char *row, co
 const char *wsn__rk_elem_pred(struct rk_gen *g, int j, int e);
 /* Load vector j of global tensor t into r (partial vectors and the element path handled). */
 void wsn__rk_load_vec(struct rk_gen *g, struct rk_tens *t, int j, const char *const r[4]);
-/* Store vector j of r to t's global row. */
-void wsn__rk_store_vec(struct rk_gen *g, struct rk_tens *t, int j, const char *const r[4]);
+/* Pack the vec f32 values f and store them as vector j of t's global row. */
+void wsn__rk_store_vec(struct rk_gen *g, struct rk_tens *t, int j, const char *const f[8]);
 /* The packed registers of vector j of t, loading them if t is not held in registers. */
 void wsn__rk_get_vec(struct rk_gen *g, struct rk_tens *t, int j, const char *out[4]);
-/* Packed registers <-> vec f32 values (f32 data is used as is). */
+/* The vec f32 values of packed registers (f32 data is used as is). */
 void wsn__rk_unpack(struct rk_gen *g, const char *const p[4], const char *f[8]);
-void wsn__rk_pack(struct rk_gen *g, const char *const f[8], const char *p[4]);
 
 /*
  * One pass over a row: body(g, j, ctx) for every slice j = 0 .. nv - 1. When none of the tensors and
@@ -165,6 +164,14 @@ void wsn__rk_pass(struct rk_gen *g, const struct rk_pass *ps, void (*body)(struc
 const char *wsn__rk_xhat(struct rk_gen *g, const char *x, const char *mean, const char *rstd);
 /* The backward's g of one element: dy * w with a weight, else dy itself. */
 const char *wsn__rk_dy_w(struct rk_gen *g, const char *dy, const char *w);
+
+/* Vector j's f32 values f into accumulator chains acc[e % chains]: their sum (LayerNorm) or sum
+ * of squares (RMSNorm). */
+void wsn__rk_acc_sum(struct rk_gen *g, const char *const f[8], const char *const acc[], int chains);
+/* The squares of f's distances from mean into acc[e % chains], elements past the row's end (vector
+ * j) left out. */
+void wsn__rk_acc_m2(struct rk_gen *g, int j, const char *const f[8], const char *mean, const char *const acc[],
+		    int chains);
 
 /* Forward output of one element: (x - mean) * rstd (LayerNorm) or x * rstd (RMSNorm), then times w
  * and plus b as the plan has them (w, b unused otherwise). Returns the f32 register. */

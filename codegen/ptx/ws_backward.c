@@ -200,7 +200,7 @@ void wsn__ws_backward_rows(struct ws *w, const struct kargs *ka, struct rk_acc *
 		const char *skip = wsn__ws_row_out_begin(w, j, "dx");
 		wsn__ws_out_row(w, &dx, j, ka->param[WSN_ABI_BWD_dx], ka->ld_out, ka->txoff);
 		for (int v = 0; v < g->nv; v++) {
-			const char *dv[4], *xv[4], *df[8], *xf[8], *wf[8] = { 0 }, *o[8], *po[4];
+			const char *dv[4], *xv[4], *df[8], *xf[8], *wf[8] = { 0 }, *o[8];
 			wsn__ws_row_vec(w, j, 0, v, dv);
 			wsn__ws_row_vec(w, j, 1, v, xv);
 			wsn__rk_unpack(g, dv, df);
@@ -210,8 +210,7 @@ void wsn__ws_backward_rows(struct ws *w, const struct kargs *ka, struct rk_acc *
 			for (int e = 0; e < g->vec; e++)
 				o[e] = wsn__rk_dx_elem(g, xf[e], df[e], wf[e], g->ln ? cm[j] : NULL, cr[j],
 						       mg[j], nmgx[j]);
-			wsn__rk_pack(g, o, po);
-			wsn__rk_store_vec(g, &dx, v, po);
+			wsn__rk_store_vec(g, &dx, v, o);
 		}
 		if (skip)
 			ptx_label(k, skip);

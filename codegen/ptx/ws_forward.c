@@ -2,6 +2,25 @@
 /* codegen/ptx/ws_forward.c: the warp-specialised forward's row loop: statistics, then the normalised and scaled rows. */
 #include "ws.h"
 
+/* The f32 values of vector v of the stage's row j. */
+static void row_floats(struct ws *w, int j, int v, const char *f[8])
+{
+	const char *packed[4];
+
+	wsn__ws_row_vec(w, j, 0, v, packed);
+	wsn__rk_unpack(&w->g, packed, f);
+}
+
+/* Each row's accumulator chains added into its first, then moved to dst[j]. */
+static void fold_chains(struct ptx_kernel *k, const char *const acc[][4], int rows, int nch, const char *const dst[])
+{
+	for (int j = 0; j < rows; j++) {
+		for (int h = 1; h < nch; h++)
+			ptx_add_f32(k, acc[j][0], acc[j][0], acc[j][h]);
+		ptx_mov(k, PTX_F32, dst[j], acc[j][0]);
+	}
+}
+
 /* The forward's block loop for one path (g->vecpath): each row's statistics, then y (and mean/rstd
  * where asked). */
 void wsn__ws_forward_rows(struct ws *w, const struct kargs *ka)
@@ -42,23 +61,12 @@ void wsn__ws_forward_rows(struct ws *w, const struct kargs *ka)
 	}
 	for (int v = 0; v < g->nv; v++) {
 		for (int j = 0; j < stage_rows; j++) {
-			const char *pv[4], *f[8];
-			wsn__ws_row_vec(w, j, 0, v, pv);
-			wsn__rk_unpack(g, pv, f);
-			for (int e = 0; e < g->vec; e++) {
-				const char *a = acc[j][e % nch];
-				if (g->ln)
-					ptx_add_f32(k, a, a, f[e]);
-				else
-					ptx_fma_f32(k, a, f[e], f[e], a);
-			}
+			const char *f[8];
+			row_floats(w, j, v, f);
+			wsn__rk_acc_sum(g, f, acc[j], nch);
 		}
 	}
-	for (int j = 0; j < stage_rows; j++) {
-		for (int h = 1; h < nch; h++)
-			ptx_add_f32(k, acc[j][0], acc[j][0], acc[j][h]);
-		ptx_mov(k, PTX_F32, s1[j], acc[j][0]);
-	}
+	fold_chains(k, acc, stage_rows, nch, s1);
 	/* LayerNorm: each row's mean from its sum, then M2 about it from the stage, a second plain sum
 	 * (an exact two-pass: no merge of per-thread statistics, so no division on the chain) */
 	wsn__rk_reduce_row(g, s1, stage_rows);
@@ -71,24 +79,12 @@ void wsn__ws_forward_rows(struct ws *w, const struct kargs *ka)
 		}
 		for (int v = 0; v < g->nv; v++) {
 			for (int j = 0; j < stage_rows; j++) {
-				const char *pv[4], *f[8];
-				wsn__ws_row_vec(w, j, 0, v, pv);
-				wsn__rk_unpack(g, pv, f);
-				for (int e = 0; e < g->vec; e++) {
-					const char *d = ptx_tmp(k, PTX_F32), *pe = wsn__rk_elem_pred(g, v, e);
-					const char *a = acc[j][e % nch];
-					ptx_sub_f32(k, d, f[e], mean[j]);
-					if (pe)
-						ptx_guard(k, pe, 0);
-					ptx_fma_f32(k, a, d, d, a);
-				}
+				const char *f[8];
+				row_floats(w, j, v, f);
+				wsn__rk_acc_m2(g, v, f, mean[j], acc[j], nch);
 			}
 		}
-		for (int j = 0; j < stage_rows; j++) {
-			for (int h = 1; h < nch; h++)
-				ptx_add_f32(k, acc[j][0], acc[j][0], acc[j][h]);
-			ptx_mov(k, PTX_F32, var[j], acc[j][0]);
-		}
+		fold_chains(k, acc, stage_rows, nch, var);
 		g->zp = NULL;
 		wsn__rk_reduce_row(g, var, stage_rows);
 	} else {
@@ -128,17 +124,15 @@ void wsn__ws_forward_rows(struct ws *w, const struct kargs *ka)
 		const char *skip = wsn__ws_row_out_begin(w, j, "y");
 		wsn__ws_out_row(w, &y, j, ka->param[WSN_ABI_FWD_y], ka->ld_out, ka->txoff);
 		for (int v = 0; v < g->nv; v++) {
-			const char *pv[4], *f[8], *o[8], *po[4], *wf[8] = { 0 }, *bf[8] = { 0 };
-			wsn__ws_row_vec(w, j, 0, v, pv);
-			wsn__rk_unpack(g, pv, f);
+			const char *f[8], *o[8], *wf[8] = { 0 }, *bf[8] = { 0 };
+			row_floats(w, j, v, f);
 			if (kp->has_weight)
 				wsn__ws_param_vec(w, &wt, v, g->zrow[1], wf);
 			if (kp->has_bias)
 				wsn__ws_param_vec(w, &bt, v, g->zrow[1], bf);
 			for (int e = 0; e < g->vec; e++)
 				o[e] = wsn__rk_norm_affine(g, f[e], g->ln ? mean[j] : NULL, rstd[j], wf[e], bf[e]);
-			wsn__rk_pack(g, o, po);
-			wsn__rk_store_vec(g, &y, v, po);
+			wsn__rk_store_vec(g, &y, v, o);
 		}
 		if (skip)
 			ptx_label(k, skip);
