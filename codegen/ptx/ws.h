@@ -106,7 +106,8 @@ void wsn__ws_param_vec(struct ws *w, struct rk_tens *pt, int v, const char *z, c
 void wsn__ws_loop_setup(struct ws *w, struct loop_ctx *c);
 /* Top of the block loop: leave when the block is past the last, else the next block's number. */
 void wsn__ws_loop_head(struct ws *w, struct loop_ctx *c, struct ptx_loop *lp);
-/* Bottom of the block loop: on to the group's next block. */
+/* Bottom of the block loop: the stage back to the producer (unless the rows were copied to
+ * registers), then on to the group's next block. */
 void wsn__ws_loop_end(struct ws *w, struct loop_ctx *c, struct ptx_loop *lp);
 /* The start of an output row j of a block: a comment, and past its end (w->pv[j]: the block's row j
  * exists) a branch to the returned label, which the caller places after the row (NULL: none). */

@@ -137,8 +137,5 @@ void wsn__ws_forward_rows(struct ws *w, const struct kargs *ka)
 		if (skip)
 			ptx_label(k, skip);
 	}
-	g->zp = NULL;
-	if (!kp->cache_rows)
-		wsn__ws_release_stage(w);
 	wsn__ws_loop_end(w, &c, &lp);
 }

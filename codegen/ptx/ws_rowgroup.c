@@ -274,12 +274,16 @@ void wsn__ws_loop_head(struct ws *w, struct loop_ctx *c, struct ptx_loop *lp)
 	ptx_ins(k, "add.u64 %s, %s, %s", c->nb, c->b, c->bstride);
 }
 
-/* Bottom of the block loop: on to the group's next block. */
+/* Bottom of the block loop: the stage back to the producer (unless the rows were copied to
+ * registers, which gave it back already), then on to the group's next block. */
 void wsn__ws_loop_end(struct ws *w, struct loop_ctx *c, struct ptx_loop *lp)
 {
 	struct ptx_kernel *k = w->g.k;
-	const char *p = ptx_tmp(k, PTX_PRED);
 
+	w->g.zp = NULL;
+	if (!w->g.kp->cache_rows)
+		wsn__ws_release_stage(w);
+	const char *p = ptx_tmp(k, PTX_PRED);
 	ptx_mov(k, PTX_U64, c->b, c->nb);
 	ptx_ins(k, "add.u32 %s, %s, %d", c->it, c->it, w->g.bdimy);
 	ptx_ins(k, "setp.lt.u64 %s, %s, %s", p, c->b, c->nblocks);
