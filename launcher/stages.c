@@ -327,7 +327,8 @@ static bool loops_over(struct pl_dataset *ds)
 	return over;
 }
 
-static int submit(struct pl_dev *d, struct pl_slot *sl, char *msg, size_t len)
+/* Queue the batch's copies in, kernel launches and copies out (nothing in --read-only). */
+static int submit_work(struct pl_dev *d, struct pl_slot *sl, void *ctx, char *msg, size_t len)
 {
 	const struct pl_config *cfg = d->run->cfg;
 	const struct pl_shape *sh = &d->run->ds->shape;
@@ -336,6 +337,9 @@ static int submit(struct pl_dev *d, struct pl_slot *sl, char *msg, size_t len)
 	struct wsn_args a;
 	int err = 0;
 
+	(void)ctx;
+	if (cfg->read_only)
+		return 0;
 	if (!d->host) {
 		if ((err = wsn_event_record(sl->ev[E_H2D0], d->cs)) < 0)
 			goto fail;
@@ -395,26 +399,23 @@ fail:
 	return err;
 }
 
-static int submit_work(struct pl_dev *d, struct pl_slot *sl, void *ctx, char *msg, size_t len)
-{
-	(void)ctx;
-	return d->run->cfg->read_only ? 0 : submit(d, sl, msg, len);
-}
-
 void *pl_submit_main(void *arg)
 {
 	pl_stage_loop(arg, SLOT_READ, submit_work, NULL, SLOT_SUBMITTED);
 	return NULL;
 }
 
-/* Wait for the batch's device work and take its event times. */
-static int complete(struct pl_dev *d, struct pl_slot *sl, char *msg, size_t len)
+/* Wait for the batch's device work and take its event times (nothing in --read-only). */
+static int complete_work(struct pl_dev *d, struct pl_slot *sl, void *ctx, char *msg, size_t len)
 {
 	const struct pl_shape *sh = &d->run->ds->shape;
 	struct pl_devres *res = d->res;
 	int loops = sl->loops, err;
 	int64_t rows = sl->b.rows;
 
+	(void)ctx;
+	if (d->run->cfg->read_only)
+		return 0;
 	if ((err = wsn_event_sync(sl->ev[sl->copy_out ? E_D2H1 : E_K1])) < 0)
 		goto fail;
 	memset(sl->ms, 0, sizeof(sl->ms));
@@ -455,12 +456,6 @@ static int complete(struct pl_dev *d, struct pl_slot *sl, char *msg, size_t len)
 fail:
 	pl_errf(msg, len, err, "run: waiting for %s on %s (%s)", wsn_op_name(sh->op), d->res->spec, d->res->name);
 	return err;
-}
-
-static int complete_work(struct pl_dev *d, struct pl_slot *sl, void *ctx, char *msg, size_t len)
-{
-	(void)ctx;
-	return d->run->cfg->read_only ? 0 : complete(d, sl, msg, len);
 }
 
 void *pl_complete_main(void *arg)
