@@ -76,7 +76,44 @@ START_TEST(test_gen_memory_refused)
 }
 END_TEST
 
+/*
+ * A WSNORM_MEMORY_LIMIT that is not a size fails gen with the variable and its value named
+ * (a typo such as "64MB" would otherwise leave no limit at all); empty counts as unset.
+ */
+START_TEST(test_gen_memory_limit_bad)
+{
+	static const char *const bad[] = { "64MB", "abc", "1x", "-5", "99999999999999999999T", "16E" };
+	char *dir = tu_tmpdir(), *out = cli_path_in(dir, "small.safetensors");
+	char env0[64], *env[] = { env0, NULL };
+	char *argv[] = { (char *)tu_wsnorm_bin(), "gen", "--op", "rmsnorm-fwd", "--rows", "64", "--hidden", "128",
+			 "--out", out, NULL };
+	struct tu_proc p;
+	struct stat st;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char want[96];
+
+		snprintf(env0, sizeof(env0), "WSNORM_MEMORY_LIMIT=%s", bad[i]);
+		snprintf(want, sizeof(want), "WSNORM_MEMORY_LIMIT '%s' is not a size", bad[i]);
+		tu_run_env(argv, env, 60, &p);
+		ck_assert_msg(p.status == 3 && strstr(p.err, "EINVAL") && strstr(p.err, want), "%s: exit %d: %s",
+			      bad[i], p.status, p.err);
+		ck_assert_int_ne(stat(out, &st), 0);
+		tu_proc_free(&p);
+	}
+	snprintf(env0, sizeof(env0), "WSNORM_MEMORY_LIMIT=");
+	tu_run_env(argv, env, 60, &p);
+	ck_assert_msg(p.status == 0, "empty: exit %d: %s", p.status, p.err);
+	ck_assert_int_eq(stat(out, &st), 0);
+	tu_proc_free(&p);
+	tu_rmtree(dir);
+	free(out);
+	free(dir);
+}
+END_TEST
+
 Suite *suite_cli_gen_limits(void)
 {
-	return TU_SUITE("cli", { "gen_limits", 300, NULL, NULL, TU_TESTS({ test_gen_destination_checked, 1 }, { test_gen_memory_refused, 1 }) });
+	return TU_SUITE("cli", { "gen_limits", 300, NULL, NULL, TU_TESTS({ test_gen_destination_checked, 1 }, { test_gen_memory_refused, 1 },
+					  { test_gen_memory_limit_bad, 1 }) });
 }

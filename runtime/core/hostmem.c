@@ -132,16 +132,19 @@ static uint64_t cgroup_available(void)
 
 /*
  * WSNORM_MEMORY_LIMIT in bytes: a decimal number with an optional K, M, G or T suffix (binary
- * multiples). 0 when unset or not such a number.
+ * multiples). *limit is 0 when it is unset or empty; WSN_EINVAL when it is set to anything else.
  */
-static uint64_t env_limit(void)
+static int env_limit(uint64_t *limit)
 {
 	const char *s = getenv("WSNORM_MEMORY_LIMIT");
 	uint64_t v, mult = 1;
 	char *end;
 
-	if (!s || *s < '0' || *s > '9')
+	*limit = 0;
+	if (!s || !*s)
 		return 0;
+	if (*s < '0' || *s > '9')
+		return WSN_EINVAL;
 	errno = 0;
 	v = strtoull(s, &end, 10);
 	switch (*end) {
@@ -152,18 +155,21 @@ static uint64_t env_limit(void)
 	default: break;
 	}
 	if (errno || *end || v > UINT64_MAX / mult)
-		return 0;
-	return v * mult;
+		return WSN_EINVAL;
+	*limit = v * mult;
+	return 0;
 }
 
 /*
  * What the process may take now: MemAvailable, or less where its memory cgroups or
- * WSNORM_MEMORY_LIMIT leave less. 0: unknown.
+ * WSNORM_MEMORY_LIMIT leave less. 0: unknown. WSN_EINVAL in *err when WSNORM_MEMORY_LIMIT is not a
+ * size (the rest is still measured).
  */
-static uint64_t mem_available(char *source, size_t len)
+static uint64_t mem_available(char *source, size_t len, int *err)
 {
-	uint64_t avail = meminfo("MemAvailable"), cg = cgroup_available(), env = env_limit();
+	uint64_t avail = meminfo("MemAvailable"), cg = cgroup_available(), env;
 
+	*err = env_limit(&env);
 	snprintf(source, len, "MemAvailable in /proc/meminfo");
 	if (cg && (!avail || cg < avail)) {
 		avail = cg;
@@ -187,7 +193,9 @@ void wsn__host_limit(uint64_t bytes)
 		held_limit = bytes;
 		snprintf(held_source, sizeof(held_source), "a limit set for testing");
 	} else {
-		held_limit = mem_available(held_source, sizeof(held_source));
+		int err; /* a bad WSNORM_MEMORY_LIMIT fails the next allocation made with none held */
+
+		held_limit = mem_available(held_source, sizeof(held_source), &err);
 	}
 	pthread_mutex_unlock(&held_lock);
 }
@@ -195,8 +203,14 @@ void wsn__host_limit(uint64_t bytes)
 /* Count bytes as held, or fail naming what is available. Called with held_lock held. */
 static int held_take(uint64_t bytes, const char *what)
 {
-	if (!held_bytes && !forced_limit)
-		held_limit = mem_available(held_source, sizeof(held_source));
+	if (!held_bytes && !forced_limit) {
+		int err;
+
+		held_limit = mem_available(held_source, sizeof(held_source), &err);
+		if (err < 0)
+			return wsn__error(err, "%s: WSNORM_MEMORY_LIMIT '%s' is not a size (bytes, with an optional K, M, "
+					  "G or T suffix)", what, getenv("WSNORM_MEMORY_LIMIT"));
+	}
 	if (held_limit && (bytes > held_limit || held_bytes > held_limit - bytes))
 		return wsn__error(WSN_ENOMEM,
 				  "%s: %" PRIu64 " bytes, with the %" PRIu64 " this process holds in host memory already, are more "
