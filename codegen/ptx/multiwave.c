@@ -12,7 +12,7 @@ static void row_loop_end(struct rk_gen *g, struct ptx_loop *lp, const char *row,
 {
 	struct ptx_kernel *k = g->k;
 
-	g->zp = NULL;
+	g->zero = NULL;
 	ptx_ins(k, "add.u64 %s, %s, %s", row, row, rstride);
 	ptx_ins(k, "setp.lt.u64 %s, %s, %s", p, row, rows);
 	ptx_loop_end(k, lp, p, 0);
@@ -74,7 +74,7 @@ static void fwd_welford(struct rk_gen *g, int j, void *arg)
 		w /= 2;
 	}
 	wsn__rk_slice_count(g, j, nb);
-	if (g->jk[j] == RK_J_ALL) {
+	if (g->slice_kind[j] == RK_J_ALL) {
 		ptx_ins(k, "mul.rn.f32 %s, %s, 0f%08X", mb, t[0], g->vec == 8 ? 0x3E000000u : 0x3E800000u);
 	} else {
 		/* a slice at the row's end: this thread may own none of it */
@@ -188,7 +188,7 @@ static void fwd_path(struct rk_gen *g, void *args)
 			wsn__rk_reg_names(g, &c.w);
 		if (kp->has_bias)
 			wsn__rk_reg_names(g, &c.b);
-		for (int j = 0; j < g->nv; j++) {
+		for (int j = 0; j < g->vectors; j++) {
 			if (kp->has_weight)
 				wsn__rk_load_vec(g, &c.w, j, c.w.r[j]);
 			if (kp->has_bias)
@@ -205,8 +205,8 @@ static void fwd_path(struct rk_gen *g, void *args)
 	wsn__rk_row_addr(g, c.y.g, yp, row, yld, txoff);
 	wsn__rk_opaque_zeros(g, row, inv);
 	if (c.x.store == WSN_STORE_REG) {
-		ptx_comment(k, "all %d loads of the row issued before the first use", g->nv);
-		for (int j = 0; j < g->nv; j++)
+		ptx_comment(k, "all %d loads of the row issued before the first use", g->vectors);
+		for (int j = 0; j < g->vectors; j++)
 			wsn__rk_load_vec(g, &c.x, j, c.x.r[j]);
 	}
 
@@ -241,7 +241,7 @@ static void fwd_path(struct rk_gen *g, void *args)
 		const char *n = ptx_reg(k, PTX_F32, "count");
 		ptx_mov(k, PTX_F32, n, g->cnt);
 		ptx_mul_f32(k, c.mean, s1, g->rcnt);
-		g->zp = g->zrow[0];
+		g->zero = g->zrow[0];
 		chains_zero(g, c.acc);
 		wsn__rk_pass(g, &sum, fwd_m2, &c);
 		chains_add(g, var, c.acc);
@@ -269,7 +269,7 @@ static void fwd_path(struct rk_gen *g, void *args)
 
 	/* pass 3: y = (x - mean) * rstd * w + b */
 	ptx_comment(k, "normalise, scale, shift, store");
-	g->zp = g->zrow[1];
+	g->zero = g->zrow[1];
 	wsn__rk_pass(g, &out, fwd_out, &c);
 	row_loop_end(g, &lp, row, rstride, rows, p, done);
 }
@@ -285,7 +285,7 @@ static void row_start(struct rk_gen *g, int wide_row0, struct row_start *rs)
 	struct ptx_kernel *k = g->k;
 
 	rs->txoff = ptx_reg(k, PTX_U64, "txoff");
-	ptx_ins(k, "mul.wide.u32 %s, %s, 16", rs->txoff, g->tx);
+	ptx_ins(k, "mul.wide.u32 %s, %s, 16", rs->txoff, g->tid_x);
 	rs->row0 = ptx_reg(k, PTX_U64, "row0");
 	rs->rstride = ptx_reg(k, PTX_U64, "rstride");
 	rs->cta = ptx_tmp(k, PTX_U32);
@@ -296,10 +296,10 @@ static void row_start(struct rk_gen *g, int wide_row0, struct row_start *rs)
 	if (wide_row0) {
 		/* 64-bit: a grid of one CTA per row block can hold 2^31 - 1 CTAs */
 		ptx_ins(k, "mul.wide.u32 %s, %s, %d", rs->row0, rs->cta, g->bdimy);
-		ptx_ins(k, "cvt.u64.u32 %s, %s", y, g->ty);
+		ptx_ins(k, "cvt.u64.u32 %s, %s", y, g->tid_y);
 		ptx_ins(k, "add.u64 %s, %s, %s", rs->row0, rs->row0, y);
 	} else {
-		ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", y, rs->cta, g->bdimy, g->ty);
+		ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", y, rs->cta, g->bdimy, g->tid_y);
 		ptx_ins(k, "cvt.u64.u32 %s, %s", rs->row0, y);
 	}
 	ptx_ins(k, "mul.wide.u32 %s, %s, %d", rs->rstride, rs->ncta, g->bdimy);
@@ -323,7 +323,7 @@ static int gen_forward(struct rk_gen *g)
 	/* statistics predicates: pointer given and first thread of the row */
 	const char *p_t0 = ptx_reg(k, PTX_PRED, "p_tx0"), *p_mean = ptx_reg(k, PTX_PRED, "p_mean_out");
 	const char *p_rstd = ptx_reg(k, PTX_PRED, "p_rstd_out");
-	ptx_ins(k, "setp.eq.u32 %s, %s, 0", p_t0, g->tx);
+	ptx_ins(k, "setp.eq.u32 %s, %s, 0", p_t0, g->tid_x);
 	ptx_ins(k, "setp.ne.and.u64 %s, %s, 0, %s", p_mean, param[WSN_ABI_FWD_mean], p_t0);
 	ptx_ins(k, "setp.ne.and.u64 %s, %s, 0, %s", p_rstd, param[WSN_ABI_FWD_rstd], p_t0);
 
@@ -356,9 +356,9 @@ static void bwd_sums(struct rk_gen *g, int j, void *arg)
 	wsn__rk_unpack(g, dv, df);
 	wsn__rk_unpack(g, xv, xf);
 	if (g->kp->has_weight) {
-		g->zp = g->zrow[0];
+		g->zero = g->zrow[0];
 		wsn__rk_get_vec(g, &c->w, j, wv);
-		g->zp = NULL;
+		g->zero = NULL;
 		wsn__rk_unpack(g, wv, wf);
 	}
 	if (c->dw)
@@ -447,14 +447,14 @@ static void bwd_path(struct rk_gen *g, void *args)
 		if (c.w.store == WSN_STORE_REG) {
 			ptx_comment(k, "weight loaded once per CTA, kept in registers");
 			wsn__rk_reg_names(g, &c.w);
-			for (int j = 0; j < g->nv; j++)
+			for (int j = 0; j < g->vectors; j++)
 				wsn__rk_load_vec(g, &c.w, j, c.w.r[j]);
 		} else if (c.w.store == WSN_STORE_SMEM) {
 			ptx_comment(k, "weight loaded once per CTA into shared memory (each thread its own vectors)");
 			c.w.s = ptx_reg(k, PTX_U32, "w_smem");
-			ptx_ins(k, "mad.lo.u32 %s, %s, 16, %s", c.w.s, g->tx, g->smem);
+			ptx_ins(k, "mad.lo.u32 %s, %s, 16, %s", c.w.s, g->tid_x, g->smem);
 			ptx_ins(k, "add.u32 %s, %s, %u", c.w.s, c.w.s, g->sm_w);
-			for (int j = 0; j < g->nv; j++) {
+			for (int j = 0; j < g->vectors; j++) {
 				const char *t[4];
 				for (int q = 0; q < 4; q++)
 					t[q] = ptx_tmp(k, PTX_B32);
@@ -502,8 +502,8 @@ static void bwd_path(struct rk_gen *g, void *args)
 		ptx_ld_global(k, PTX_CACHE_DEFAULT, PTX_F32, c.rstd, b, 0);
 	}
 	if (c.dy.store == WSN_STORE_REG) {
-		ptx_comment(k, "all %d loads of dy and x issued before the first use", 2 * g->nv);
-		for (int j = 0; j < g->nv; j++) {
+		ptx_comment(k, "all %d loads of dy and x issued before the first use", 2 * g->vectors);
+		for (int j = 0; j < g->vectors; j++) {
 			wsn__rk_load_vec(g, &c.dy, j, c.dy.r[j]);
 			wsn__rk_load_vec(g, &c.x, j, c.x.r[j]);
 		}
@@ -531,7 +531,7 @@ static void bwd_path(struct rk_gen *g, void *args)
 	ptx_mul_f32(k, c.nmgx, tot[1], g->invH);
 	ptx_ins(k, "neg.f32 %s, %s", c.nmgx, c.nmgx);
 	ptx_comment(k, "dx");
-	g->zp = g->zrow[1];
+	g->zero = g->zrow[1];
 	wsn__rk_pass(g, &dxp, bwd_dx, &c);
 	row_loop_end(g, &lp, row, rstride, rows, p, done);
 }
@@ -570,7 +570,7 @@ static int gen_backward(struct rk_gen *g)
 				ptx_mov(k, PTX_U32, part, c);
 			ptx_ins(k, "mul.wide.u32 %s, %s, %lld", ac->g, part, g->cols * 4);
 			ptx_ins(k, "add.u64 %s, %s, %s", ac->g, ac->g, param[WSN_ABI_BWD_partials]);
-			ptx_ins(k, "mul.wide.u32 %s, %s, %d", col, g->tx, g->vec * 4);
+			ptx_ins(k, "mul.wide.u32 %s, %s, %d", col, g->tid_x, g->vec * 4);
 			ptx_ins(k, "add.u64 %s, %s, %s", ac->g, ac->g, col);
 		}
 	}
@@ -609,11 +609,11 @@ static void plan_comments(struct ptx_module *m, const struct wsn__kernel_plan *k
 static void layout_smem(struct rk_gen *g)
 {
 	const struct wsn__kernel_plan *kp = g->kp;
-	unsigned off = 0, padded = (unsigned)(g->nv * g->bdimx);
+	unsigned off = 0, padded = (unsigned)(g->vectors * g->bdimx);
 
 	g->sm_red = 0;
-	if (g->nw > 1)
-		off += (unsigned)(g->bdimy * 2 * g->nw * 16);
+	if (g->warps > 1)
+		off += (unsigned)(g->bdimy * 2 * g->warps * 16);
 	off = (off + 15) / 16 * 16;
 	g->sm_w = off;
 	if (g->bwd && kp->has_weight && kp->param_store == WSN_STORE_SMEM)
@@ -646,15 +646,15 @@ int wsn__multiwave_generate(const struct wsn__kernel_plan *kp, char **ptx)
 	g.ln = wsn_op_is_layernorm(kp->op);
 	g.elem_bytes = (int)wsn_dtype_size(kp->dtype);
 	g.vec = 16 / g.elem_bytes;
-	g.nv = (int)kp->nvec;
+	g.vectors = (int)kp->nvec;
 	g.bdimx = (int)kp->bdimx;
 	g.bdimy = (int)kp->bdimy;
-	g.nw = g.bdimx / 32;
+	g.warps = g.bdimx / 32;
 	g.cols = kp->hidden;
 	g.row_vectors = (g.cols + g.vec - 1) / g.vec;
 	g.nfull = g.cols / g.vec;
 	g.tail = g.cols % g.vec;
-	if ((long long)g.nv * g.bdimx < g.row_vectors) {
+	if ((long long)g.vectors * g.bdimx < g.row_vectors) {
 		ptx_module_free(&m);
 		return wsn__error(WSN_EINVAL, "codegen: plan for %s does not cover hidden %lld", kp->entry, g.cols);
 	}

@@ -39,9 +39,9 @@ static long long acc_off(const struct rk_gen *g, int j)
 /* Is element e of slice j valid for this thread: NULL (always) or a predicate. */
 const char *wsn__rk_elem_pred(struct rk_gen *g, int j, int e)
 {
-	if (g->jk[j] == RK_J_ALL)
+	if (g->slice_kind[j] == RK_J_ALL)
 		return NULL;
-	return e < g->tail ? g->plo[j] : g->pf[j];
+	return e < g->tail ? g->p_tail_elem[j] : g->p_full[j];
 }
 
 /* Element loads of vector j into r (packed), element e predicated by pred(e) (NULL: always). */
@@ -89,21 +89,21 @@ void wsn__rk_load_vec(struct rk_gen *g, struct rk_tens *t, int j, const char *co
 	const char *preds[8];
 
 	if (g->vecpath) {
-		if (g->jk[j] == RK_J_ALL) {
+		if (g->slice_kind[j] == RK_J_ALL) {
 			ptx_ld_global_v4(k, t->cache, r, t->g, off);
 			return;
 		}
 		zero4(g, r);
-		ptx_guard(k, g->pf[j], 0);
+		ptx_guard(k, g->p_full[j], 0);
 		ptx_ld_global_v4(k, t->cache, r, t->g, off);
 		if (g->has_tail[j]) {
 			for (int e = 0; e < 8; e++)
-				preds[e] = g->pt[j];
+				preds[e] = g->p_tail[j];
 			load_elems(g, t, j, r, (int)g->tail, preds, 1);
 		}
 		return;
 	}
-	if (g->jk[j] != RK_J_ALL)
+	if (g->slice_kind[j] != RK_J_ALL)
 		zero4(g, r);
 	for (int e = 0; e < g->vec; e++)
 		preds[e] = wsn__rk_elem_pred(g, j, e);
@@ -140,11 +140,11 @@ void wsn__rk_store_vec(struct rk_gen *g, struct rk_tens *t, int j, const char *c
 	pack(g, f, r);
 
 	if (g->vecpath) {
-		if (g->jk[j] == RK_J_ALL) {
+		if (g->slice_kind[j] == RK_J_ALL) {
 			ptx_st_global_v4(k, t->cache, t->g, off, r);
 			return;
 		}
-		ptx_guard(k, g->pf[j], 0);
+		ptx_guard(k, g->p_full[j], 0);
 		ptx_st_global_v4(k, t->cache, t->g, off, r);
 		if (!g->has_tail[j])
 			return;
@@ -152,7 +152,7 @@ void wsn__rk_store_vec(struct rk_gen *g, struct rk_tens *t, int j, const char *c
 		from_tail = 1;
 	}
 	for (int e = 0; e < nel; e++)
-		preds[e] = from_tail ? g->pt[j] : wsn__rk_elem_pred(g, j, e);
+		preds[e] = from_tail ? g->p_tail[j] : wsn__rk_elem_pred(g, j, e);
 	if (g->elem_bytes == 4) {
 		for (int e = 0; e < nel; e++) {
 			if (preds[e])
@@ -178,9 +178,9 @@ void wsn__rk_get_vec(struct rk_gen *g, struct rk_tens *t, int j, const char *out
 	if (t->store == WSN_STORE_REG) {
 		for (int q = 0; q < 4; q++) {
 			out[q] = t->r[j][q];
-			if (g->zp) {
+			if (g->zero) {
 				out[q] = ptx_tmp(g->k, PTX_B32);
-				ptx_ins(g->k, "xor.b32 %s, %s, %s", out[q], t->r[j][q], g->zp);
+				ptx_ins(g->k, "xor.b32 %s, %s, %s", out[q], t->r[j][q], g->zero);
 			}
 		}
 		return;
@@ -228,7 +228,7 @@ void wsn__rk_pass(struct rk_gen *g, const struct rk_pass *ps, void (*body)(struc
 	for (int i = 0; i < ps->na; i++)
 		if (ps->a[i]->store == WSN_STORE_REG)
 			goto unrolled;
-	while (whole < g->nv && g->jk[whole] == RK_J_ALL)
+	while (whole < g->vectors && g->slice_kind[whole] == RK_J_ALL)
 		whole++;
 	c = ps->vecs > 0 && ps->vecs < RK_PASS_VECS ? RK_PASS_VECS / ps->vecs : 1;
 	n = whole / c;
@@ -251,13 +251,13 @@ void wsn__rk_pass(struct rk_gen *g, const struct rk_pass *ps, void (*body)(struc
 	 * row sets them anew) */
 	j0 = n * c;
 	g->jbase = j0;
-	for (int j = j0; j < g->nv; j++)
+	for (int j = j0; j < g->vectors; j++)
 		body(g, j, ctx);
 	g->jbase = 0;
 	pass_step(g, ps, -j0);
 	return;
 unrolled:
-	for (int j = 0; j < g->nv; j++)
+	for (int j = 0; j < g->vectors; j++)
 		body(g, j, ctx);
 }
 
@@ -297,58 +297,58 @@ void wsn__rk_setup_common(struct rk_gen *g)
 	const struct wsn__kernel_plan *kp = g->kp;
 	const char *tid = ptx_reg(k, PTX_U32, "thread");
 
-	g->tx = ptx_reg(k, PTX_U32, "tx");
-	g->ty = ptx_reg(k, PTX_U32, "ty");
+	g->tid_x = ptx_reg(k, PTX_U32, "tx");
+	g->tid_y = ptx_reg(k, PTX_U32, "ty");
 	ptx_sreg(k, tid, "%tid.x");
 	if (g->tid_base)
 		ptx_ins(k, "sub.u32 %s, %s, %u", tid, tid, g->tid_base);
-	ptx_ins(k, "rem.u32 %s, %s, %d", g->tx, tid, g->bdimx);
-	ptx_ins(k, "div.u32 %s, %s, %d", g->ty, tid, g->bdimx);
+	ptx_ins(k, "rem.u32 %s, %s, %d", g->tid_x, tid, g->bdimx);
+	ptx_ins(k, "div.u32 %s, %s, %d", g->tid_y, tid, g->bdimx);
 	g->smem = ptx_reg(k, PTX_U32, "smem");
 	ptx_smem_addr(k, g->smem, RK_SMEM_SYM, 0);
 	g->invH = ptx_reg(k, PTX_F32, "inv_hidden");
 	ptx_mov_f32(k, g->invH, (float)(1.0 / (double)kp->hidden));
 
 	/* predicates of the slices with partial vectors */
-	for (int j = 0; j < g->nv; j++) {
+	for (int j = 0; j < g->vectors; j++) {
 		long long first = (long long)j * g->bdimx, nf = g->nfull - first;
 		if (first + g->bdimx <= g->nfull) {
-			g->jk[j] = RK_J_ALL;
+			g->slice_kind[j] = RK_J_ALL;
 			continue;
 		}
-		g->jk[j] = RK_J_PART;
-		g->pf[j] = ptx_reg(k, PTX_PRED, "pfull%d", j);
-		ptx_ins(k, "setp.lt.s32 %s, %s, %lld", g->pf[j], g->tx, nf);
+		g->slice_kind[j] = RK_J_PART;
+		g->p_full[j] = ptx_reg(k, PTX_PRED, "pfull%d", j);
+		ptx_ins(k, "setp.lt.s32 %s, %s, %lld", g->p_full[j], g->tid_x, nf);
 		g->has_tail[j] = g->tail && nf >= 0 && nf < g->bdimx;
 		if (g->has_tail[j]) {
-			g->pt[j] = ptx_reg(k, PTX_PRED, "ptail%d", j);
-			g->plo[j] = ptx_reg(k, PTX_PRED, "plo%d", j);
-			ptx_ins(k, "setp.eq.s32 %s, %s, %lld", g->pt[j], g->tx, nf);
-			ptx_ins(k, "or.pred %s, %s, %s", g->plo[j], g->pf[j], g->pt[j]);
+			g->p_tail[j] = ptx_reg(k, PTX_PRED, "ptail%d", j);
+			g->p_tail_elem[j] = ptx_reg(k, PTX_PRED, "plo%d", j);
+			ptx_ins(k, "setp.eq.s32 %s, %s, %lld", g->p_tail[j], g->tid_x, nf);
+			ptx_ins(k, "or.pred %s, %s, %s", g->p_tail_elem[j], g->p_full[j], g->p_tail[j]);
 		} else {
-			g->pt[j] = NULL;
-			g->plo[j] = g->pf[j];
+			g->p_tail[j] = NULL;
+			g->p_tail_elem[j] = g->p_full[j];
 		}
 	}
 
-	/* reduction slots: group ty owns 2 buffers x warps x slot bytes at sm_red + ty * 2 * nw * slot */
-	if (g->nw > 1) {
+	/* reduction slots: group tid_y owns 2 buffers x warps x slot bytes at sm_red + tid_y * 2 * warps * slot */
+	if (g->warps > 1) {
 		const char *warp = ptx_tmp(k, PTX_U32), *lane = ptx_tmp(k, PTX_U32);
 		g->red_w = ptx_reg(k, PTX_U32, "red_w");
 		g->red_r = ptx_reg(k, PTX_U32, "red_r");
 		g->red_par = ptx_reg(k, PTX_U32, "red_par");
 		g->p_lane0 = ptx_reg(k, PTX_PRED, "p_lane0");
-		ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", g->red_r, g->ty, 2 * (int)wsn__rk_red_slot(g) * g->nw, g->smem);
+		ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", g->red_r, g->tid_y, 2 * (int)wsn__rk_red_slot(g) * g->warps, g->smem);
 		if (g->sm_red)
 			ptx_ins(k, "add.u32 %s, %s, %u", g->red_r, g->red_r, g->sm_red);
-		ptx_ins(k, "shr.u32 %s, %s, 5", warp, g->tx);
+		ptx_ins(k, "shr.u32 %s, %s, 5", warp, g->tid_x);
 		ptx_ins(k, "mad.lo.u32 %s, %s, %u, %s", g->red_w, warp, wsn__rk_red_slot(g), g->red_r);
-		ptx_ins(k, "and.b32 %s, %s, 31", lane, g->tx);
+		ptx_ins(k, "and.b32 %s, %s, 31", lane, g->tid_x);
 		ptx_ins(k, "setp.eq.u32 %s, %s, 0", g->p_lane0, lane);
 		ptx_mov_imm(k, PTX_U32, g->red_par, 0);
 		g->bar_id = ptx_reg(k, PTX_U32, "bar_id");
 		ptx_comment(k, "row group ty synchronises on named barrier 1 + ty");
-		ptx_ins(k, "add.u32 %s, %s, 1", g->bar_id, g->ty);
+		ptx_ins(k, "add.u32 %s, %s, 1", g->bar_id, g->tid_y);
 	}
 }
 
@@ -357,16 +357,16 @@ void wsn__rk_slice_count(struct rk_gen *g, int j, const char *dst)
 {
 	struct ptx_kernel *k = g->k;
 
-	if (g->jk[j] == RK_J_ALL) {
+	if (g->slice_kind[j] == RK_J_ALL) {
 		ptx_mov_f32(k, dst, (float)g->vec);
 		return;
 	}
 	ptx_mov_f32(k, dst, 0.0f);
 	if (g->has_tail[j]) {
-		ptx_guard(k, g->pt[j], 0);
+		ptx_guard(k, g->p_tail[j], 0);
 		ptx_mov_f32(k, dst, (float)g->tail);
 	}
-	ptx_guard(k, g->pf[j], 0);
+	ptx_guard(k, g->p_full[j], 0);
 	ptx_mov_f32(k, dst, (float)g->vec);
 }
 
@@ -380,12 +380,12 @@ void wsn__rk_own_count(struct rk_gen *g)
 	g->cnt = ptx_reg(k, PTX_F32, "own_count");
 	g->rcnt = ptx_reg(k, PTX_F32, "own_rcount");
 	int nall = 0;
-	for (int j = 0; j < g->nv; j++)
-		nall += g->jk[j] == RK_J_ALL ? g->vec : 0;
+	for (int j = 0; j < g->vectors; j++)
+		nall += g->slice_kind[j] == RK_J_ALL ? g->vec : 0;
 	ptx_mov_f32(k, g->cnt, (float)nall);
-	for (int j = 0; j < g->nv; j++) {
+	for (int j = 0; j < g->vectors; j++) {
 		const char *c = ptx_tmp(k, PTX_F32);
-		if (g->jk[j] == RK_J_ALL)
+		if (g->slice_kind[j] == RK_J_ALL)
 			continue;
 		wsn__rk_slice_count(g, j, c);
 		ptx_add_f32(k, g->cnt, g->cnt, c);
@@ -432,7 +432,7 @@ void wsn__rk_row_addr(struct rk_gen *g, const char *dst, const char *base, const
 /* Names of REG storage for a tensor. */
 void wsn__rk_reg_names(struct rk_gen *g, struct rk_tens *t)
 {
-	for (int j = 0; j < g->nv; j++)
+	for (int j = 0; j < g->vectors; j++)
 		for (int q = 0; q < 4; q++)
 			t->r[j][q] = ptx_reg(g->k, PTX_B32, "%s%d_%d", t->tag, j, q);
 }
@@ -694,7 +694,7 @@ int wsn__rk_acc_home(struct rk_gen *g, struct rk_acc *a, unsigned smem_off)
 	struct ptx_kernel *k = g->k;
 
 	if (a->store == WSN_STORE_REG) {
-		for (int j = 0; j < g->nv; j++)
+		for (int j = 0; j < g->vectors; j++)
 			for (int e = 0; e < g->vec; e++)
 				a->r[j][e] = ptx_reg(k, PTX_F32, "%s%d_%d", a->tag, j, e);
 		return 1;
@@ -702,7 +702,7 @@ int wsn__rk_acc_home(struct rk_gen *g, struct rk_acc *a, unsigned smem_off)
 	if (a->store != WSN_STORE_SMEM)
 		return 0;
 	a->s = ptx_reg(k, PTX_U32, "%s_s", a->tag);
-	ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", a->s, g->tx, g->vec * 4, g->smem);
+	ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", a->s, g->tid_x, g->vec * 4, g->smem);
 	ptx_ins(k, "add.u32 %s, %s, %u", a->s, a->s, smem_off);
 	return 1;
 }
@@ -765,7 +765,7 @@ void wsn__rk_acc_zero(struct rk_gen *g, struct rk_acc *a)
 {
 	struct ptx_kernel *k = g->k;
 
-	for (int j = 0; j < g->nv; j++) {
+	for (int j = 0; j < g->vectors; j++) {
 		const char *f[8];
 		if (a->store == WSN_STORE_REG) {
 			for (int e = 0; e < g->vec; e++)

@@ -12,9 +12,10 @@
 #include "emitter.h"
 
 /*
- * A row group is bdimx threads (tx) working on one row; thread tx holds vectors tx, tx + bdimx,
- * tx + 2 bdimx, ... (slices j = 0 .. nv-1) of 16 bytes each. Everything below emits code for one
- * thread of such a group: element access with partial vectors at the row's end, f32
+ * A row group is bdimx threads (tid_x) working on one row; thread tid_x holds vectors tid_x,
+ * tid_x + bdimx, tid_x + 2 bdimx, ... (slices j = 0 .. vectors - 1) of 16 bytes each. Everything
+ * below emits code for one thread of such a group: element access with partial vectors at the
+ * row's end, f32
  * (un)packing, sums over the group (warp shuffles, then the warps through shared memory on the
  * group's named barrier 1 + ty), the dweight/dbias epilogue and the deterministic finish kernel.
  */
@@ -40,21 +41,21 @@ struct rk_gen {
 	struct ptx_kernel *k;
 	int bwd, ln;
 	int elem_bytes;          /* bytes of one element of the plan's dtype */
-	int vec, nv, bdimx, bdimy, nw; /* elements per 16-byte vector, vectors per thread, threads, warps */
+	int vec, vectors, bdimx, bdimy, warps; /* elements per 16-byte vector, vectors per thread, threads, warps */
 	long long cols;          /* the row's columns this CTA covers (the hidden size, or its share) */
 	long long row_vectors;   /* 16-byte vectors in those columns, the last one maybe partial */
 	long long nfull, tail;   /* whole vectors, and elements of the partial one */
 	int vecpath;             /* 1: 16-byte accesses; 0: element accesses (unaligned rows) */
 	int jbase;               /* the slice the row tensors' and accumulators' addresses point at (0 but
 				  * in the slices after a pass's rounds, wsn__rk_pass) */
-	enum rk_jkind jk[RK_MAXV];
+	enum rk_jkind slice_kind[RK_MAXV];
 	int has_tail[RK_MAXV];
-	const char *pf[RK_MAXV], *pt[RK_MAXV], *plo[RK_MAXV]; /* RK_J_PART: full vector / tail vector /
-								* element e < tail */
-	const char *tx, *ty, *smem;
+	/* RK_J_PART slices: the full vector is in the row / the tail vector is / element e < tail */
+	const char *p_full[RK_MAXV], *p_tail[RK_MAXV], *p_tail_elem[RK_MAXV];
+	const char *tid_x, *tid_y, *smem; /* thread in its row group, row group in the CTA */
 	const char *red_w, *red_r, *red_par, *p_lane0, *bar_id;
 	unsigned sm_red, sm_w, sm_dw, sm_db, sm_xg;
-	/* Slots of nv * bdimx * vec floats at sm_xg the dweight/dbias fold may use: with one per row group
+	/* Slots of vectors * bdimx * vec floats at sm_xg the dweight/dbias fold may use: with one per row group
 	 * and sum, every group stores its sums at once and all threads add them (two barriers); else (0 or
 	 * too few) the groups fold one after another through one slot (a barrier per group and sum). */
 	unsigned xg_slots;
@@ -83,7 +84,7 @@ struct rk_gen {
 	 * read through `xor reg, zero` so that ptxas can neither hoist their unpacking out of the row
 	 * loop nor reuse pass-1 unpacked values after the reduction: either would keep every element
 	 * as an f32 and double the registers a cached bf16/f16 row needs. */
-	const char *zp;
+	const char *zero;
 	const char *zrow[3];
 };
 
@@ -143,7 +144,7 @@ void wsn__rk_get_vec(struct rk_gen *g, struct rk_tens *t, int j, const char *out
 void wsn__rk_unpack(struct rk_gen *g, const char *const p[4], const char *f[8]);
 
 /*
- * One pass over a row: body(g, j, ctx) for every slice j = 0 .. nv - 1. When none of the tensors and
+ * One pass over a row: body(g, j, ctx) for every slice j = 0 .. vectors - 1. When none of the tensors and
  * accumulators the pass touches is held in registers, the slices every thread holds whole run as a
  * loop over chunks of a few slices (the pass's own address registers stepped each time round, and
  * back after the rest) and only the rest is unrolled: unrolled, ptxas issues every load of the pass before the first use and spills

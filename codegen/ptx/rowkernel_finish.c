@@ -34,29 +34,29 @@ static void fold_parallel(struct rk_gen *g, struct rk_acc *accs[2], const char *
 			  const char *nc)
 {
 	struct ptx_kernel *k = g->k;
-	const unsigned slot = (unsigned)(g->nv * g->bdimx * g->vec) * 4;
-	const int B = g->bdimy, T = g->bdimy * g->bdimx, NC4 = g->nv * g->bdimx * g->vec / 4;
+	const unsigned slot = (unsigned)(g->vectors * g->bdimx * g->vec) * 4;
+	const int B = g->bdimy, T = g->bdimy * g->bdimx, NC4 = g->vectors * g->bdimx * g->vec / 4;
 	const int v4 = g->cols % 4 == 0 && g->kp->hidden % 4 == 0;
 	const char *xs = ptx_reg(k, PTX_U32, "xg_s"), *gi = ptx_reg(k, PTX_U32, "xg_id");
 	int n = 0;
 
 	ptx_comment(k, "every group's sums into its own slot, then all threads add them in group order");
 	ptx_bar_sync(k, g->all_bar, g->all_bar_count); /* the slots alias stages other groups may still read */
-	ptx_ins(k, "mad.lo.u32 %s, %s, %u, %s", xs, g->ty, slot, g->smem);
-	ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", xs, g->tx, g->vec * 4, xs);
+	ptx_ins(k, "mad.lo.u32 %s, %s, %u, %s", xs, g->tid_y, slot, g->smem);
+	ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", xs, g->tid_x, g->vec * 4, xs);
 	ptx_ins(k, "add.u32 %s, %s, %u", xs, xs, g->sm_xg);
 	for (int a = 0; a < 2; a++) {
 		struct rk_acc *ac = accs[a];
 		if (!ac)
 			continue;
-		for (int j = 0; j < g->nv; j++)
+		for (int j = 0; j < g->vectors; j++)
 			for (int q = 0; q < g->vec / 4; q++)
 				ptx_st_shared_v4(k, xs, (long long)n * B * slot + ((long long)j * g->bdimx * g->vec + 4 * q) * 4,
 						 ac->r[j] + 4 * q);
 		n++;
 	}
 	ptx_bar_sync(k, g->all_bar, g->all_bar_count);
-	ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", gi, g->ty, g->bdimx, g->tx);
+	ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", gi, g->tid_y, g->bdimx, g->tid_x);
 	n = 0;
 	for (int a = 0; a < 2; a++) {
 		if (!accs[a])
@@ -125,7 +125,7 @@ void wsn__rk_bwd_epilogue(struct rk_gen *g, struct rk_acc *accs[2], const char *
 	}
 	if (g->bdimy > 1) {
 		const char *xs = ptx_reg(k, PTX_U32, "xg_s"), *p = ptx_tmp(k, PTX_PRED);
-		ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", xs, g->tx, g->vec * 4, g->smem);
+		ptx_ins(k, "mad.lo.u32 %s, %s, %d, %s", xs, g->tid_x, g->vec * 4, g->smem);
 		ptx_ins(k, "add.u32 %s, %s, %u", xs, xs, g->sm_xg);
 		for (int a = 0; a < 2; a++) {
 			struct rk_acc *ac = accs[a];
@@ -134,10 +134,10 @@ void wsn__rk_bwd_epilogue(struct rk_gen *g, struct rk_acc *accs[2], const char *
 			ptx_bar_sync(k, g->all_bar, g->all_bar_count);
 			for (int t = g->bdimy - 1; t >= 0; t--) {
 				const char *skip = ptx_label_new(k, "fold_skip");
-				ptx_ins(k, "setp.ne.u32 %s, %s, %d", p, g->ty, t);
+				ptx_ins(k, "setp.ne.u32 %s, %s, %d", p, g->tid_y, t);
 				ptx_guard(k, p, 0);
 				ptx_bra(k, skip);
-				for (int j = 0; j < g->nv; j++) {
+				for (int j = 0; j < g->vectors; j++) {
 					for (int q = 0; q < g->vec / 4; q++) {
 						const char *const *r = ac->r[j] + 4 * q;
 						long long off = ((long long)j * g->bdimx * g->vec + 4 * q) * 4;
@@ -161,7 +161,7 @@ void wsn__rk_bwd_epilogue(struct rk_gen *g, struct rk_acc *accs[2], const char *
 	}
 	/* group 0 writes: dweight partial at partials[cta][.], dbias partial at partials[nctaid + cta][.] */
 	const char *skipw = ptx_label_new(k, "part_done"), *p0 = ptx_tmp(k, PTX_PRED);
-	ptx_ins(k, "setp.ne.u32 %s, %s, 0", p0, g->ty);
+	ptx_ins(k, "setp.ne.u32 %s, %s, 0", p0, g->tid_y);
 	ptx_guard(k, p0, 0);
 	ptx_bra(k, skipw);
 	for (int a = 0; a < 2; a++) {
@@ -169,9 +169,9 @@ void wsn__rk_bwd_epilogue(struct rk_gen *g, struct rk_acc *accs[2], const char *
 		if (!ac || ac->store == WSN_STORE_GLOBAL)
 			continue;
 		const char *ga = partial_row(g, a, cta, nc, partp), *col = ptx_tmp(k, PTX_U64);
-		ptx_ins(k, "mul.wide.u32 %s, %s, %d", col, g->tx, g->vec * 4);
+		ptx_ins(k, "mul.wide.u32 %s, %s, %d", col, g->tid_x, g->vec * 4);
 		ptx_ins(k, "add.u64 %s, %s, %s", ga, ga, col);
-		for (int j = 0; j < g->nv; j++) {
+		for (int j = 0; j < g->vectors; j++) {
 			const char *f[8];
 			wsn__rk_acc_get(g, ac, j, f);
 			for (int e = 0; e < g->vec; e++) {

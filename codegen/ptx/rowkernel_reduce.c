@@ -16,7 +16,7 @@ void wsn__rk_reduce_row(struct rk_gen *g, const char *const v[], int n)
 			ptx_add_f32(k, v[i], v[i], t);
 		}
 	}
-	if (g->nw <= 1)
+	if (g->warps <= 1)
 		return;
 	/* lane 0 of each warp writes, the group's named barrier, everyone sums the warps in order */
 	const char *wa = ptx_tmp(k, PTX_U32), *ra = ptx_tmp(k, PTX_U32);
@@ -29,7 +29,7 @@ void wsn__rk_reduce_row(struct rk_gen *g, const char *const v[], int n)
 	ptx_bar_sync_reg(k, g->bar_id, (unsigned)g->bdimx);
 	if (n > 2) {
 		/* four values per load, warps in order */
-		for (int w = 0; w < g->nw; w++) {
+		for (int w = 0; w < g->warps; w++) {
 			for (int c = 0; c < n; c += 4) {
 				const char *x[4];
 				for (int i = 0; i < 4; i++)
@@ -44,10 +44,10 @@ void wsn__rk_reduce_row(struct rk_gen *g, const char *const v[], int n)
 				}
 			}
 		}
-		ptx_ins(k, "xor.b32 %s, %s, %d", g->red_par, g->red_par, slot * g->nw);
+		ptx_ins(k, "xor.b32 %s, %s, %d", g->red_par, g->red_par, slot * g->warps);
 		return;
 	}
-	for (int w = 0; w < g->nw; w++) {
+	for (int w = 0; w < g->warps; w++) {
 		const char *a = ptx_tmp(k, PTX_F32), *b = ptx_tmp(k, PTX_F32);
 		ptx_ins(k, "ld.shared.v2.f32 {%s, %s}, [%s+%d]", a, b, ra, slot * w);
 		if (w == 0) {
@@ -60,7 +60,7 @@ void wsn__rk_reduce_row(struct rk_gen *g, const char *const v[], int n)
 				ptx_add_f32(k, v[1], v[1], b);
 		}
 	}
-	ptx_ins(k, "xor.b32 %s, %s, %d", g->red_par, g->red_par, slot * g->nw);
+	ptx_ins(k, "xor.b32 %s, %s, %d", g->red_par, g->red_par, slot * g->warps);
 }
 
 /* (n, mean, M2) of a and b -> a: Chan, Golub and LeVeque's pairwise update (see rowkernel.h). */
@@ -96,7 +96,7 @@ void wsn__rk_reduce_welford(struct rk_gen *g, int nsets, const char *const n[], 
 	int slot = (int)wsn__rk_red_slot(g);
 
 	ptx_comment(k, "row reduction of (count, mean, M2) over %d threads%s", g->bdimx, nsets > 1 ? ", per row" : "");
-	ptx_ins(k, "and.b32 %s, %s, 31", lane, g->tx);
+	ptx_ins(k, "and.b32 %s, %s, 31", lane, g->tid_x);
 	for (int off = 16; off >= 1; off /= 2) {
 		const char *hi = ptx_tmp(k, PTX_PRED), *bit = ptx_tmp(k, PTX_U32);
 		ptx_ins(k, "and.b32 %s, %s, %d", bit, lane, off);
@@ -118,7 +118,7 @@ void wsn__rk_reduce_welford(struct rk_gen *g, int nsets, const char *const n[], 
 				ptx_mov(k, PTX_F32, v[i], a[i]);
 		}
 	}
-	if (g->nw <= 1)
+	if (g->warps <= 1)
 		return;
 	const char *wa = ptx_tmp(k, PTX_U32), *ra = ptx_tmp(k, PTX_U32);
 	ptx_ins(k, "add.u32 %s, %s, %s", wa, g->red_w, g->red_par);
@@ -131,7 +131,7 @@ void wsn__rk_reduce_welford(struct rk_gen *g, int nsets, const char *const n[], 
 			ptx_ins(k, "st.shared.v4.f32 [%s], {%s, %s, %s, %s}", wa, n[s], m[s], m2[s], m2[s]);
 	}
 	ptx_bar_sync_reg(k, g->bar_id, (unsigned)g->bdimx);
-	for (int w = 0; w < g->nw; w++) {
+	for (int w = 0; w < g->warps; w++) {
 		for (int s = 0; s < nsets; s++) {
 			const char *x[4];
 			for (int i = 0; i < 4; i++)
@@ -147,5 +147,5 @@ void wsn__rk_reduce_welford(struct rk_gen *g, int nsets, const char *const n[], 
 			}
 		}
 	}
-	ptx_ins(k, "xor.b32 %s, %s, %d", g->red_par, g->red_par, slot * g->nw);
+	ptx_ins(k, "xor.b32 %s, %s, %d", g->red_par, g->red_par, slot * g->warps);
 }

@@ -236,7 +236,7 @@ static int gen_backward(struct ws *w)
 	wsn__rk_setup_common(g);
 	lane_zero(w);
 	ka.txoff = ptx_reg(k, PTX_U64, "txoff");
-	ptx_ins(k, "mul.wide.u32 %s, %s, 16", ka.txoff, g->tx);
+	ptx_ins(k, "mul.wide.u32 %s, %s, 16", ka.txoff, g->tid_x);
 	for (int a = 0; a < 2; a++) /* registers or shared memory: the ws plans have no other */
 		if (accs[a])
 			wsn__rk_acc_home(g, accs[a], a ? w->layout.db : w->layout.dw);
@@ -275,12 +275,12 @@ static int gen_forward(struct ws *w)
 	wsn__rk_setup_common(g);
 	lane_zero(w);
 	ka.txoff = ptx_reg(k, PTX_U64, "txoff");
-	ptx_ins(k, "mul.wide.u32 %s, %s, 16", ka.txoff, g->tx);
+	ptx_ins(k, "mul.wide.u32 %s, %s, 16", ka.txoff, g->tid_x);
 	{
 		const char *p_t0 = ptx_reg(k, PTX_PRED, "p_tx0");
 		ka.p_mean = ptx_reg(k, PTX_PRED, "p_mean_out");
 		ka.p_rstd = ptx_reg(k, PTX_PRED, "p_rstd_out");
-		ptx_ins(k, "setp.eq.u32 %s, %s, 0", p_t0, g->tx);
+		ptx_ins(k, "setp.eq.u32 %s, %s, 0", p_t0, g->tid_x);
 		ptx_ins(k, "setp.ne.and.u64 %s, %s, 0, %s", ka.p_mean, ka.param[WSN_ABI_FWD_mean], p_t0);
 		ptx_ins(k, "setp.ne.and.u64 %s, %s, 0, %s", ka.p_rstd, ka.param[WSN_ABI_FWD_rstd], p_t0);
 	}
@@ -339,10 +339,10 @@ int wsn__ws_generate(const struct wsn__kernel_plan *kp, char **ptx)
 	g->ln = wsn_op_is_layernorm(kp->op);
 	g->elem_bytes = (int)wsn_dtype_size(kp->dtype);
 	g->vec = 16 / g->elem_bytes;
-	g->nv = (int)kp->nvec;
+	g->vectors = (int)kp->nvec;
 	g->bdimx = (int)kp->bdimx;
 	g->bdimy = (int)kp->bdimy;
-	g->nw = g->bdimx / 32;
+	g->warps = g->bdimx / 32;
 	g->cols = wsn__kernel_cols(kp);
 	g->row_vectors = (g->cols + g->vec - 1) / g->vec;
 	g->nfull = g->cols / g->vec;
@@ -363,7 +363,7 @@ int wsn__ws_generate(const struct wsn__kernel_plan *kp, char **ptx)
 	g->xg_slots = w->layout.xg_slots;
 	g->all_bar = 15; /* row groups use 1..14 (or none: a warp per row) */
 	g->all_bar_count = kp->bdimx * kp->bdimy;
-	if ((long long)g->nv * g->bdimx < g->row_vectors || w->row_bytes < (unsigned)(g->cols * g->elem_bytes) + 16 ||
+	if ((long long)g->vectors * g->bdimx < g->row_vectors || w->row_bytes < (unsigned)(g->cols * g->elem_bytes) + 16 ||
 	    w->stage_bytes != w->stage_rows_bytes + wsn__ws_stats_bytes(kp) ||
 	    w->layout.total > kp->smem_bytes) {
 		ptx_module_free(&m);

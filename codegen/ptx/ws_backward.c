@@ -26,12 +26,12 @@ static void exchange(struct ws *w, const char *tot[], int n, const char *it)
 	ptx_ins(k, "div.u32 %s, %s, %d", li, it, g->bdimy);
 	ptx_ins(k, "and.b32 %s, %s, 1", idx, li);
 	ptx_ins(k, "bfe.u32 %s, %s, 1, 1", par, li);
-	ptx_ins(k, "mad.lo.u32 %s, %s, 2, %s", idx, g->ty, idx);
+	ptx_ins(k, "mad.lo.u32 %s, %s, 2, %s", idx, g->tid_y, idx);
 	ptx_ins(k, "mad.lo.u32 %s, %s, 8, %s", bar, idx, w->bars);
 	ptx_ins(k, "add.u32 %s, %s, %u", bar, bar, w->layout.xbar - w->layout.bars);
 	ptx_ins(k, "mad.lo.u32 %s, %s, %u, %s", buf, idx, cluster_ctas * red_slot, g->smem);
 	ptx_ins(k, "add.u32 %s, %s, %u", buf, buf, w->layout.xch);
-	ptx_ins(k, "setp.ne.u32 %s, %s, 0", p, g->tx);
+	ptx_ins(k, "setp.ne.u32 %s, %s, 0", p, g->tid_x);
 	ptx_guard(k, p, 0);
 	ptx_bra_div(k, sent);
 	{
@@ -133,7 +133,7 @@ void wsn__ws_backward_rows(struct ws *w, const struct kargs *ka, struct rk_acc *
 			ptx_mov_f32(k, sgx[j][h], 0.0f);
 		}
 	}
-	for (int v = 0; v < g->nv; v++) {
+	for (int v = 0; v < g->vectors; v++) {
 		const char *wf[8] = { 0 }, *fw[8], *fb[8];
 		if (kp->has_weight)
 			wsn__ws_param_vec(w, &wt, v, g->zrow[0], wf);
@@ -195,11 +195,11 @@ void wsn__ws_backward_rows(struct ws *w, const struct kargs *ka, struct rk_acc *
 		ptx_mul_f32(k, nmgx[j], tot[i++], g->invH);
 		ptx_ins(k, "neg.f32 %s, %s", nmgx[j], nmgx[j]);
 	}
-	g->zp = g->zrow[1];
+	g->zero = g->zrow[1];
 	for (int j = 0; j < stage_rows; j++) {
 		const char *skip = wsn__ws_row_out_begin(w, j, "dx");
 		wsn__ws_out_row(w, &dx, j, ka->param[WSN_ABI_BWD_dx], ka->ld_out, ka->txoff);
-		for (int v = 0; v < g->nv; v++) {
+		for (int v = 0; v < g->vectors; v++) {
 			const char *dv[4], *xv[4], *df[8], *xf[8], *wf[8] = { 0 }, *o[8];
 			wsn__ws_row_vec(w, j, 0, v, dv);
 			wsn__ws_row_vec(w, j, 1, v, xv);

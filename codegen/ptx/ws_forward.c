@@ -59,7 +59,7 @@ void wsn__ws_forward_rows(struct ws *w, const struct kargs *ka)
 			ptx_mov_f32(k, acc[j][h], 0.0f);
 		}
 	}
-	for (int v = 0; v < g->nv; v++) {
+	for (int v = 0; v < g->vectors; v++) {
 		for (int j = 0; j < stage_rows; j++) {
 			const char *f[8];
 			row_floats(w, j, v, f);
@@ -71,13 +71,13 @@ void wsn__ws_forward_rows(struct ws *w, const struct kargs *ka)
 	 * (an exact two-pass: no merge of per-thread statistics, so no division on the chain) */
 	wsn__rk_reduce_row(g, s1, stage_rows);
 	if (g->ln) {
-		g->zp = g->zrow[0];
+		g->zero = g->zrow[0];
 		for (int j = 0; j < stage_rows; j++) {
 			ptx_mul_f32(k, mean[j], s1[j], g->invH);
 			for (int h = 0; h < nch; h++)
 				ptx_mov_f32(k, acc[j][h], 0.0f);
 		}
-		for (int v = 0; v < g->nv; v++) {
+		for (int v = 0; v < g->vectors; v++) {
 			for (int j = 0; j < stage_rows; j++) {
 				const char *f[8];
 				row_floats(w, j, v, f);
@@ -85,7 +85,7 @@ void wsn__ws_forward_rows(struct ws *w, const struct kargs *ka)
 			}
 		}
 		fold_chains(k, acc, stage_rows, nch, var);
-		g->zp = NULL;
+		g->zero = NULL;
 		wsn__rk_reduce_row(g, var, stage_rows);
 	} else {
 		for (int j = 0; j < stage_rows; j++)
@@ -119,11 +119,11 @@ void wsn__ws_forward_rows(struct ws *w, const struct kargs *ka)
 	}
 
 	/* pass 3: y = (x - mean) * rstd * w + b, row by row */
-	g->zp = g->zrow[1];
+	g->zero = g->zrow[1];
 	for (int j = 0; j < stage_rows; j++) {
 		const char *skip = wsn__ws_row_out_begin(w, j, "y");
 		wsn__ws_out_row(w, &y, j, ka->param[WSN_ABI_FWD_y], ka->ld_out, ka->txoff);
-		for (int v = 0; v < g->nv; v++) {
+		for (int v = 0; v < g->vectors; v++) {
 			const char *f[8], *o[8], *wf[8] = { 0 }, *bf[8] = { 0 };
 			row_floats(w, j, v, f);
 			if (kp->has_weight)

@@ -22,26 +22,26 @@ static void stage_vec(struct ws *w, int j, int t, int v, const char *const r[4])
 	const char *sa = w->srow[j][t];
 
 	if (g->vecpath) {
-		if (g->jk[v] == RK_J_ALL) {
+		if (g->slice_kind[v] == RK_J_ALL) {
 			ptx_ld_shared_v4(k, r, sa, off);
 			return;
 		}
 		for (int q = 0; q < 4; q++)
 			ptx_mov_imm(k, PTX_B32, r[q], 0);
-		ptx_guard(k, g->pf[v], 0);
+		ptx_guard(k, g->p_full[v], 0);
 		ptx_ld_shared_v4(k, r, sa, off);
 		if (!g->has_tail[v])
 			return;
 		/* the tail vector: load it whole, then clear the elements past the row's end */
-		ptx_guard(k, g->pt[v], 0);
+		ptx_guard(k, g->p_tail[v], 0);
 		ptx_ld_shared_v4(k, r, sa, off);
 		for (int q = 0; q < 4; q++) {
 			int e0 = g->elem_bytes == 4 ? q : 2 * q;
 			if (e0 >= g->tail) {
-				ptx_guard(k, g->pt[v], 0);
+				ptx_guard(k, g->p_tail[v], 0);
 				ptx_mov_imm(k, PTX_B32, r[q], 0);
 			} else if (g->elem_bytes != 4 && e0 + 1 == g->tail) {
-				ptx_guard(k, g->pt[v], 0);
+				ptx_guard(k, g->p_tail[v], 0);
 				ptx_ins(k, "and.b32 %s, %s, 65535", r[q], r[q]);
 			}
 		}
@@ -128,7 +128,7 @@ void wsn__ws_block_begin(struct ws *w, const char *b, const char *it, const char
 	ptx_ins(k, "and.b32 %s, %s, 1", phase, phase);
 	ptx_ins(k, "mad.lo.u32 %s, %s, 8, %s", full, w->slot, w->bars);
 	ptx_ins(k, "mad.lo.u32 %s, %s, %u, %s", st, w->slot, w->stage_bytes, w->stage0);
-	ptx_ins(k, "shl.b32 %s, %s, 4", txs, g->tx);
+	ptx_ins(k, "shl.b32 %s, %s, 4", txs, g->tid_x);
 	ptx_ins(k, "add.u32 %s, %s, %s", st, st, txs);
 	for (int j = 0; j < w->stage_rows; j++) {
 		for (int t = 0; t < w->nt; t++) {
@@ -157,7 +157,7 @@ void wsn__ws_block_begin(struct ws *w, const char *b, const char *it, const char
 		ptx_comment(k, "copy the stage into registers, then give it back to the producer");
 		for (int j = 0; j < w->stage_rows; j++)
 			for (int t = 0; t < w->nt; t++)
-				for (int v = 0; v < g->nv; v++)
+				for (int v = 0; v < g->vectors; v++)
 					stage_vec(w, j, t, v, w->cache[j][t].r[v]);
 		wsn__ws_release_stage(w);
 	}
@@ -194,7 +194,7 @@ void wsn__ws_cache_names(struct ws *w)
 			snprintf(tag, sizeof(tag), "c%d%c", j, t == w->nt - 1 ? 'x' : 'd');
 			memset(c, 0, sizeof(*c));
 			c->store = WSN_STORE_REG;
-			for (int v = 0; v < w->g.nv; v++)
+			for (int v = 0; v < w->g.vectors; v++)
 				for (int q = 0; q < 4; q++)
 					c->r[v][q] = ptx_reg(w->g.k, PTX_B32, "%s%d_%d", tag, v, q);
 		}
@@ -212,15 +212,15 @@ void wsn__ws_load_params(struct ws *w, struct rk_tens *pt, unsigned sm_off, cons
 	if (pt->store == WSN_STORE_REG) {
 		ptx_comment(k, "%s loaded once per CTA, kept in registers", pt->tag);
 		wsn__rk_reg_names(g, pt);
-		for (int v = 0; v < g->nv; v++)
+		for (int v = 0; v < g->vectors; v++)
 			wsn__rk_load_vec(g, pt, v, pt->r[v]);
 		return;
 	}
 	ptx_comment(k, "%s loaded once per CTA into shared memory (each thread its own vectors)", pt->tag);
 	pt->s = ptx_reg(k, PTX_U32, "%s_s", pt->tag);
-	ptx_ins(k, "mad.lo.u32 %s, %s, 16, %s", pt->s, g->tx, g->smem);
+	ptx_ins(k, "mad.lo.u32 %s, %s, 16, %s", pt->s, g->tid_x, g->smem);
 	ptx_ins(k, "add.u32 %s, %s, %u", pt->s, pt->s, sm_off);
-	for (int v = 0; v < g->nv; v++) {
+	for (int v = 0; v < g->vectors; v++) {
 		const char *t[4];
 		for (int q = 0; q < 4; q++)
 			t[q] = ptx_tmp(k, PTX_B32);
@@ -232,11 +232,11 @@ void wsn__ws_load_params(struct ws *w, struct rk_tens *pt, unsigned sm_off, cons
 /* Parameter vector v (weight or bias), unpacked; REG copies read through the opaque zero z. */
 void wsn__ws_param_vec(struct ws *w, struct rk_tens *pt, int v, const char *z, const char *f[8])
 {
-	const char *pv[4], *save = w->g.zp;
+	const char *pv[4], *save = w->g.zero;
 
-	w->g.zp = z;
+	w->g.zero = z;
 	wsn__rk_get_vec(&w->g, pt, v, pv);
-	w->g.zp = save;
+	w->g.zero = save;
 	wsn__rk_unpack(&w->g, pv, f);
 }
 
@@ -256,8 +256,8 @@ void wsn__ws_loop_setup(struct ws *w, struct loop_ctx *c)
 	ptx_ins(k, "div.u64 %s, %s, %d", c->nblocks, c->nblocks, w->stage_rows);
 	ptx_ins(k, "sub.u64 %s, %s, 1", c->rmax, w->rows);
 	wsn__ws_stride_ids(w, t, nc);
-	ptx_mov(k, PTX_U32, c->it, w->g.ty);
-	ptx_ins(k, "mad.lo.u32 %s, %s, %s, %s", t, w->g.ty, nc, t);
+	ptx_mov(k, PTX_U32, c->it, w->g.tid_y);
+	ptx_ins(k, "mad.lo.u32 %s, %s, %s, %s", t, w->g.tid_y, nc, t);
 	ptx_ins(k, "cvt.u64.u32 %s, %s", c->b, t);
 	ptx_ins(k, "mul.wide.u32 %s, %s, %d", c->bstride, nc, w->g.bdimy);
 }
@@ -280,7 +280,7 @@ void wsn__ws_loop_end(struct ws *w, struct loop_ctx *c, struct ptx_loop *lp)
 {
 	struct ptx_kernel *k = w->g.k;
 
-	w->g.zp = NULL;
+	w->g.zero = NULL;
 	if (!w->g.kp->cache_rows)
 		wsn__ws_release_stage(w);
 	const char *p = ptx_tmp(k, PTX_PRED);
