@@ -113,7 +113,8 @@ struct wsn_stream {
 	pthread_mutex_t lock; /* guards ovl */
 	struct wsn__ovl ovl;
 	void *done; /* device word: the number of the last call whose main grid is done (NULL: none, and
-		     * no call starts early: on the CPU, or with WSNORM_OVERLAP=0 when it was made) */
+		     * no call starts early: on the CPU, a wrapped stream, or WSNORM_OVERLAP=0 when it was made) */
+	int wrapped; /* impl is the application's (wsn_stream_wrap): never destroyed here */
 };
 struct wsn_event {
 	struct wsn_device *dev;

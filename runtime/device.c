@@ -385,13 +385,35 @@ WSN_API int wsn_stream_create(struct wsn_device *dev, struct wsn_stream **out)
 	return 0;
 }
 
+/*
+ * The application's stream as a wsn_stream. No call on it starts early (s->done stays NULL): work
+ * the application queues between calls is unknown here, and a kernel of wsnorm's must wait for it.
+ */
+WSN_API int wsn_stream_wrap(struct wsn_device *dev, void *native, struct wsn_stream **out)
+{
+	struct wsn_stream *s;
+
+	NEED(dev, stream_create, "stream wrap");
+	if (!out || (!native && dev->ops->exec_mem == WSN_MEM_DEVICE))
+		return wsn__error(WSN_EINVAL, "stream wrap: %s", out ? "no stream to wrap" : "no output");
+	if (!(s = calloc(1, sizeof(*s))))
+		return wsn__error(WSN_ENOMEM, "stream wrap: out of memory");
+	s->dev = dev;
+	s->impl = native;
+	s->wrapped = 1;
+	pthread_mutex_init(&s->lock, NULL);
+	wsn__ovl_reset(&s->ovl, 1);
+	*out = s;
+	return 0;
+}
+
 WSN_API int wsn_stream_destroy(struct wsn_stream *s)
 {
 	int err = 0;
 
 	if (!s)
 		return 0;
-	if (s->dev->ops->stream_destroy)
+	if (!s->wrapped && s->dev->ops->stream_destroy)
 		err = s->dev->ops->stream_destroy(s->dev->ctx, s->impl);
 	if (s->done) {
 		/* after the stream: a free waits for the work still queued, which may store into it */

@@ -2,7 +2,8 @@
 /*
  * tests/cuda_context.c: an application with its own CUDA context current calls every CUDA entry
  * point of libwsnorm on two devices and checks after each that its context is still current, and
- * that a release whose switch to the device's context fails still releases. Run by the cuda_fake
+ * that a release whose switch to the device's context fails still releases; and a plan executed on
+ * the application's own stream (wsn_stream_wrap). Run by the cuda_fake
  * suite under the fake driver (tests/fake_cuda.c, two devices), which provides the application's
  * context; exits 0 when every check holds, 1 otherwise, 77 without the fake.
  */
@@ -24,6 +25,12 @@ static void (*fail_next)(const char *name, CUresult code);
 static long (*live)(void);
 static CUcontext app;
 static int failures;
+/* For a stream of the application's own in a device's primary context (wsn_stream_wrap). */
+static wsn__cu_pfn_cuDeviceGet device_get;
+static wsn__cu_pfn_cuDevicePrimaryCtxRetain primary_retain;
+static wsn__cu_pfn_cuDevicePrimaryCtxRelease primary_release;
+static wsn__cu_pfn_cuStreamCreate stream_create;
+static wsn__cu_pfn_cuStreamDestroy stream_destroy;
 
 /* The driver's entry point `name` (ABI of CUDA 12.0), or NULL. */
 static void *proc(wsn__cu_pfn_cuGetProcAddress get_proc, const char *name)
@@ -73,8 +80,61 @@ static void check_released(const char *what, int err, long before, long n)
 		check_released(#call " (context switch failing)", (call), before_, n); \
 	} while (0)
 
-/* Every entry point on one open device; other is a second open device whose calls are interleaved. */
-static void exercise(struct wsn_device *d, struct wsn_device *other)
+/*
+ * A stream the application makes itself in the primary context of device ordinal (as the CUDA
+ * runtime does), or destroys (create 0); the application's context is current again after either.
+ */
+static CUstream app_stream(int ordinal, int create, CUstream s)
+{
+	CUdevice dev;
+	CUcontext primary = NULL;
+	int ok;
+
+	ok = device_get(&dev, ordinal) == CUDA_SUCCESS && primary_retain(&primary, dev) == CUDA_SUCCESS &&
+	     set_current(primary) == CUDA_SUCCESS;
+	if (ok)
+		ok = create ? stream_create(&s, 0) == CUDA_SUCCESS : stream_destroy(s) == CUDA_SUCCESS;
+	if (primary)
+		primary_release(dev);
+	set_current(app);
+	if (!ok) {
+		printf("FAIL: the application could not %s its stream on cuda:%d\n", create ? "create" : "destroy", ordinal);
+		failures++;
+		return NULL;
+	}
+	return s;
+}
+
+/*
+ * A plan executed on the application's own stream through wsn_stream_wrap: the launch goes on it
+ * (the fake refuses a stream it does not know), the wrapper's destruction leaves it to the
+ * application (destroying it there is then the first and only release), and a NULL stream is refused.
+ */
+static void exercise_wrap(struct wsn_device *d, int ordinal, struct wsn_plan *plan, const struct wsn_args *a)
+{
+	struct wsn_stream *ws = NULL;
+	CUstream native = app_stream(ordinal, 1, NULL);
+	long before;
+
+	if (!native)
+		return;
+	check("wsn_stream_wrap(NULL)", wsn_stream_wrap(d, NULL, &ws), WSN_EINVAL);
+	before = live();
+	CHECK(wsn_stream_wrap(d, native, &ws));
+	CHECK(wsn_plan_execute(plan, a, ws));
+	CHECK(wsn_stream_sync(d, ws));
+	CHECK(wsn_stream_destroy(ws));
+	if (live() != before) {
+		printf("FAIL: wsn_stream_wrap and wsn_stream_destroy of the wrapper: %ld driver objects live before, "
+		       "%ld after\n", before, live());
+		failures++;
+	}
+	app_stream(ordinal, 0, native);
+}
+
+/* Every entry point on one open device (ordinal: its CUDA ordinal); other is a second open device
+ * whose calls are interleaved. */
+static void exercise(struct wsn_device *d, int ordinal, struct wsn_device *other)
 {
 	struct wsn_plan_options o;
 	struct wsn_stream *s = NULL;
@@ -124,6 +184,7 @@ static void exercise(struct wsn_device *d, struct wsn_device *other)
 		wsn_tensor_1d(&a.rstd, rstd, WSN_F32, WSN_MEM_DEVICE, ROWS);
 		CHECK(wsn_plan_execute(plan, &a, s));
 		CHECK(wsn_plan_execute(plan, &a, NULL));
+		exercise_wrap(d, ordinal, plan, &a);
 		/* refused before any driver call, and still nothing switched */
 		a.y.data = NULL;
 		check("wsn_plan_execute(no y)", wsn_plan_execute(plan, &a, s), WSN_EINVAL);
@@ -172,6 +233,11 @@ int main(void)
 	NEED(get_proc, dlsym(lib, "cuGetProcAddress_v2"), "cuGetProcAddress_v2");
 	NEED(get_current, proc(get_proc, "cuCtxGetCurrent"), "cuCtxGetCurrent");
 	NEED(set_current, proc(get_proc, "cuCtxSetCurrent"), "cuCtxSetCurrent");
+	NEED(device_get, proc(get_proc, "cuDeviceGet"), "cuDeviceGet");
+	NEED(primary_retain, proc(get_proc, "cuDevicePrimaryCtxRetain"), "cuDevicePrimaryCtxRetain");
+	NEED(primary_release, proc(get_proc, "cuDevicePrimaryCtxRelease"), "cuDevicePrimaryCtxRelease");
+	NEED(stream_create, proc(get_proc, "cuStreamCreate"), "cuStreamCreate");
+	NEED(stream_destroy, proc(get_proc, "cuStreamDestroy"), "cuStreamDestroy");
 	/* as an application does before it makes a context of its own current */
 	if (!(p = proc(get_proc, "cuInit")) || ((wsn__cu_pfn_cuInit)p)(0) != CUDA_SUCCESS) {
 		printf("FAIL: cuInit of the fake driver\n");
@@ -189,8 +255,8 @@ int main(void)
 	check("wsn_device_open(cuda:2)", wsn_device_open("cuda:2", &(struct wsn_device *){ NULL }), WSN_ENODEV);
 	if (!d0 || !d1)
 		return 1;
-	exercise(d0, d1);
-	exercise(d1, d0);
+	exercise(d0, 0, d1);
+	exercise(d1, 1, d0);
 	wsn_device_close(d1);
 	check("wsn_device_close(cuda:1)", 0, 0);
 	wsn_device_close(d0);
