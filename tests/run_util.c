@@ -214,7 +214,7 @@ int run_reap(pid_t pid)
 	return -1;
 }
 
-int run_has_open_in(pid_t pid, const char *dir)
+int run_has_open_marked(pid_t pid, const char *dir, const char *mark)
 {
 	char fddir[64], link[4200], target[4200];
 	struct dirent *e;
@@ -231,8 +231,13 @@ int run_has_open_in(pid_t pid, const char *dir)
 		if ((n = readlink(link, target, sizeof(target) - 1)) <= 0)
 			continue;
 		target[n] = '\0';
-		found = !strncmp(target, dir, strlen(dir)) && target[strlen(dir)] == '/';
+		found = !strncmp(target, dir, strlen(dir)) && target[strlen(dir)] == '/' && (!mark || strstr(target, mark));
 	}
 	closedir(d);
 	return found;
+}
+
+int run_has_open_in(pid_t pid, const char *dir)
+{
+	return run_has_open_marked(pid, dir, NULL);
 }

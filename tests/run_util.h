@@ -76,4 +76,7 @@ int run_reap(pid_t pid);
  */
 int run_has_open_in(pid_t pid, const char *dir);
 
+/* Like run_has_open_in, for an open file whose /proc link also contains mark (NULL: any file). */
+int run_has_open_marked(pid_t pid, const char *dir, const char *mark);
+
 #endif /* WSN_TESTS_RUN_UTIL_H */
