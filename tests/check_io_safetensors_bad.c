@@ -34,25 +34,27 @@ static void bad_headers(const struct bad_header *cases, size_t n)
 	}
 }
 
-START_TEST(test_st_bad_short_file)
+/* Write len bytes as name in the case's directory: opening it fails with want, the message naming the
+ * file and saying needle. */
+static void refused_file(const char *name, const void *bytes, size_t len, int want, const char *needle)
 {
-	char *path = io_pjoin(io_tdir, "short.safetensors");
+	char *path = io_pjoin(io_tdir, name);
 	struct wsn_st_file *f;
 
-	tu_write_file(path, "\x10\0\0\0\0", 5);
-	io_expect_err(wsn_st_open(path, NULL, &f), WSN_ETRUNC, path, "5 bytes");
+	tu_write_file(path, bytes, len);
+	io_expect_err(wsn_st_open(path, NULL, &f), want, path, needle);
 	free(path);
+}
+
+START_TEST(test_st_bad_short_file)
+{
+	refused_file("short.safetensors", "\x10\0\0\0\0", 5, WSN_ETRUNC, "5 bytes");
 }
 END_TEST
 
 START_TEST(test_st_bad_empty_file)
 {
-	char *path = io_pjoin(io_tdir, "empty.safetensors");
-	struct wsn_st_file *f;
-
-	tu_write_file(path, "", 0);
-	io_expect_err(wsn_st_open(path, NULL, &f), WSN_ETRUNC, path, "empty");
-	free(path);
+	refused_file("empty.safetensors", "", 0, WSN_ETRUNC, "empty");
 }
 END_TEST
 
@@ -102,32 +104,23 @@ END_TEST
 
 START_TEST(test_st_bad_header_past_eof)
 {
-	char *path = io_pjoin(io_tdir, "long.safetensors");
 	unsigned char buf[64] = { 0 };
-	struct wsn_st_file *f;
 
 	buf[0] = 200; /* 200-byte header in a 64-byte file */
 	memcpy(buf + 8, "{}", 2);
-	tu_write_file(path, buf, sizeof(buf));
-	io_expect_err(wsn_st_open(path, NULL, &f), WSN_ETRUNC, path, "200");
-	free(path);
+	refused_file("long.safetensors", buf, sizeof(buf), WSN_ETRUNC, "200");
 }
 END_TEST
 
 START_TEST(test_st_bad_header_absurd)
 {
-	char *path = io_pjoin(io_tdir, "absurd.safetensors");
 	unsigned char buf[16] = { 0 };
-	struct wsn_st_file *f;
 
 	memset(buf, 0xff, 8);
-	tu_write_file(path, buf, sizeof(buf));
-	io_expect_err(wsn_st_open(path, NULL, &f), WSN_EFORMAT, path, "100 MiB");
+	refused_file("absurd.safetensors", buf, sizeof(buf), WSN_EFORMAT, "100 MiB");
 	memset(buf, 0, 8);
 	buf[3] = 0x08; /* 128 MiB */
-	tu_write_file(path, buf, sizeof(buf));
-	io_expect_err(wsn_st_open(path, NULL, &f), WSN_EFORMAT, path, "134217728");
-	free(path);
+	refused_file("absurd.safetensors", buf, sizeof(buf), WSN_EFORMAT, "134217728");
 }
 END_TEST
 
@@ -367,17 +360,26 @@ START_TEST(test_st_bad_long_name)
 }
 END_TEST
 
+/* Write t to path as the file's one tensor, "x", and open the file. */
+static struct wsn_st_file *write_x_and_open(const char *path, struct wsn_tensor *t)
+{
+	struct wsn_named_tensor nt = { "x", t };
+	struct wsn_st_file *f;
+
+	ck_assert_int_eq(wsn_st_write(path, &nt, 1, NULL), 0);
+	ck_assert_int_eq(wsn_st_open(path, NULL, &f), 0);
+	return f;
+}
+
 START_TEST(test_st_missing_tensor_and_small_buffer)
 {
 	char *path = io_pjoin(io_tdir, "two.safetensors");
 	float x[6] = { 0 };
 	struct wsn_tensor t;
-	struct wsn_named_tensor nt = { "x", &t };
 	struct wsn_st_file *f;
 
 	wsn_tensor_2d(&t, x, WSN_F32, WSN_MEM_HOST, 2, 3);
-	ck_assert_int_eq(wsn_st_write(path, &nt, 1, NULL), 0);
-	ck_assert_int_eq(wsn_st_open(path, NULL, &f), 0);
+	f = write_x_and_open(path, &t);
 	io_expect_err(wsn_st_read(f, "dy", x, sizeof(x)), WSN_ENOTENSOR, path, "'dy'");
 	io_expect_err(wsn_st_read(f, "x", x, sizeof(x) - 1), WSN_ERANGE, path, "'x'");
 	ck_assert_int_eq(wsn_st_read(f, "x", x, sizeof(x)), 0);
@@ -392,12 +394,10 @@ START_TEST(test_st_truncated_after_open)
 	char *path = io_pjoin(io_tdir, "shrink.safetensors");
 	float x[1024] = { 0 };
 	struct wsn_tensor t;
-	struct wsn_named_tensor nt = { "x", &t };
 	struct wsn_st_file *f;
 
 	wsn_tensor_1d(&t, x, WSN_F32, WSN_MEM_HOST, 1024);
-	ck_assert_int_eq(wsn_st_write(path, &nt, 1, NULL), 0);
-	ck_assert_int_eq(wsn_st_open(path, NULL, &f), 0);
+	f = write_x_and_open(path, &t);
 	ck_assert_int_eq(truncate(path, 1000), 0);
 	io_expect_err(wsn_st_read(f, "x", x, sizeof(x)), WSN_ETRUNC, path, "'x'");
 	wsn_st_close(f);
