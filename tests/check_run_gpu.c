@@ -86,11 +86,7 @@ START_TEST(test_gpu_path_on_cpu)
 	EXPECT_RUN(3, "device 1: cpu", NULL, "run", "--input", ds, "--devices", "cpu,cpu", "--inject-fault", "0",
 		   "--batch-rows", "10", "--copy-size", "64K", "--threads", "1");
 	unsetenv("WSNORM_RUN_COPIES");
-	tu_rmtree(dir);
-	free(ds);
-	free(oh);
-	free(oc);
-	free(dir);
+	run_rmtree_free(dir, ds, oh, oc, NULL);
 }
 END_TEST
 
@@ -194,8 +190,7 @@ START_TEST(test_gpu_ops)
 		free(oc);
 		free(ds);
 	}
-	tu_rmtree(dir);
-	free(dir);
+	run_rmtree_free(dir, NULL);
 }
 END_TEST
 
@@ -226,9 +221,7 @@ START_TEST(test_gpu_all)
 	ck_assert_int_eq(run_jint(j, "rows"), 2 * 65536);
 	json_decref(j);
 	tu_proc_free(&p);
-	tu_rmtree(dir);
-	free(ds);
-	free(dir);
+	run_rmtree_free(dir, ds, NULL);
 }
 END_TEST
 
@@ -253,9 +246,7 @@ START_TEST(test_gpu_checks)
 	       json_string_value(json_object_get(json_object_get(j, "end_to_end"), "slowest_stage")));
 	json_decref(j);
 	tu_proc_free(&p);
-	tu_rmtree(dir);
-	free(in);
-	free(dir);
+	run_rmtree_free(dir, in, NULL);
 }
 END_TEST
 

@@ -70,9 +70,7 @@ START_TEST(test_iterations_kernel_loops)
 	}
 	json_decref(j);
 	tu_proc_free(&p);
-	tu_rmtree(dir);
-	free(ds);
-	free(dir);
+	run_rmtree_free(dir, ds, NULL);
 }
 END_TEST
 
@@ -113,9 +111,7 @@ START_TEST(test_duration)
 			      p.status, p.err);
 		tu_proc_free(&p);
 	}
-	tu_rmtree(dir);
-	free(in);
-	free(dir);
+	run_rmtree_free(dir, in, NULL);
 }
 END_TEST
 
@@ -183,10 +179,7 @@ START_TEST(test_devices)
 	/* a device that does not exist: named by index and spec, the other one runs */
 	EXPECT_RUN(3, "device 0: cpu", "device 1 'cpu:7'", "run", "--input", ds, "--devices", "cpu,cpu:7", "--copy-size",
 		   "64K");
-	tu_rmtree(dir);
-	free(ds);
-	free(out);
-	free(dir);
+	run_rmtree_free(dir, ds, out, NULL);
 }
 END_TEST
 

@@ -67,10 +67,7 @@ START_TEST(test_output_content)
 	wsn_device_close(cpu);
 	wsn_st_close(fx), wsn_st_close(fw), wsn_st_close(fb), wsn_st_close(fy), wsn_st_close(fr);
 	free(x), free(w), free(b), free(y), free(rstd), free(ry), free(rm), free(rr);
-	tu_rmtree(dir);
-	free(in);
-	free(out);
-	free(dir);
+	run_rmtree_free(dir, in, out, NULL);
 }
 END_TEST
 
@@ -162,13 +159,7 @@ static void output_rollback(int no_link)
 	free(back);
 	free(now1);
 	free(old1);
-	tu_rmtree(dir);
-	free(first);
-	free(second);
-	free(log);
-	free(ds);
-	free(out);
-	free(dir);
+	run_rmtree_free(dir, first, second, log, ds, out, NULL);
 }
 
 /* output_rollback(no_link) where the linkat-failing library is there to preload; a note where not. */
@@ -227,12 +218,7 @@ START_TEST(test_output_onto_input)
 	ck_assert_int_eq(run_dir_count(ds, names, sizeof(names)), 2);
 	free(before);
 	free(after);
-	tu_rmtree(dir);
-	free(in);
-	free(ln);
-	free(shard);
-	free(ds);
-	free(dir);
+	run_rmtree_free(dir, in, ln, shard, ds, NULL);
 }
 END_TEST
 

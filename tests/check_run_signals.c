@@ -70,12 +70,7 @@ static void interrupt_run(int sig, const char *loops, int settle_ms)
 	ck_assert_msg(run_dir_count(dir, names, sizeof(names)) == 3, "stray files: %s", names); /* ds stdout stderr */
 	free(text);
 	free(err);
-	tu_rmtree(dir);
-	free(ds);
-	free(out);
-	free(so);
-	free(se);
-	free(dir);
+	run_rmtree_free(dir, ds, out, so, se, NULL);
 }
 
 START_TEST(test_sigint)
@@ -159,13 +154,7 @@ START_TEST(test_second_signal)
 	signal_twice(demo, tmpd, so, se, SIGTERM);
 	unsetenv("TMPDIR");
 	ck_assert_msg(run_dir_count(tmpd, names, sizeof(names)) == 0, "the demo left: %s", names);
-	tu_rmtree(dir);
-	free(ds);
-	free(out);
-	free(so);
-	free(se);
-	free(tmpd);
-	free(dir);
+	run_rmtree_free(dir, ds, out, so, se, tmpd, NULL);
 }
 END_TEST
 
@@ -342,12 +331,7 @@ START_TEST(test_demo_signal_before_verify)
 		free(text);
 		free(err);
 	}
-	tu_rmtree(dir);
-	free(saved);
-	free(tmp);
-	free(so);
-	free(se);
-	free(dir);
+	run_rmtree_free(dir, saved, tmp, so, se, NULL);
 }
 END_TEST
 

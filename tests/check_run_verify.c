@@ -46,9 +46,7 @@ START_TEST(test_injected_mismatch)
 	tu_proc_free(&p);
 	EXPECT_RUN(1, "FAIL: verification mismatch", NULL, "run", "--input", in, "--device", "cpu", "--inject-mismatch",
 		   "--batch-rows", "40", "--copy-size", "64K");
-	tu_rmtree(dir);
-	free(in);
-	free(dir);
+	run_rmtree_free(dir, in, NULL);
 }
 END_TEST
 
@@ -89,9 +87,7 @@ START_TEST(test_thresholds)
 		}
 		tu_proc_free(&p);
 	}
-	tu_rmtree(dir);
-	free(in);
-	free(dir);
+	run_rmtree_free(dir, in, NULL);
 }
 END_TEST
 
@@ -110,9 +106,7 @@ START_TEST(test_fault_without_batch)
 		ck_assert_msg(strstr(p.out, "result   ERROR"), "%s", p.out);
 		tu_proc_free(&p);
 	}
-	tu_rmtree(dir);
-	free(in);
-	free(dir);
+	run_rmtree_free(dir, in, NULL);
 }
 END_TEST
 

@@ -22,6 +22,8 @@
 
 #include "run_util.h"
 
+#include <stdarg.h>
+
 char *run_path_in(const char *dir, const char *name)
 {
 	char *p;
@@ -111,6 +113,19 @@ void run_gen(const char *op, const char *dt, const char *rows, const char *hidde
 	    "--shards", (char *)shards, "--out", (char *)out);
 	ck_assert_msg(p.status == 0, "gen: %s", p.err);
 	tu_proc_free(&p);
+}
+
+void run_rmtree_free(char *dir, ...)
+{
+	va_list ap;
+	char *path;
+
+	tu_rmtree(dir);
+	va_start(ap, dir);
+	while ((path = va_arg(ap, char *)))
+		free(path);
+	va_end(ap);
+	free(dir);
 }
 
 int run_dir_count(const char *dir, char *names, size_t len)

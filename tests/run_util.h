@@ -46,6 +46,10 @@ const char *run_jstr(json_t *o, const char *key);
 void run_gen(const char *op, const char *dt, const char *rows, const char *hidden, const char *shards,
 		const char *out);
 
+/* Remove the test directory dir and all in it, then free dir and each path listed after it (NULL ends
+ * the list). */
+void run_rmtree_free(char *dir, ...) __attribute__((sentinel));
+
 /* Entries of a directory other than . and ..; -1 if it does not exist. */
 int run_dir_count(const char *dir, char *names, size_t len);
 
