@@ -228,11 +228,11 @@ END_TEST
 /* On a GPU: an injected mismatch fails (1), copies meet a trivial threshold, stages alone are measured. */
 START_TEST(test_gpu_checks)
 {
-	char *dir = tu_tmpdir(), *in = run_path_in(dir, "in.safetensors");
+	char *dir, *in;
 	struct tu_proc p;
 	json_t *j;
 
-	run_gen("rmsnorm-bwd", "bf16", "16K", "4096", "1", in);
+	in = run_gen_input(&dir, "rmsnorm-bwd", "bf16", "16K", "4096");
 	EXPECT_RUN(1, NULL, NULL, "run", "--input", in, "--device", "cuda:0", "--inject-mismatch", "--batch-rows",
 		   "4096");
 	RUN(&p, "run", "--input", in, "--device", "cuda:0", "--standalone", "--min-h2d-gbs", "0.001",

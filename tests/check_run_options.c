@@ -77,11 +77,11 @@ END_TEST
 /* --duration loops over the dataset until the time is up. */
 START_TEST(test_duration)
 {
-	char *dir = tu_tmpdir(), *in = run_path_in(dir, "in.safetensors");
+	char *dir, *in;
 	struct tu_proc p;
 	json_t *j;
 
-	run_gen("rmsnorm-bwd", "f32", "64", "32", "1", in);
+	in = run_gen_input(&dir, "rmsnorm-bwd", "f32", "64", "32");
 	RUN(&p, "run", "--input", in, "--device", "cpu", "--json", "--copy-size", "64K", "--duration", "0.7s",
 	    "--batch-rows", "16", "--verify-every", "8");
 	ck_assert_msg(p.status == 0, "%s", p.err);

@@ -128,6 +128,16 @@ void run_rmtree_free(char *dir, ...)
 	free(dir);
 }
 
+char *run_gen_input(char **dir, const char *op, const char *dt, const char *rows, const char *hidden)
+{
+	char *path;
+
+	*dir = tu_tmpdir();
+	path = run_path_in(*dir, "in.safetensors");
+	run_gen(op, dt, rows, hidden, "1", path);
+	return path;
+}
+
 int run_dir_count(const char *dir, char *names, size_t len)
 {
 	DIR *d = opendir(dir);

@@ -46,6 +46,10 @@ const char *run_jstr(json_t *o, const char *key);
 void run_gen(const char *op, const char *dt, const char *rows, const char *hidden, const char *shards,
 		const char *out);
 
+/* A fresh directory (its path in *dir) holding in.safetensors, one file written by `wsnorm gen`; the
+ * file's path. Both are malloc'd: run_rmtree_free(*dir, path, NULL) removes and frees them. */
+char *run_gen_input(char **dir, const char *op, const char *dt, const char *rows, const char *hidden);
+
 /* Remove the test directory dir and all in it, then free dir and each path listed after it (NULL ends
  * the list). */
 void run_rmtree_free(char *dir, ...) __attribute__((sentinel));
