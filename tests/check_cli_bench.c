@@ -15,6 +15,17 @@
 
 #include "cli_util.h"
 
+/* The JSON of a bench run (in *j) that exited with status; its first result, whose check must say check. */
+static json_t *bench_result(const struct tu_proc *p, int status, const char *check, json_t **j)
+{
+	json_t *r;
+
+	*j = cli_out_json(p, status);
+	r = json_array_get(json_object_get(*j, "results"), 0);
+	ck_assert_str_eq(json_string_value(json_object_get(r, "check")), check);
+	return r;
+}
+
 /*
  * bench checks each point's outputs against the CPU reference once: "ok" and exit 0 when they
  * agree; --inject-mismatch (one element read back made wrong) gives FAIL, the output and its error
@@ -53,9 +64,7 @@ START_TEST(test_bench_check)
 
 	RUN(&p, "bench", "--device", "cpu", "--op", "rmsnorm-bwd", "--dtype", "f32", "--hidden", "33", "--rows", "5",
 	    "--iters", "1", "--copy-size", "64K", "--inject-mismatch", "--json");
-	j = cli_out_json(&p, 1);
-	r = json_array_get(json_object_get(j, "results"), 0);
-	ck_assert_str_eq(json_string_value(json_object_get(r, "check")), "mismatch");
+	r = bench_result(&p, 1, "mismatch", &j);
 	ck_assert(json_real_value(json_object_get(r, "check_rel_l2")) > 1e-5);
 	ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(r, "check_error")), "dx rel_l2"));
 	ck_assert_int_eq(json_integer_value(json_object_get(j, "copy_bytes")), 65536);
@@ -65,9 +74,7 @@ START_TEST(test_bench_check)
 
 	RUN(&p, "bench", "--device", "cpu", "--op", "rmsnorm-bwd", "--dtype", "f16", "--hidden", "33", "--rows", "5",
 	    "--iters", "1", "--copy-size", "64K", "--json");
-	j = cli_out_json(&p, 0);
-	r = json_array_get(json_object_get(j, "results"), 0);
-	ck_assert_str_eq(json_string_value(json_object_get(r, "check")), "pass");
+	r = bench_result(&p, 0, "pass", &j);
 	ck_assert(json_real_value(json_object_get(r, "check_rel_l2")) <= 5e-3);
 	ck_assert_ptr_null(json_object_get(r, "check_error"));
 	json_decref(j);
@@ -75,9 +82,7 @@ START_TEST(test_bench_check)
 
 	RUN(&p, "bench", "--device", "cpu", "--op", "rmsnorm-bwd", "--hidden", "33", "--rows", "5", "--iters", "1",
 	    "--copy-size", "64K", "--no-verify", "--no-bias", "--json");
-	j = cli_out_json(&p, 0);
-	r = json_array_get(json_object_get(j, "results"), 0);
-	ck_assert_str_eq(json_string_value(json_object_get(r, "check")), "off");
+	r = bench_result(&p, 0, "off", &j);
 	ck_assert(json_is_null(json_object_get(r, "check_rel_l2")));
 	json_decref(j);
 	tu_proc_free(&p);

@@ -28,6 +28,32 @@ static char *disk_tmpdir(void)
 
 #define BIG_LEN ((size_t)(3u << 20) + 123)
 
+/* A file of random bytes in a fresh directory on disk, and the bytes it holds. */
+struct disk_file {
+	uint64_t seed;
+	char *dir, *path;
+	unsigned char *ref;
+};
+
+/* Write len bytes drawn from the case's seed (tu_case_seed(tag), which prints it) to dir/name. */
+static void disk_file_create(struct disk_file *df, const char *tag, const char *name, size_t len)
+{
+	df->seed = tu_case_seed(tag);
+	df->dir = disk_tmpdir();
+	df->path = io_pjoin(df->dir, name);
+	df->ref = tu_xmalloc(len);
+	io_fill_bytes(df->ref, len, df->seed);
+	tu_write_file(df->path, df->ref, len);
+}
+
+static void disk_file_remove(struct disk_file *df)
+{
+	free(df->ref);
+	tu_rmtree(df->dir);
+	free(df->path);
+	free(df->dir);
+}
+
 /* Read the whole file and a set of unaligned ranges, comparing against the bytes written. */
 static void check_reads(struct wsn_reader *r, const char *path, const unsigned char *ref,
 			size_t len, uint64_t seed)
@@ -69,29 +95,26 @@ static void check_reads(struct wsn_reader *r, const char *path, const unsigned c
 /* Buffered and direct reads of a file much larger than qd * bs, on the build tree's disk. */
 START_TEST(test_reader_big_file)
 {
-	uint64_t seed = tu_case_seed("reader_big");
-	char *dir = disk_tmpdir(), *path = io_pjoin(dir, "big.bin");
-	unsigned char *ref = tu_xmalloc(BIG_LEN);
+	struct disk_file df;
 	static const int modes[] = { 0, -1, 1 };
 
-	io_fill_bytes(ref, BIG_LEN, seed);
-	tu_write_file(path, ref, BIG_LEN);
+	disk_file_create(&df, "reader_big", "big.bin", BIG_LEN);
 	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
 		struct wsn_reader *r = io_small_reader(4, 64 << 10, modes[m]);
 		struct wsn_read_stats st;
 		unsigned char probe[16];
 		int rc;
 
-		rc = wsn_reader_read(r, path, 0, sizeof(probe), probe);
+		rc = wsn_reader_read(r, df.path, 0, sizeof(probe), probe);
 		if (modes[m] == 1 && rc == WSN_ENOTSUP) {
 			/* the disk file system refused O_DIRECT: the error must say so, naming the file */
-			io_expect_err(rc, WSN_ENOTSUP, path, "direct");
-			printf("reader_big: O_DIRECT refused on %s: %s\n", dir, wsn_last_error());
+			io_expect_err(rc, WSN_ENOTSUP, df.path, "direct");
+			printf("reader_big: O_DIRECT refused on %s: %s\n", df.dir, wsn_last_error());
 			wsn_reader_destroy(r);
 			continue;
 		}
 		ck_assert_msg(rc == 0, "%s", wsn_last_error());
-		check_reads(r, path, ref, BIG_LEN, seed + m);
+		check_reads(r, df.path, df.ref, BIG_LEN, df.seed + m);
 		wsn_reader_stats(r, &st);
 		printf("reader_big: direct=%d mode=%s fixed=%s: %llu reads, %llu short, %llu direct files, "
 		       "%llu buffered files\n", modes[m], wsn_reader_ring_mode(r),
@@ -109,66 +132,54 @@ START_TEST(test_reader_big_file)
 		ck_assert_uint_gt(st.direct_files + st.buffered_files, 30);
 		wsn_reader_destroy(r);
 	}
-	free(ref);
-	unlink(path);
-	tu_rmtree(dir);
-	free(path);
-	free(dir);
+	disk_file_remove(&df);
 }
 END_TEST
 
 /* Queue depths 1, 2 and 32 (with 4 KiB blocks, so every depth is exercised), direct and not. */
 START_TEST(test_reader_queue_depths)
 {
-	uint64_t seed = tu_case_seed("reader_qd");
-	char *dir = disk_tmpdir(), *path = io_pjoin(dir, "qd.bin");
 	size_t len = (size_t)(1u << 20) + 4097;
-	unsigned char *ref = tu_xmalloc(len), *got = tu_xmalloc(len);
+	unsigned char *got = tu_xmalloc(len);
 	static const unsigned qds[] = { 1, 2, 32 };
+	struct disk_file df;
 
-	io_fill_bytes(ref, len, seed);
-	tu_write_file(path, ref, len);
+	disk_file_create(&df, "reader_qd", "qd.bin", len);
 	for (size_t i = 0; i < 3; i++)
 		for (int direct = -1; direct <= 0; direct++) {
 			struct wsn_reader *r = io_small_reader(qds[i], 4096, direct);
-			uint64_t s = seed + i;
+			uint64_t s = df.seed + i;
 
 			memset(got, 0, len);
-			ck_assert_msg(wsn_reader_read(r, path, 0, len, got) == 0, "%s", wsn_last_error());
-			ck_assert_mem_eq(got, ref, len);
+			ck_assert_msg(wsn_reader_read(r, df.path, 0, len, got) == 0, "%s", wsn_last_error());
+			ck_assert_mem_eq(got, df.ref, len);
 			for (int k = 0; k < 10; k++) {
 				uint64_t off = io_rng_next(&s) % len, n = io_rng_next(&s) % (len - off + 1);
 
-				ck_assert_int_eq(wsn_reader_read(r, path, off, n, got), 0);
-				ck_assert_msg(!memcmp(got, ref + off, n), "qd %u direct %d [%llu, +%llu)",
+				ck_assert_int_eq(wsn_reader_read(r, df.path, off, n, got), 0);
+				ck_assert_msg(!memcmp(got, df.ref + off, n), "qd %u direct %d [%llu, +%llu)",
 					      qds[i], direct, (unsigned long long)off,
 					      (unsigned long long)n);
 			}
 			wsn_reader_destroy(r);
 		}
-	free(ref);
 	free(got);
-	tu_rmtree(dir);
-	free(path);
-	free(dir);
+	disk_file_remove(&df);
 }
 END_TEST
 
 /* Short reads are resubmitted for the rest (simulated: each buffer's first completion is cut). */
 START_TEST(test_reader_short_reads)
 {
-	uint64_t seed = tu_case_seed("reader_short");
-	char *dir = disk_tmpdir(), *path = io_pjoin(dir, "short.bin");
-	unsigned char *ref = tu_xmalloc(BIG_LEN);
+	struct disk_file df;
 
-	io_fill_bytes(ref, BIG_LEN, seed);
-	tu_write_file(path, ref, BIG_LEN);
+	disk_file_create(&df, "reader_short", "short.bin", BIG_LEN);
 	for (int direct = -1; direct <= 0; direct++) {
 		struct wsn_reader *r = io_small_reader(4, 64 << 10, direct);
 		struct wsn_read_stats st;
 
 		wsn__reader_inject_short_reads(r, true);
-		check_reads(r, path, ref, BIG_LEN, seed + 7);
+		check_reads(r, df.path, df.ref, BIG_LEN, df.seed + 7);
 		wsn_reader_stats(r, &st);
 		printf("reader_short: direct=%d: %llu reads, %llu short, %llu direct files\n", direct,
 		       (unsigned long long)st.reads, (unsigned long long)st.short_reads,
@@ -177,10 +188,7 @@ START_TEST(test_reader_short_reads)
 		ck_assert_uint_gt(st.reads, st.short_reads);
 		wsn_reader_destroy(r);
 	}
-	free(ref);
-	tu_rmtree(dir);
-	free(path);
-	free(dir);
+	disk_file_remove(&df);
 }
 END_TEST
 

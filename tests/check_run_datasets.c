@@ -201,11 +201,7 @@ START_TEST(test_corrupt_shard)
 	ck_assert_msg(run_dir_count(out, names, sizeof(names)) <= 0, "output left behind: %s", names);
 	ck_assert_int_eq(run_dir_count(dir, names, sizeof(names)), 1); /* ds only: no temporary file */
 	tu_proc_free(&p);
-	tu_rmtree(dir);
-	free(bad);
-	free(ds);
-	free(out);
-	free(dir);
+	run_rmtree_free(dir, bad, ds, out, NULL);
 }
 END_TEST
 
@@ -257,13 +253,7 @@ START_TEST(test_other_dtypes)
 	ck_assert_str_eq(run_jstr(j, "result"), "pass");
 	json_decref(j);
 	tu_proc_free(&p);
-	tu_rmtree(dir);
-	free(in);
-	free(step);
-	free(extra);
-	free(bad);
-	free(rms);
-	free(dir);
+	run_rmtree_free(dir, in, step, extra, bad, rms, NULL);
 }
 END_TEST
 
@@ -309,13 +299,7 @@ START_TEST(test_input_replaced)
 		free(err);
 		unlink(ds);
 	}
-	tu_rmtree(dir);
-	free(ds);
-	free(other);
-	free(out);
-	free(so);
-	free(se);
-	free(dir);
+	run_rmtree_free(dir, ds, other, out, so, se, NULL);
 }
 END_TEST
 
@@ -375,14 +359,7 @@ START_TEST(test_lists_raw_modes)
 	json_decref(j);
 	tu_proc_free(&p);
 	ck_assert_int_eq(run_dir_count(out, NULL, 0), 2);
-	tu_rmtree(dir);
-	free(a);
-	free(b);
-	free(r1);
-	free(r2);
-	free(out);
-	free(x);
-	free(dir);
+	run_rmtree_free(dir, a, b, r1, r2, out, x, NULL);
 }
 END_TEST
 
@@ -485,15 +462,7 @@ START_TEST(test_raw_block_device)
 	}
 	loop_detach(lfd);
 out:
-	tu_rmtree(dir);
-	free(dir);
-	free(file);
-	free(big);
-	free(small);
-	free(o1);
-	free(o2);
-	free(img);
-	free(x);
+	run_rmtree_free(dir, file, big, small, o1, o2, img, x, NULL);
 }
 END_TEST
 
@@ -548,11 +517,7 @@ START_TEST(test_shard_set)
 		free(to);
 	}
 	EXPECT_RUN(0, "9 rows x 8, 3 shards", NULL, "run", "--input", ds, "--device", "cpu", "--copy-size", "64K");
-	tu_rmtree(dir);
-	free(ds);
-	free(held);
-	free(s1);
-	free(dir);
+	run_rmtree_free(dir, ds, held, s1, NULL);
 }
 END_TEST
 

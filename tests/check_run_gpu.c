@@ -24,6 +24,16 @@
 
 static void same_output(const char *a, const char *b, const char *name, enum wsn_dtype dt, double tol);
 
+/* Shard s of count, by wsnorm's shard names, under dir_a and under dir_b: two malloc'd paths. */
+static void shard_pair(const char *dir_a, const char *dir_b, int s, int count, char **a, char **b)
+{
+	char name[64];
+
+	snprintf(name, sizeof(name), "shard-%05d-of-%05d.safetensors", s, count);
+	*a = run_path_in(dir_a, name);
+	*b = run_path_in(dir_b, name);
+}
+
 /*
  * WSNORM_RUN_COPIES=1 runs the GPU path on the CPU: device buffers, copies in and out on their
  * streams, poisoning through the device, copies back only for batches verified or written. The
@@ -52,11 +62,9 @@ START_TEST(test_gpu_path_on_cpu)
 	json_decref(j);
 	tu_proc_free(&p);
 	for (int s = 0; s < 3; s++) {
-		char name[64], *a, *b;
+		char *a, *b;
 
-		snprintf(name, sizeof(name), "shard-%05d-of-00003.safetensors", s);
-		a = run_path_in(oh, name);
-		b = run_path_in(oc, name);
+		shard_pair(oh, oc, s, 3, &a, &b);
 		same_output(a, b, "dx", WSN_F16, 0);
 		same_output(a, b, "dweight", WSN_F16, 0);
 		same_output(a, b, "dbias", WSN_F16, 0);
@@ -78,11 +86,7 @@ START_TEST(test_gpu_path_on_cpu)
 	EXPECT_RUN(3, "device 1: cpu", NULL, "run", "--input", ds, "--devices", "cpu,cpu", "--inject-fault", "0",
 		   "--batch-rows", "10", "--copy-size", "64K", "--threads", "1");
 	unsetenv("WSNORM_RUN_COPIES");
-	tu_rmtree(dir);
-	free(ds);
-	free(oh);
-	free(oc);
-	free(dir);
+	run_rmtree_free(dir, ds, oh, oc, NULL);
 }
 END_TEST
 
@@ -171,11 +175,9 @@ START_TEST(test_gpu_ops)
 		ck_assert_msg(p.status == 0, "%s on the CPU: %s", ops[i], p.err);
 		tu_proc_free(&p);
 		for (int s = 0; s < 2; s++) {
-			char name[64], *a, *b;
+			char *a, *b;
 
-			snprintf(name, sizeof(name), "shard-%05d-of-00002.safetensors", s);
-			a = run_path_in(oc, name);
-			b = run_path_in(og, name);
+			shard_pair(oc, og, s, 2, &a, &b);
 			same_output(a, b, bwd ? "dx" : "y", WSN_BF16, 1e-2);
 			same_output(a, b, bwd ? "dweight" : "rstd", bwd ? WSN_BF16 : WSN_F32, bwd ? 2e-2 : 1e-5);
 			free(a);
@@ -188,8 +190,7 @@ START_TEST(test_gpu_ops)
 		free(oc);
 		free(ds);
 	}
-	tu_rmtree(dir);
-	free(dir);
+	run_rmtree_free(dir, NULL);
 }
 END_TEST
 
@@ -220,20 +221,18 @@ START_TEST(test_gpu_all)
 	ck_assert_int_eq(run_jint(j, "rows"), 2 * 65536);
 	json_decref(j);
 	tu_proc_free(&p);
-	tu_rmtree(dir);
-	free(ds);
-	free(dir);
+	run_rmtree_free(dir, ds, NULL);
 }
 END_TEST
 
 /* On a GPU: an injected mismatch fails (1), copies meet a trivial threshold, stages alone are measured. */
 START_TEST(test_gpu_checks)
 {
-	char *dir = tu_tmpdir(), *in = run_path_in(dir, "in.safetensors");
+	char *dir, *in;
 	struct tu_proc p;
 	json_t *j;
 
-	run_gen("rmsnorm-bwd", "bf16", "16K", "4096", "1", in);
+	in = run_gen_input(&dir, "rmsnorm-bwd", "bf16", "16K", "4096");
 	EXPECT_RUN(1, NULL, NULL, "run", "--input", in, "--device", "cuda:0", "--inject-mismatch", "--batch-rows",
 		   "4096");
 	RUN(&p, "run", "--input", in, "--device", "cuda:0", "--standalone", "--min-h2d-gbs", "0.001",
@@ -247,9 +246,7 @@ START_TEST(test_gpu_checks)
 	       json_string_value(json_object_get(json_object_get(j, "end_to_end"), "slowest_stage")));
 	json_decref(j);
 	tu_proc_free(&p);
-	tu_rmtree(dir);
-	free(in);
-	free(dir);
+	run_rmtree_free(dir, in, NULL);
 }
 END_TEST
 

@@ -55,12 +55,7 @@ START_TEST(test_input_rewritten_mtime_restored)
 	ck_assert_msg(strstr(err, "changed during the run") && strstr(err, ds), "%s", err);
 	ck_assert_int_eq(access(out, F_OK), -1);
 	free(err);
-	tu_rmtree(dir);
-	free(ds);
-	free(out);
-	free(so);
-	free(se);
-	free(dir);
+	run_rmtree_free(dir, ds, out, so, se, NULL);
 }
 END_TEST
 
@@ -86,10 +81,7 @@ START_TEST(test_read_only_batch_overflow)
 	ck_assert_msg(strstr(p.err, "--batch-rows 1099511627776") && strstr(p.err, "tensor 'x'") &&
 		      strstr(p.err, "does not fit in the address space: EOVERFLOW"), "%s", p.err);
 	tu_proc_free(&p);
-	tu_rmtree(dir);
-	free(x);
-	free(fifo);
-	free(dir);
+	run_rmtree_free(dir, x, fifo, NULL);
 }
 END_TEST
 
@@ -122,10 +114,7 @@ START_TEST(test_batch_rows_beyond_files)
 	ck_assert_int_eq(run_jint(j, "rows"), 2);
 	json_decref(j);
 	tu_proc_free(&p);
-	tu_rmtree(dir);
-	free(ds);
-	free(x);
-	free(dir);
+	run_rmtree_free(dir, ds, x, NULL);
 }
 END_TEST
 
@@ -166,9 +155,7 @@ START_TEST(test_duration_cuts_kernel_loops)
 	ck_assert(run_jint(j, "kernel_rows") >= 64 && run_jint(j, "kernel_rows") < 64 * 1000000LL);
 	json_decref(j);
 	tu_proc_free(&p);
-	tu_rmtree(dir);
-	free(ds);
-	free(dir);
+	run_rmtree_free(dir, ds, NULL);
 }
 END_TEST
 
@@ -208,11 +195,7 @@ START_TEST(test_sigint_mid_batch)
 	json_decref(j);
 	free(text);
 	free(err);
-	tu_rmtree(dir);
-	free(ds);
-	free(so);
-	free(se);
-	free(dir);
+	run_rmtree_free(dir, ds, so, se, NULL);
 }
 END_TEST
 
@@ -264,9 +247,7 @@ START_TEST(test_header_parse_memory)
 	ck_assert_int_eq(wsn_st_count(f), 20000);
 	wsn_st_close(f);
 	wsn_reader_destroy(rd);
-	tu_rmtree(dir);
-	free(path);
-	free(dir);
+	run_rmtree_free(dir, path, NULL);
 }
 END_TEST
 

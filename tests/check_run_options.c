@@ -70,20 +70,18 @@ START_TEST(test_iterations_kernel_loops)
 	}
 	json_decref(j);
 	tu_proc_free(&p);
-	tu_rmtree(dir);
-	free(ds);
-	free(dir);
+	run_rmtree_free(dir, ds, NULL);
 }
 END_TEST
 
 /* --duration loops over the dataset until the time is up. */
 START_TEST(test_duration)
 {
-	char *dir = tu_tmpdir(), *in = run_path_in(dir, "in.safetensors");
+	char *dir, *in;
 	struct tu_proc p;
 	json_t *j;
 
-	run_gen("rmsnorm-bwd", "f32", "64", "32", "1", in);
+	in = run_gen_input(&dir, "rmsnorm-bwd", "f32", "64", "32");
 	RUN(&p, "run", "--input", in, "--device", "cpu", "--json", "--copy-size", "64K", "--duration", "0.7s",
 	    "--batch-rows", "16", "--verify-every", "8");
 	ck_assert_msg(p.status == 0, "%s", p.err);
@@ -113,9 +111,7 @@ START_TEST(test_duration)
 			      p.status, p.err);
 		tu_proc_free(&p);
 	}
-	tu_rmtree(dir);
-	free(in);
-	free(dir);
+	run_rmtree_free(dir, in, NULL);
 }
 END_TEST
 
@@ -183,10 +179,7 @@ START_TEST(test_devices)
 	/* a device that does not exist: named by index and spec, the other one runs */
 	EXPECT_RUN(3, "device 0: cpu", "device 1 'cpu:7'", "run", "--input", ds, "--devices", "cpu,cpu:7", "--copy-size",
 		   "64K");
-	tu_rmtree(dir);
-	free(ds);
-	free(out);
-	free(dir);
+	run_rmtree_free(dir, ds, out, NULL);
 }
 END_TEST
 

@@ -67,10 +67,7 @@ START_TEST(test_output_content)
 	wsn_device_close(cpu);
 	wsn_st_close(fx), wsn_st_close(fw), wsn_st_close(fb), wsn_st_close(fy), wsn_st_close(fr);
 	free(x), free(w), free(b), free(y), free(rstd), free(ry), free(rm), free(rr);
-	tu_rmtree(dir);
-	free(in);
-	free(out);
-	free(dir);
+	run_rmtree_free(dir, in, out, NULL);
 }
 END_TEST
 
@@ -162,32 +159,28 @@ static void output_rollback(int no_link)
 	free(back);
 	free(now1);
 	free(old1);
-	tu_rmtree(dir);
-	free(first);
-	free(second);
-	free(log);
-	free(ds);
-	free(out);
-	free(dir);
+	run_rmtree_free(dir, first, second, log, ds, out, NULL);
+}
+
+/* output_rollback(no_link) where the linkat-failing library is there to preload; a note where not. */
+static void output_rollback_if_preloadable(int no_link, const char *what)
+{
+	if (!getenv("WSNORM_NO_LINK_LIB")) {
+		printf("note: WSNORM_NO_LINK_LIB unset (make check sets it): %s not run\n", what);
+		return;
+	}
+	output_rollback(no_link);
 }
 
 START_TEST(test_output_rollback)
 {
-	if (!getenv("WSNORM_NO_LINK_LIB")) {
-		printf("note: WSNORM_NO_LINK_LIB unset (make check sets it): the rollback of a failed commit not run\n");
-		return;
-	}
-	output_rollback(0);
+	output_rollback_if_preloadable(0, "the rollback of a failed commit");
 }
 END_TEST
 
 START_TEST(test_output_rollback_renamed_aside)
 {
-	if (!getenv("WSNORM_NO_LINK_LIB")) {
-		printf("note: WSNORM_NO_LINK_LIB unset (make check sets it): the rename-aside commit not run\n");
-		return;
-	}
-	output_rollback(1);
+	output_rollback_if_preloadable(1, "the rename-aside commit");
 }
 END_TEST
 
@@ -225,12 +218,7 @@ START_TEST(test_output_onto_input)
 	ck_assert_int_eq(run_dir_count(ds, names, sizeof(names)), 2);
 	free(before);
 	free(after);
-	tu_rmtree(dir);
-	free(in);
-	free(ln);
-	free(shard);
-	free(ds);
-	free(dir);
+	run_rmtree_free(dir, in, ln, shard, ds, NULL);
 }
 END_TEST
 

@@ -68,11 +68,7 @@ START_TEST(test_stdout_closed_reason)
 	ck_assert_msg(status == 3 && strstr(text, "cannot write to standard output: Broken pipe"), "exit %d: %s",
 		      status, text);
 	free(text);
-	tu_rmtree(dir);
-	free(out);
-	free(ds);
-	free(err);
-	free(dir);
+	run_rmtree_free(dir, out, ds, err, NULL);
 }
 END_TEST
 
@@ -97,10 +93,7 @@ START_TEST(test_report_names_escaped)
 	ck_assert_msg(strstr(p.out, "  output   ") && strstr(p.out, "out\\x0a\\x1b[2Jy.safetensors"), "%s", p.out);
 	ck_assert_msg(!strchr(p.out, '\033'), "a raw escape byte in the report: %s", p.out);
 	tu_proc_free(&p);
-	tu_rmtree(dir);
-	free(out);
-	free(in);
-	free(dir);
+	run_rmtree_free(dir, out, in, NULL);
 }
 END_TEST
 

@@ -148,8 +148,7 @@ START_TEST(test_straight_reads_tmpfs)
 			straight_reads(dir, direct, qds[q], 0);
 		}
 	straight_reads(dir, -1, 4, 1);
-	tu_rmtree(dir);
-	free(dir);
+	run_rmtree_free(dir, NULL);
 }
 END_TEST
 
@@ -161,8 +160,7 @@ START_TEST(test_straight_reads_disk)
 	straight_reads(dir, -1, 8, 0);
 	straight_reads(dir, -1, 2, 1);
 	straight_reads(dir, 0, 3, 1);
-	tu_rmtree(dir);
-	free(dir);
+	run_rmtree_free(dir, NULL);
 }
 END_TEST
 
@@ -238,10 +236,7 @@ START_TEST(test_submit_wait)
 	}
 	free(ref);
 	free(buf);
-	tu_rmtree(dir);
-	free(path);
-	free(missing);
-	free(dir);
+	run_rmtree_free(dir, path, missing, NULL);
 }
 END_TEST
 

@@ -70,12 +70,7 @@ static void interrupt_run(int sig, const char *loops, int settle_ms)
 	ck_assert_msg(run_dir_count(dir, names, sizeof(names)) == 3, "stray files: %s", names); /* ds stdout stderr */
 	free(text);
 	free(err);
-	tu_rmtree(dir);
-	free(ds);
-	free(out);
-	free(so);
-	free(se);
-	free(dir);
+	run_rmtree_free(dir, ds, out, so, se, NULL);
 }
 
 START_TEST(test_sigint)
@@ -159,13 +154,7 @@ START_TEST(test_second_signal)
 	signal_twice(demo, tmpd, so, se, SIGTERM);
 	unsetenv("TMPDIR");
 	ck_assert_msg(run_dir_count(tmpd, names, sizeof(names)) == 0, "the demo left: %s", names);
-	tu_rmtree(dir);
-	free(ds);
-	free(out);
-	free(so);
-	free(se);
-	free(tmpd);
-	free(dir);
+	run_rmtree_free(dir, ds, out, so, se, tmpd, NULL);
 }
 END_TEST
 
@@ -223,30 +212,6 @@ START_TEST(test_gen_signal)
 }
 END_TEST
 
-/* The name under dir of one of pid's open files that has none any more ("dir/#123 (deleted)"), or 0. */
-static int has_unnamed_file(pid_t pid, const char *dir)
-{
-	char fddir[64], lnk[4096 + 64], target[4096];
-	DIR *d;
-	struct dirent *e;
-	int found = 0;
-
-	snprintf(fddir, sizeof(fddir), "/proc/%ld/fd", (long)pid);
-	if (!(d = opendir(fddir)))
-		return 0;
-	while (!found && (e = readdir(d))) {
-		ssize_t n;
-
-		snprintf(lnk, sizeof(lnk), "%s/%s", fddir, e->d_name);
-		if ((n = readlink(lnk, target, sizeof(target) - 1)) <= 0)
-			continue;
-		target[n] = '\0';
-		found = !strncmp(target, dir, strlen(dir)) && target[strlen(dir)] == '/' && strstr(target, "(deleted)");
-	}
-	closedir(d);
-	return found;
-}
-
 /*
  * gen killed (SIGKILL: nothing can clean up) while it writes its file leaves nothing: the file
  * being written has no name until it is complete. On a file system without unnamed files the
@@ -270,7 +235,8 @@ START_TEST(test_gen_kill_mid_write)
 		printf("gen_kill_mid_write: %s holds no unnamed files: checking the named fallback\n", sub);
 	pid = run_spawn(argv, so, se);
 	/* until the output is being written: an open unnamed file there, or a temporary name */
-	while (waited++ < 60000 && !(unnamed ? has_unnamed_file(pid, sub) : run_dir_count(sub, NULL, 0) > 0)) {
+	while (waited++ < 60000 &&
+	       !(unnamed ? run_has_open_marked(pid, sub, "(deleted)") : run_dir_count(sub, NULL, 0) > 0)) {
 		ck_assert_msg(waitpid(pid, &status, WNOHANG) == 0, "gen ended before it was caught writing");
 		run_sleep_ms(1);
 	}
@@ -365,12 +331,7 @@ START_TEST(test_demo_signal_before_verify)
 		free(text);
 		free(err);
 	}
-	tu_rmtree(dir);
-	free(saved);
-	free(tmp);
-	free(so);
-	free(se);
-	free(dir);
+	run_rmtree_free(dir, saved, tmp, so, se, NULL);
 }
 END_TEST
 

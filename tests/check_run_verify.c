@@ -25,11 +25,11 @@
 /* An injected wrong output fails verification of every verified batch: exit 1, counted per batch. */
 START_TEST(test_injected_mismatch)
 {
-	char *dir = tu_tmpdir(), *in = run_path_in(dir, "in.safetensors");
+	char *dir, *in;
 	struct tu_proc p;
 	json_t *j;
 
-	run_gen("layernorm-bwd", "f32", "120", "48", "1", in);
+	in = run_gen_input(&dir, "layernorm-bwd", "f32", "120", "48");
 	RUN(&p, "run", "--input", in, "--device", "cpu", "--inject-mismatch", "--batch-rows", "40", "--json",
 	    "--copy-size", "64K");
 	ck_assert_int_eq(p.status, 1);
@@ -46,20 +46,18 @@ START_TEST(test_injected_mismatch)
 	tu_proc_free(&p);
 	EXPECT_RUN(1, "FAIL: verification mismatch", NULL, "run", "--input", in, "--device", "cpu", "--inject-mismatch",
 		   "--batch-rows", "40", "--copy-size", "64K");
-	tu_rmtree(dir);
-	free(in);
-	free(dir);
+	run_rmtree_free(dir, in, NULL);
 }
 END_TEST
 
 /* Thresholds: an impossible one gives exit 1 naming it; a trivial one passes. */
 START_TEST(test_thresholds)
 {
-	char *dir = tu_tmpdir(), *in = run_path_in(dir, "in.safetensors");
+	char *dir, *in;
 	struct tu_proc p;
 	json_t *j;
 
-	run_gen("rmsnorm-fwd", "bf16", "64", "128", "1", in);
+	in = run_gen_input(&dir, "rmsnorm-fwd", "bf16", "64", "128");
 	EXPECT_RUN(1, "FAIL: threshold missed", "threshold missed: --min-read-gbs", "run", "--input", in, "--device",
 		   "cpu", "--min-read-gbs", "1000000", "--copy-size", "64K");
 	RUN(&p, "run", "--input", in, "--device", "cpu", "--min-kernel-frac", "1", "--json", "--copy-size", "64K");
@@ -89,19 +87,17 @@ START_TEST(test_thresholds)
 		}
 		tu_proc_free(&p);
 	}
-	tu_rmtree(dir);
-	free(in);
-	free(dir);
+	run_rmtree_free(dir, in, NULL);
 }
 END_TEST
 
 /* --inject-fault on a device that gets no batch (one batch, two devices): the run still fails, every time. */
 START_TEST(test_fault_without_batch)
 {
-	char *dir = tu_tmpdir(), *in = run_path_in(dir, "in.safetensors");
+	char *dir, *in;
 	struct tu_proc p;
 
-	run_gen("rmsnorm-fwd", "bf16", "20", "32", "1", in);
+	in = run_gen_input(&dir, "rmsnorm-fwd", "bf16", "20", "32");
 	for (int i = 0; i < 16; i++) { /* which device takes the batch is a race: try both ways often */
 		RUN(&p, "run", "--input", in, "--devices", "cpu,cpu", "--inject-fault", i % 2 ? "1" : "0", "--copy-size",
 		    "64K");
@@ -110,9 +106,7 @@ START_TEST(test_fault_without_batch)
 		ck_assert_msg(strstr(p.out, "result   ERROR"), "%s", p.out);
 		tu_proc_free(&p);
 	}
-	tu_rmtree(dir);
-	free(in);
-	free(dir);
+	run_rmtree_free(dir, in, NULL);
 }
 END_TEST
 

@@ -22,6 +22,8 @@
 
 #include "run_util.h"
 
+#include <stdarg.h>
+
 char *run_path_in(const char *dir, const char *name)
 {
 	char *p;
@@ -111,6 +113,29 @@ void run_gen(const char *op, const char *dt, const char *rows, const char *hidde
 	    "--shards", (char *)shards, "--out", (char *)out);
 	ck_assert_msg(p.status == 0, "gen: %s", p.err);
 	tu_proc_free(&p);
+}
+
+void run_rmtree_free(char *dir, ...)
+{
+	va_list ap;
+	char *path;
+
+	tu_rmtree(dir);
+	va_start(ap, dir);
+	while ((path = va_arg(ap, char *)))
+		free(path);
+	va_end(ap);
+	free(dir);
+}
+
+char *run_gen_input(char **dir, const char *op, const char *dt, const char *rows, const char *hidden)
+{
+	char *path;
+
+	*dir = tu_tmpdir();
+	path = run_path_in(*dir, "in.safetensors");
+	run_gen(op, dt, rows, hidden, "1", path);
+	return path;
 }
 
 int run_dir_count(const char *dir, char *names, size_t len)
@@ -214,7 +239,7 @@ int run_reap(pid_t pid)
 	return -1;
 }
 
-int run_has_open_in(pid_t pid, const char *dir)
+int run_has_open_marked(pid_t pid, const char *dir, const char *mark)
 {
 	char fddir[64], link[4200], target[4200];
 	struct dirent *e;
@@ -231,8 +256,13 @@ int run_has_open_in(pid_t pid, const char *dir)
 		if ((n = readlink(link, target, sizeof(target) - 1)) <= 0)
 			continue;
 		target[n] = '\0';
-		found = !strncmp(target, dir, strlen(dir)) && target[strlen(dir)] == '/';
+		found = !strncmp(target, dir, strlen(dir)) && target[strlen(dir)] == '/' && (!mark || strstr(target, mark));
 	}
 	closedir(d);
 	return found;
+}
+
+int run_has_open_in(pid_t pid, const char *dir)
+{
+	return run_has_open_marked(pid, dir, NULL);
 }

@@ -46,6 +46,14 @@ const char *run_jstr(json_t *o, const char *key);
 void run_gen(const char *op, const char *dt, const char *rows, const char *hidden, const char *shards,
 		const char *out);
 
+/* A fresh directory (its path in *dir) holding in.safetensors, one file written by `wsnorm gen`; the
+ * file's path. Both are malloc'd: run_rmtree_free(*dir, path, NULL) removes and frees them. */
+char *run_gen_input(char **dir, const char *op, const char *dt, const char *rows, const char *hidden);
+
+/* Remove the test directory dir and all in it, then free dir and each path listed after it (NULL ends
+ * the list). */
+void run_rmtree_free(char *dir, ...) __attribute__((sentinel));
+
 /* Entries of a directory other than . and ..; -1 if it does not exist. */
 int run_dir_count(const char *dir, char *names, size_t len);
 
@@ -75,5 +83,8 @@ int run_reap(pid_t pid);
  * as a run's outputs are until it commits them.
  */
 int run_has_open_in(pid_t pid, const char *dir);
+
+/* Like run_has_open_in, for an open file whose /proc link also contains mark (NULL: any file). */
+int run_has_open_marked(pid_t pid, const char *dir, const char *mark);
 
 #endif /* WSN_TESTS_RUN_UTIL_H */
