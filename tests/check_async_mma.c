@@ -171,44 +171,34 @@ START_TEST(test_mma_a_fragments)
 }
 END_TEST
 
-/* for i < 4: D1 += mma; then use D1: the wait is after the loop, not in it */
-START_TEST(test_mma_loop_accumulate)
+/* for i < 4: D1 += mma; then use D1: the wait is after the loop, not in it. Carried: for i < 4: use
+ * D1 (what the previous iteration issued); D1 = mma; then use D1: the wait at the top of the body
+ * covers the back edge, a second one the loop exit */
+START_TEST(test_mma_loop)
 {
-	struct tk t;
-	struct ptx_loop lp;
-	char *text;
+	for (int carried = 0; carried < 2; carried++) {
+		struct tk t;
+		struct ptx_loop lp;
+		char *text;
 
-	async_tk_begin(&t, "mma_loop_acc", 90, 1);
-	ptx_loop_begin(t.k, &lp, "kloop");
-	async_tk_mma(&t, 1);
-	async_tk_loop_end(&t, &lp);
-	async_tk_use(&t, 1);
-	text = async_tk_end_expect(&t, MMA_WAIT, 1);
-	async_expect_between(text, "$Lkloop_", "bra $Lkloop_", MMA_WAIT, 0);
-	async_expect_between(text, "$Lkloop_", "bra $Lkloop_", MMA_FENCE, 1); /* the first iteration needs one */
-	async_expect_between(text, "$Lkloop_end", "\tret;", MMA_WAIT, 1);
-	async_tk_accept(&t, text, 90);
-}
-END_TEST
-
-/* for i < 4: use D1 (what the previous iteration issued); D1 = mma; then use D1: the wait at the top
- * of the body covers the back edge, a second one the loop exit */
-START_TEST(test_mma_loop_carried)
-{
-	struct tk t;
-	struct ptx_loop lp;
-	char *text;
-
-	async_tk_begin(&t, "mma_loop_carried", 90, 1);
-	ptx_loop_begin(t.k, &lp, "kloop");
-	async_tk_use(&t, 1);
-	async_tk_mma(&t, 1);
-	async_tk_loop_end(&t, &lp);
-	async_tk_use(&t, 1);
-	text = async_tk_end_expect(&t, MMA_WAIT, 2);
-	async_expect_between(text, "$Lkloop_", "add.rn.f32 %sum, %sum, %d1_0", MMA_WAIT, 1);
-	async_expect_between(text, "$Lkloop_end", "\tret;", MMA_WAIT, 1);
-	async_tk_accept(&t, text, 90);
+		async_tk_begin(&t, carried ? "mma_loop_carried" : "mma_loop_acc", 90, 1);
+		ptx_loop_begin(t.k, &lp, "kloop");
+		if (carried)
+			async_tk_use(&t, 1);
+		async_tk_mma(&t, 1);
+		async_tk_loop_end(&t, &lp);
+		async_tk_use(&t, 1);
+		text = async_tk_end_expect(&t, MMA_WAIT, carried ? 2 : 1);
+		if (carried) {
+			async_expect_between(text, "$Lkloop_", "add.rn.f32 %sum, %sum, %d1_0", MMA_WAIT, 1);
+		} else {
+			async_expect_between(text, "$Lkloop_", "bra $Lkloop_", MMA_WAIT, 0);
+			/* the first iteration needs one */
+			async_expect_between(text, "$Lkloop_", "bra $Lkloop_", MMA_FENCE, 1);
+		}
+		async_expect_between(text, "$Lkloop_end", "\tret;", MMA_WAIT, 1);
+		async_tk_accept(&t, text, 90);
+	}
 }
 END_TEST
 
@@ -230,6 +220,6 @@ Suite *suite_async_mma(void)
 {
 	return TU_SUITE("async", { "wgmma", 120, NULL, NULL, TU_TESTS({ test_mma_use_mma_use, 1 }, { test_mma_mma_use_use, 1 },
 				{ test_mma_bias_relu, 1 }, { test_mma_accumulate_chain, 1 }, { test_mma_policies, 1 },
-				{ test_mma_exit_and_explicit_wait, 1 }, { test_mma_a_fragments, 1 }, { test_mma_loop_accumulate, 1 },
-				{ test_mma_loop_carried, 1 }, { test_mma_statements_on_one_line, 1 }) });
+				{ test_mma_exit_and_explicit_wait, 1 }, { test_mma_a_fragments, 1 }, { test_mma_loop, 1 },
+				{ test_mma_statements_on_one_line, 1 }) });
 }

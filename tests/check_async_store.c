@@ -35,19 +35,32 @@ START_TEST(test_store_then_overwrite)
 }
 END_TEST
 
-/* store from A; store from B; overwrite A: 1 wait */
+/* store from A; store from B; overwrite A: flush: 1 wait. Keep-newer: the overwrite waits for A
+ * only (wait.read 1); B at exit (wait.read 0) */
 START_TEST(test_two_stores_overwrite_first)
 {
-	struct tk t;
+	for (int keep = 0; keep < 2; keep++) {
+		struct tk t;
+		char *text;
 
-	async_tk_begin(&t, "two_stores", 90, 1);
-	async_tk_write(&t, t.sa, REG_A);
-	async_tk_write(&t, t.sb, REG_B);
-	async_tk_store(&t, t.sa, REG_A, 0, 1);
-	async_tk_store(&t, t.sb, REG_B, 2048, 1);
-	ptx_comment(t.k, "overwrite A");
-	async_tk_write(&t, t.sa, REG_A);
-	async_tk_end_one_wait(&t, 90, BULK_WAIT, "// overwrite A", "st.shared.v4.b32");
+		async_tk_begin(&t, keep ? "store_keep_newer" : "two_stores", 90, 1);
+		if (keep)
+			ptx_async_policy(t.a, PTX_ASYNC_BULK, PTX_ASYNC_KEEP_NEWER);
+		async_tk_write(&t, t.sa, REG_A);
+		async_tk_write(&t, t.sb, REG_B);
+		async_tk_store(&t, t.sa, REG_A, 0, 1);
+		async_tk_store(&t, t.sb, REG_B, 2048, 1);
+		ptx_comment(t.k, "overwrite A");
+		async_tk_write(&t, t.sa, REG_A);
+		text = async_tk_end_expect(&t, BULK_WAIT, keep ? 2 : 1);
+		if (keep) {
+			async_expect_between(text, "// overwrite A", "st.shared.v4.b32", BULK_WAIT " 1;", 1);
+			async_expect_between(text, "// overwrite A", "\tret;", BULK_WAIT " 0;", 1);
+		} else {
+			async_expect_between(text, "// overwrite A", "st.shared.v4.b32", BULK_WAIT, 1);
+		}
+		async_tk_accept(&t, text, 90);
+	}
 }
 END_TEST
 
@@ -132,27 +145,6 @@ START_TEST(test_store_before_exit)
 	async_tk_write(&t, t.sa, REG_A);
 	async_tk_store(&t, t.sa, REG_A, 0, 1);
 	async_tk_end_one_wait(&t, 90, BULK_WAIT, "cp.async.bulk.global.shared::cta.bulk_group", "\tret;");
-}
-END_TEST
-
-/* Keep-newer: store A, store B, overwrite A waits for A only (wait.read 1); B at exit (wait.read 0) */
-START_TEST(test_store_keep_newer)
-{
-	struct tk t;
-	char *text;
-
-	async_tk_begin(&t, "store_keep_newer", 90, 1);
-	ptx_async_policy(t.a, PTX_ASYNC_BULK, PTX_ASYNC_KEEP_NEWER);
-	async_tk_write(&t, t.sa, REG_A);
-	async_tk_write(&t, t.sb, REG_B);
-	async_tk_store(&t, t.sa, REG_A, 0, 1);
-	async_tk_store(&t, t.sb, REG_B, 2048, 1);
-	ptx_comment(t.k, "overwrite A");
-	async_tk_write(&t, t.sa, REG_A);
-	text = async_tk_end_expect(&t, BULK_WAIT, 2);
-	async_expect_between(text, "// overwrite A", "st.shared.v4.b32", BULK_WAIT " 1;", 1);
-	async_expect_between(text, "// overwrite A", "\tret;", BULK_WAIT " 0;", 1);
-	async_tk_accept(&t, text, 90);
 }
 END_TEST
 
@@ -266,7 +258,6 @@ Suite *suite_async_store(void)
 				{ test_store_unknown_source, 1 },
 				{ test_store_commit_and_explicit_wait, 1 },
 				{ test_store_before_exit, 1 },
-				{ test_store_keep_newer, 1 },
 				{ test_store_loop, 1 },
 				{ test_store_loop_double_buffer, 1 },
 				{ test_store_reuse_point, 1 },
