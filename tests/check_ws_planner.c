@@ -105,8 +105,7 @@ START_TEST(test_ws_choices)
 			ws_params(&p, cap[i].op, WSN_BF16, cap[i].hidden, 16384);
 			if (cap[i].forced)
 				p.opts.cluster = (int)cap[i].cluster;
-			ck_assert_msg(wsn__ws_plan(&h, &p, &kp) == 0, "%s", wsn_last_error());
-			ws_check_plan(&h, &kp);
+			kp = ws_plan_forced(&h, &p);
 			ck_assert_uint_eq(kp.cluster, cap[i].cluster);
 			ck_assert_msg(kp.stages == cap[i].stages, "%s %lld: %u stages, expected %u",
 				      wsn_op_name(cap[i].op), (long long)cap[i].hidden, kp.stages, cap[i].stages);
@@ -221,12 +220,9 @@ START_TEST(test_ws_forced_options)
 
 	wsn__gpu_props_h100(&h);
 	ws_params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 2048, 16384);
-	p.opts.groups = 2;
-	p.opts.unroll = 1;
-	p.opts.stages = 6;
+	ws_force(&p, 2, 1, 6);
 	p.opts.block_threads = 256;
-	ck_assert_msg(wsn__ws_plan(&h, &p, &kp) == 0, "%s", wsn_last_error());
-	ws_check_plan(&h, &kp);
+	kp = ws_plan_forced(&h, &p);
 	ck_assert_uint_eq(kp.bdimx, 256);
 	ck_assert_uint_eq(kp.bdimy, 2);
 	ck_assert_uint_eq(kp.unroll, 1);
@@ -251,8 +247,7 @@ START_TEST(test_ws_forced_options)
 		p.opts.cluster = 4;
 		for (size_t i = 0; i < WSN_ARRAY_SIZE(fs); i++) {
 			p.opts.stages = (int)fs[i].stages;
-			ck_assert_msg(wsn__ws_plan(&h, &p, &kp) == 0, "%s", wsn_last_error());
-			ws_check_plan(&h, &kp);
+			kp = ws_plan_forced(&h, &p);
 			ck_assert_uint_eq(kp.bdimx, fs[i].bdimx);
 			ck_assert_uint_eq(kp.bdimy, fs[i].bdimy);
 			ck_assert_uint_eq(kp.stages, fs[i].stages);
@@ -269,9 +264,7 @@ START_TEST(test_ws_forced_options)
 				for (size_t o = 0; o < WSN_ARRAY_SIZE(all_ops); o++) {
 					int e;
 					ws_params(&p, all_ops[o], WSN_BF16, 1000, 2999);
-					p.opts.groups = y;
-					p.opts.unroll = u;
-					p.opts.stages = s;
+					ws_force(&p, y, u, s);
 					e = wsn__ws_plan(&h, &p, &kp);
 					ck_assert_msg(e == 0 || (e == WSN_EINVAL && strstr(wsn_last_error(), "budget")),
 						      "%s %d/%d/%d: %s", wsn_op_name(all_ops[o]), y, u, s, wsn_last_error());
