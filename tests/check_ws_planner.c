@@ -280,45 +280,42 @@ START_TEST(test_ws_forced_options)
 	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), 0);
 	ck_assert_uint_eq(kp.cluster, 4);
 	ws_check_plan(&h, &kp);
-	p.opts.cluster = 3;
-	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
-	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "1, 2, 4 or 8"));
-	p.opts.cluster = 16;
-	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
-	ws_params(&p, WSN_RMSNORM_BWD, WSN_BF16, 4100, 16384);
-	p.opts.cluster = 2;
-	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
-	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "whole 16-byte vectors"));
-	ws_params(&p, WSN_RMSNORM_FWD, WSN_BF16, 4096, 16384);
-	p.opts.cluster = 2;
-	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
-	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "only the backward"));
-	ws_params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 65536, 16384); /* forced: no larger cluster is tried */
-	p.opts.cluster = 2;
-	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
-	/* rejections */
-	ws_params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 16384, 16384);
-	p.opts.stages = 8;
-	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
-	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "shared-memory budget"));
-	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "forced"));
-	ws_params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 4096, 16384);
-	p.opts.groups = 4;
-	p.opts.unroll = 4;
-	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
-	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "register budget"));
-	ws_params(&p, WSN_RMSNORM_FWD, WSN_BF16, 4096, 16384);
-	p.opts.groups = 8;
-	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
-	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "threads budget"));
-	ws_params(&p, WSN_RMSNORM_FWD, WSN_BF16, 4096, 16384);
-	p.opts.block_threads = 192;
-	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
-	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "multiple of 128"));
-	ws_params(&p, WSN_RMSNORM_FWD, WSN_BF16, 4096, 16384);
-	p.opts.unroll = 16;
-	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
-	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "at most 8"));
+	/* forced options refused with WSN_EINVAL, and what the error names (NULL: not checked) */
+	{
+		static const struct {
+			enum wsn_op op;
+			int64_t hidden;
+			int cluster, groups, unroll, stages, block_threads; /* 0: the planner's */
+			const char *why, *why_too;
+		} refused[] = {
+			{ WSN_RMSNORM_BWD, 4096, 3, 0, 0, 0, 0, "1, 2, 4 or 8", NULL },
+			{ WSN_RMSNORM_BWD, 4096, 16, 0, 0, 0, 0, NULL, NULL },
+			{ WSN_RMSNORM_BWD, 4100, 2, 0, 0, 0, 0, "whole 16-byte vectors", NULL },
+			{ WSN_RMSNORM_FWD, 4096, 2, 0, 0, 0, 0, "only the backward", NULL },
+			/* forced: no larger cluster is tried */
+			{ WSN_LAYERNORM_BWD, 65536, 2, 0, 0, 0, 0, NULL, NULL },
+			/* the budgets and limits of the other options */
+			{ WSN_LAYERNORM_BWD, 16384, 0, 0, 0, 8, 0, "shared-memory budget", "forced" },
+			{ WSN_LAYERNORM_BWD, 4096, 0, 4, 4, 0, 0, "register budget", NULL },
+			{ WSN_RMSNORM_FWD, 4096, 0, 8, 0, 0, 0, "threads budget", NULL },
+			{ WSN_RMSNORM_FWD, 4096, 0, 0, 0, 0, 192, "multiple of 128", NULL },
+			{ WSN_RMSNORM_FWD, 4096, 0, 0, 16, 0, 0, "at most 8", NULL },
+		};
+		for (size_t i = 0; i < WSN_ARRAY_SIZE(refused); i++) {
+			const char *why[] = { refused[i].why, refused[i].why_too };
+			int e;
+
+			ws_params(&p, refused[i].op, WSN_BF16, refused[i].hidden, 16384);
+			ws_force(&p, refused[i].groups, refused[i].unroll, refused[i].stages);
+			p.opts.cluster = refused[i].cluster;
+			p.opts.block_threads = refused[i].block_threads;
+			e = wsn__ws_plan(&h, &p, &kp);
+			ck_assert_msg(e == WSN_EINVAL, "refused[%zu]: %s, want WSN_EINVAL", i, wsn_err_name(e));
+			for (int w = 0; w < 2; w++)
+				ck_assert_msg(!why[w] || strstr(wsn_last_error(), why[w]),
+					      "refused[%zu]: \"%s\" does not say \"%s\"", i, wsn_last_error(), why[w]);
+		}
+	}
 	/* threads per row above 128 with the groups free: one group of that many threads (this once
 	 * divided by zero groups), through approach auto as well, which searches ws too */
 	for (unsigned bx = 256; bx <= 896; bx += 128)
