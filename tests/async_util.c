@@ -158,6 +158,36 @@ char *async_tk_end(struct tk *t)
 	return text;
 }
 
+char *async_tk_end_expect(struct tk *t, const char *what, size_t want)
+{
+	char *text = async_tk_end(t);
+	size_t got = async_count(text, what);
+
+	ck_assert_msg(got == want, "%zu of \"%s\" in %s, want %zu in\n%s", got, what, t->name, want, text);
+	return text;
+}
+
+void async_tk_end_one_wait(struct tk *t, int arch, const char *wait, const char *a, const char *b)
+{
+	char *text = async_tk_end_expect(t, wait, 1);
+
+	async_expect_between(text, a, b, wait, 1);
+	async_tk_accept(t, text, arch);
+}
+
+void async_tk_loop_end(struct tk *t, struct ptx_loop *lp)
+{
+	ptx_ins(t->k, "add.u32 %s, %s, 1", t->i, t->i);
+	ptx_ins(t->k, "setp.lt.u32 %s, %s, 4", t->more, t->i);
+	ptx_loop_end(t->k, lp, t->more, 0);
+}
+
+void async_tk_accept(struct tk *t, char *text, int arch)
+{
+	async_ptxas_check(text, t->name, arch);
+	free(text);
+}
+
 void async_in_order(const char *text, const char *a, const char *b)
 {
 	const char *p = strstr(text, a), *q = strstr(text, b);

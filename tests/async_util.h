@@ -57,6 +57,19 @@ void async_tk_store(struct tk *t, const char *sbuf, int region, long long off, i
 /* Store the sum, return, end the kernel: the module text (caller frees). */
 char *async_tk_end(struct tk *t);
 
+/* async_tk_end, then ck_assert that the text holds want of what. */
+char *async_tk_end_expect(struct tk *t, const char *what, size_t want);
+
+/* End t's kernel: its text holds one wait (what) in all, between a and the next b after it, and
+ * ptxas for sm_<arch>a accepts it. */
+void async_tk_end_one_wait(struct tk *t, int arch, const char *wait, const char *a, const char *b);
+
+/* Close a loop opened with ptx_loop_begin: i += 1, back to the top while i < 4. */
+void async_tk_loop_end(struct tk *t, struct ptx_loop *lp);
+
+/* async_ptxas_check of t's module text for sm_<arch>a, then free the text. */
+void async_tk_accept(struct tk *t, char *text, int arch);
+
 /* The first a in text comes before the first b. */
 void async_in_order(const char *text, const char *a, const char *b);
 

@@ -23,12 +23,10 @@ START_TEST(test_mixed_kinds)
 	async_tk_store(&t, t.sa, REG_A, 0, 1);
 	async_tk_use(&t, 1);                      /* wgmma wait only */
 	async_tk_write(&t, t.sa, REG_A);          /* bulk wait only */
-	text = async_tk_end(&t);
-	ck_assert_uint_eq(async_count(text, MMA_WAIT), 1);
+	text = async_tk_end_expect(&t, MMA_WAIT, 1);
 	ck_assert_uint_eq(async_count(text, BULK_WAIT), 1);
 	async_in_order(text, MMA_WAIT, BULK_WAIT);
-	async_ptxas_check(text, t.name, 90);
-	free(text);
+	async_tk_accept(&t, text, 90);
 }
 END_TEST
 
@@ -76,9 +74,7 @@ START_TEST(test_ws_shaped_kernel)
 	ptx_guard(t.k, el, 0);
 	ptx_cp_async_bulk_g2s(t.k, t.sa, t.out, bytes, bar);
 	ptx_async_region_end(t.a);
-	ptx_ins(t.k, "add.u32 %s, %s, 1", t.i, t.i);
-	ptx_ins(t.k, "setp.lt.u32 %s, %s, 4", t.more, t.i);
-	ptx_loop_end(t.k, &lp, t.more, 0);
+	async_tk_loop_end(&t, &lp);
 	ptx_ins(t.k, "exit");
 	ptx_label(t.k, compute);
 	ptx_loop_begin(t.k, &lp, "crows");
@@ -98,16 +94,12 @@ START_TEST(test_ws_shaped_kernel)
 	ptx_async_bulk_store(t.a, t.out, t.sb, bytes, OUT);
 	ptx_bulk_commit_group(t.k);
 	ptx_ins(t.k, "xor.b32 %s, %s, 1", par, par);
-	ptx_ins(t.k, "add.u32 %s, %s, 1", t.i, t.i);
-	ptx_ins(t.k, "setp.lt.u32 %s, %s, 4", t.more, t.i);
-	ptx_loop_end(t.k, &lp, t.more, 0);
-	text = async_tk_end(&t);
-	ck_assert_uint_eq(async_count(text, BULK_WAIT), 2);
+	async_tk_loop_end(&t, &lp);
+	text = async_tk_end_expect(&t, BULK_WAIT, 2);
 	async_expect_between(text, "// producer", "\texit;", BULK_WAIT, 0);
 	async_expect_between(text, "// OUT free again", "bar.sync 1, 96;", BULK_WAIT " 0;", 1);
 	async_expect_between(text, "$Lcrows_end", "\tret;", BULK_WAIT " 0;", 1);
-	async_ptxas_check(text, t.name, 90);
-	free(text);
+	async_tk_accept(&t, text, 90);
 }
 END_TEST
 

@@ -26,8 +26,7 @@ START_TEST(test_mma_use_mma_use)
 	async_tk_use(&t, 1);
 	async_tk_mma(&t, 2);
 	async_tk_use(&t, 2);
-	text = async_tk_end(&t);
-	ck_assert_uint_eq(async_count(text, MMA_WAIT), 2);
+	text = async_tk_end_expect(&t, MMA_WAIT, 2);
 	ck_assert_uint_eq(t.st.waits[PTX_ASYNC_WGMMA], 2);
 	ck_assert_uint_eq(t.st.commits[PTX_ASYNC_WGMMA], 2);
 	ck_assert_uint_eq(t.st.async_ops[PTX_ASYNC_WGMMA], 2);
@@ -35,15 +34,10 @@ START_TEST(test_mma_use_mma_use)
 	ck_assert_uint_eq(async_count(text, MMA_FENCE), 1);
 	async_in_order(text, MMA_FENCE, "wgmma.mma_async");
 	/* the first wait sits between the first wgmma and the first add reading %d1_0 */
-	{
-		char *s = async_between(text, "wgmma.mma_async", "add.rn.f32 %sum, %sum, %d1_0");
-		ck_assert_uint_eq(async_count(s, MMA_WAIT), 1);
-		ck_assert_uint_eq(async_count(s, MMA_COMMIT), 1);
-		free(s);
-	}
+	async_expect_between(text, "wgmma.mma_async", "add.rn.f32 %sum, %sum, %d1_0", MMA_WAIT, 1);
+	async_expect_between(text, "wgmma.mma_async", "add.rn.f32 %sum, %sum, %d1_0", MMA_COMMIT, 1);
 	ck_assert_uint_eq(t.st.waits[PTX_ASYNC_BULK], 0);
-	async_ptxas_check(text, t.name, 90);
-	free(text);
+	async_tk_accept(&t, text, 90);
 }
 END_TEST
 
@@ -58,13 +52,11 @@ START_TEST(test_mma_mma_use_use)
 	async_tk_mma(&t, 2);
 	async_tk_use(&t, 1);
 	async_tk_use(&t, 2);
-	text = async_tk_end(&t);
-	ck_assert_uint_eq(async_count(text, MMA_WAIT), 1);
+	text = async_tk_end_expect(&t, MMA_WAIT, 1);
 	ck_assert_uint_eq(t.st.waits[PTX_ASYNC_WGMMA], 1);
 	ck_assert_uint_eq(async_count(text, MMA_FENCE), 1);
 	ck_assert_ptr_nonnull(strstr(text, MMA_WAIT " 0;"));
-	async_ptxas_check(text, t.name, 90);
-	free(text);
+	async_tk_accept(&t, text, 90);
 }
 END_TEST
 
@@ -73,7 +65,6 @@ START_TEST(test_mma_bias_relu)
 {
 	struct tk t;
 	const char *b, *r, *bias;
-	char *text;
 
 	async_tk_begin(&t, "mma_bias_relu", 90, 1);
 	b = ptx_reg(t.k, PTX_F32, "b");
@@ -84,15 +75,7 @@ START_TEST(test_mma_bias_relu)
 	ptx_add_f32(t.k, b, t.d[0][0], bias);
 	ptx_ins(t.k, "max.f32 %s, %s, 0f00000000", r, b);
 	ptx_add_f32(t.k, t.sum, t.sum, r);
-	text = async_tk_end(&t);
-	ck_assert_uint_eq(async_count(text, MMA_WAIT), 1);
-	{
-		char *s = async_between(text, "wgmma.mma_async", "add.rn.f32 %b, %d1_0, %bias");
-		ck_assert_uint_eq(async_count(s, MMA_WAIT), 1);
-		free(s);
-	}
-	async_ptxas_check(text, t.name, 90);
-	free(text);
+	async_tk_end_one_wait(&t, 90, MMA_WAIT, "wgmma.mma_async", "add.rn.f32 %b, %d1_0, %bias");
 }
 END_TEST
 
@@ -101,20 +84,16 @@ END_TEST
 START_TEST(test_mma_accumulate_chain)
 {
 	struct tk t;
-	char *text, *s;
+	char *text;
 
 	async_tk_begin(&t, "mma_chain", 90, 1);
 	async_tk_mma(&t, 1);
 	async_tk_mma(&t, 1);
 	async_tk_use(&t, 1);
-	text = async_tk_end(&t);
-	ck_assert_uint_eq(async_count(text, MMA_WAIT), 1);
-	s = async_between(text, "wgmma.mma_async", "wgmma.mma_async");
-	ck_assert_uint_eq(async_count(s, MMA_WAIT), 0);
-	ck_assert_uint_eq(async_count(s, MMA_FENCE), 0);
-	free(s);
-	async_ptxas_check(text, t.name, 90);
-	free(text);
+	text = async_tk_end_expect(&t, MMA_WAIT, 1);
+	async_expect_between(text, "wgmma.mma_async", "wgmma.mma_async", MMA_WAIT, 0);
+	async_expect_between(text, "wgmma.mma_async", "wgmma.mma_async", MMA_FENCE, 0);
+	async_tk_accept(&t, text, 90);
 }
 END_TEST
 
@@ -145,8 +124,7 @@ START_TEST(test_mma_policies)
 			ck_assert_uint_eq(async_count(text, MMA_WAIT), 1);
 			ck_assert_ptr_nonnull(strstr(text, MMA_WAIT " 0;"));
 		}
-		async_ptxas_check(text, t.name, 90);
-		free(text);
+		async_tk_accept(&t, text, 90);
 	}
 }
 END_TEST
@@ -159,23 +137,19 @@ START_TEST(test_mma_exit_and_explicit_wait)
 
 	async_tk_begin(&t, "mma_exit", 90, 1);
 	async_tk_mma(&t, 1);
-	text = async_tk_end(&t);
-	ck_assert_uint_eq(async_count(text, MMA_WAIT), 1);
+	text = async_tk_end_expect(&t, MMA_WAIT, 1);
 	ck_assert_uint_eq(async_count(text, MMA_COMMIT), 1);
 	async_in_order(text, MMA_WAIT, "\tret;");
-	async_ptxas_check(text, t.name, 90);
-	free(text);
+	async_tk_accept(&t, text, 90);
 
 	async_tk_begin(&t, "mma_explicit", 90, 1);
 	async_tk_mma(&t, 1);
 	ptx_ins(t.k, MMA_COMMIT);
 	ptx_ins(t.k, MMA_WAIT " 0");
 	async_tk_use(&t, 1);
-	text = async_tk_end(&t);
-	ck_assert_uint_eq(async_count(text, MMA_WAIT), 1);
+	text = async_tk_end_expect(&t, MMA_WAIT, 1);
 	ck_assert_uint_eq(t.st.waits[PTX_ASYNC_WGMMA], 0);
-	async_ptxas_check(text, t.name, 90);
-	free(text);
+	async_tk_accept(&t, text, 90);
 }
 END_TEST
 
@@ -184,7 +158,6 @@ START_TEST(test_mma_a_fragments)
 {
 	struct tk t;
 	const char *x;
-	char *text;
 
 	async_tk_begin(&t, "mma_afrag", 90, 1);
 	x = ptx_reg(t.k, PTX_B32, "x");
@@ -194,68 +167,38 @@ START_TEST(test_mma_a_fragments)
 	ptx_ins(t.k, "add.u32 %s, %s, 1", x, t.v[0]);  /* reads %v0: no wait */
 	ptx_ins(t.k, "add.u32 %s, %s, 1", t.v[1], x);  /* writes %v1: wait */
 	async_tk_use(&t, 1);                                 /* flushed already */
-	text = async_tk_end(&t);
-	ck_assert_uint_eq(async_count(text, MMA_WAIT), 1);
-	async_expect_between(text, "add.u32 %x, %v0, 1;", "add.u32 %v1, %x, 1;", MMA_WAIT, 1);
-	async_ptxas_check(text, t.name, 90);
-	free(text);
+	async_tk_end_one_wait(&t, 90, MMA_WAIT, "add.u32 %x, %v0, 1;", "add.u32 %v1, %x, 1;");
 }
 END_TEST
 
-/* for i < 4: D1 += mma; then use D1: the wait is after the loop, not in it */
-START_TEST(test_mma_loop_accumulate)
+/* for i < 4: D1 += mma; then use D1: the wait is after the loop, not in it. Carried: for i < 4: use
+ * D1 (what the previous iteration issued); D1 = mma; then use D1: the wait at the top of the body
+ * covers the back edge, a second one the loop exit */
+START_TEST(test_mma_loop)
 {
-	struct tk t;
-	struct ptx_loop lp;
-	char *text, *body, *after;
+	for (int carried = 0; carried < 2; carried++) {
+		struct tk t;
+		struct ptx_loop lp;
+		char *text;
 
-	async_tk_begin(&t, "mma_loop_acc", 90, 1);
-	ptx_loop_begin(t.k, &lp, "kloop");
-	async_tk_mma(&t, 1);
-	ptx_ins(t.k, "add.u32 %s, %s, 1", t.i, t.i);
-	ptx_ins(t.k, "setp.lt.u32 %s, %s, 4", t.more, t.i);
-	ptx_loop_end(t.k, &lp, t.more, 0);
-	async_tk_use(&t, 1);
-	text = async_tk_end(&t);
-	body = async_between(text, "$Lkloop_", "bra $Lkloop_");
-	after = async_between(text, "$Lkloop_end", "\tret;");
-	ck_assert_uint_eq(async_count(body, MMA_WAIT), 0);
-	ck_assert_uint_eq(async_count(body, MMA_FENCE), 1); /* the first iteration needs one */
-	ck_assert_uint_eq(async_count(after, MMA_WAIT), 1);
-	ck_assert_uint_eq(async_count(text, MMA_WAIT), 1);
-	free(body);
-	free(after);
-	async_ptxas_check(text, t.name, 90);
-	free(text);
-}
-END_TEST
-
-/* for i < 4: use D1 (what the previous iteration issued); D1 = mma; then use D1: the wait at the top
- * of the body covers the back edge, a second one the loop exit */
-START_TEST(test_mma_loop_carried)
-{
-	struct tk t;
-	struct ptx_loop lp;
-	char *text, *head, *after;
-
-	async_tk_begin(&t, "mma_loop_carried", 90, 1);
-	ptx_loop_begin(t.k, &lp, "kloop");
-	async_tk_use(&t, 1);
-	async_tk_mma(&t, 1);
-	ptx_ins(t.k, "add.u32 %s, %s, 1", t.i, t.i);
-	ptx_ins(t.k, "setp.lt.u32 %s, %s, 4", t.more, t.i);
-	ptx_loop_end(t.k, &lp, t.more, 0);
-	async_tk_use(&t, 1);
-	text = async_tk_end(&t);
-	head = async_between(text, "$Lkloop_", "add.rn.f32 %sum, %sum, %d1_0");
-	after = async_between(text, "$Lkloop_end", "\tret;");
-	ck_assert_uint_eq(async_count(head, MMA_WAIT), 1);
-	ck_assert_uint_eq(async_count(after, MMA_WAIT), 1);
-	ck_assert_uint_eq(async_count(text, MMA_WAIT), 2);
-	free(head);
-	free(after);
-	async_ptxas_check(text, t.name, 90);
-	free(text);
+		async_tk_begin(&t, carried ? "mma_loop_carried" : "mma_loop_acc", 90, 1);
+		ptx_loop_begin(t.k, &lp, "kloop");
+		if (carried)
+			async_tk_use(&t, 1);
+		async_tk_mma(&t, 1);
+		async_tk_loop_end(&t, &lp);
+		async_tk_use(&t, 1);
+		text = async_tk_end_expect(&t, MMA_WAIT, carried ? 2 : 1);
+		if (carried) {
+			async_expect_between(text, "$Lkloop_", "add.rn.f32 %sum, %sum, %d1_0", MMA_WAIT, 1);
+		} else {
+			async_expect_between(text, "$Lkloop_", "bra $Lkloop_", MMA_WAIT, 0);
+			/* the first iteration needs one */
+			async_expect_between(text, "$Lkloop_", "bra $Lkloop_", MMA_FENCE, 1);
+		}
+		async_expect_between(text, "$Lkloop_end", "\tret;", MMA_WAIT, 1);
+		async_tk_accept(&t, text, 90);
+	}
 }
 END_TEST
 
@@ -264,17 +207,12 @@ START_TEST(test_mma_statements_on_one_line)
 {
 	struct tk t;
 	const char *x;
-	char *text;
 
 	async_tk_begin(&t, "mma_one_line", 90, 1);
 	x = ptx_reg(t.k, PTX_F32, "x");
 	async_tk_mma(&t, 1);
 	ptx_ins(t.k, "mov.f32 %s, 0f3F800000; add.rn.f32 %s, %s, %s", x, t.sum, x, t.d[0][2]);
-	text = async_tk_end(&t);
-	ck_assert_uint_eq(async_count(text, MMA_WAIT), 1);
-	async_expect_between(text, "mov.f32 %x, 0f3F800000;", "add.rn.f32 %sum, %x, %d1_2;", MMA_WAIT, 1);
-	async_ptxas_check(text, t.name, 90);
-	free(text);
+	async_tk_end_one_wait(&t, 90, MMA_WAIT, "mov.f32 %x, 0f3F800000;", "add.rn.f32 %sum, %x, %d1_2;");
 }
 END_TEST
 
@@ -282,6 +220,6 @@ Suite *suite_async_mma(void)
 {
 	return TU_SUITE("async", { "wgmma", 120, NULL, NULL, TU_TESTS({ test_mma_use_mma_use, 1 }, { test_mma_mma_use_use, 1 },
 				{ test_mma_bias_relu, 1 }, { test_mma_accumulate_chain, 1 }, { test_mma_policies, 1 },
-				{ test_mma_exit_and_explicit_wait, 1 }, { test_mma_a_fragments, 1 }, { test_mma_loop_accumulate, 1 },
-				{ test_mma_loop_carried, 1 }, { test_mma_statements_on_one_line, 1 }) });
+				{ test_mma_exit_and_explicit_wait, 1 }, { test_mma_a_fragments, 1 }, { test_mma_loop, 1 },
+				{ test_mma_statements_on_one_line, 1 }) });
 }

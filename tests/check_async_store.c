@@ -25,36 +25,42 @@ START_TEST(test_store_then_overwrite)
 		async_tk_store(&t, t.sa, REG_A, 0, 1);
 		ptx_comment(t.k, "overwrite A");
 		async_tk_write(&t, t.sa, REG_A);
-		text = async_tk_end(&t);
-		ck_assert_uint_eq(async_count(text, BULK_WAIT), 1);
+		text = async_tk_end_expect(&t, BULK_WAIT, 1);
 		ck_assert_uint_eq(t.st.waits[PTX_ASYNC_BULK], 1);
 		ck_assert_uint_eq(t.st.commits[PTX_ASYNC_BULK], 0);
 		ck_assert_uint_eq(t.st.async_ops[PTX_ASYNC_BULK], 1);
 		async_expect_between(text, "// overwrite A", "st.shared.v4.b32", BULK_WAIT " 0;", 1);
-		async_ptxas_check(text, t.name, arch);
-		free(text);
+		async_tk_accept(&t, text, arch);
 	}
 }
 END_TEST
 
-/* store from A; store from B; overwrite A: 1 wait */
+/* store from A; store from B; overwrite A: flush: 1 wait. Keep-newer: the overwrite waits for A
+ * only (wait.read 1); B at exit (wait.read 0) */
 START_TEST(test_two_stores_overwrite_first)
 {
-	struct tk t;
-	char *text;
+	for (int keep = 0; keep < 2; keep++) {
+		struct tk t;
+		char *text;
 
-	async_tk_begin(&t, "two_stores", 90, 1);
-	async_tk_write(&t, t.sa, REG_A);
-	async_tk_write(&t, t.sb, REG_B);
-	async_tk_store(&t, t.sa, REG_A, 0, 1);
-	async_tk_store(&t, t.sb, REG_B, 2048, 1);
-	ptx_comment(t.k, "overwrite A");
-	async_tk_write(&t, t.sa, REG_A);
-	text = async_tk_end(&t);
-	ck_assert_uint_eq(async_count(text, BULK_WAIT), 1);
-	async_expect_between(text, "// overwrite A", "st.shared.v4.b32", BULK_WAIT, 1);
-	async_ptxas_check(text, t.name, 90);
-	free(text);
+		async_tk_begin(&t, keep ? "store_keep_newer" : "two_stores", 90, 1);
+		if (keep)
+			ptx_async_policy(t.a, PTX_ASYNC_BULK, PTX_ASYNC_KEEP_NEWER);
+		async_tk_write(&t, t.sa, REG_A);
+		async_tk_write(&t, t.sb, REG_B);
+		async_tk_store(&t, t.sa, REG_A, 0, 1);
+		async_tk_store(&t, t.sb, REG_B, 2048, 1);
+		ptx_comment(t.k, "overwrite A");
+		async_tk_write(&t, t.sa, REG_A);
+		text = async_tk_end_expect(&t, BULK_WAIT, keep ? 2 : 1);
+		if (keep) {
+			async_expect_between(text, "// overwrite A", "st.shared.v4.b32", BULK_WAIT " 1;", 1);
+			async_expect_between(text, "// overwrite A", "\tret;", BULK_WAIT " 0;", 1);
+		} else {
+			async_expect_between(text, "// overwrite A", "st.shared.v4.b32", BULK_WAIT, 1);
+		}
+		async_tk_accept(&t, text, 90);
+	}
 }
 END_TEST
 
@@ -64,7 +70,6 @@ START_TEST(test_store_regions)
 {
 	for (int tagged = 0; tagged < 2; tagged++) {
 		struct tk t;
-		char *text;
 
 		async_tk_begin(&t, tagged ? "store_regions" : "store_untagged", 90, 1);
 		async_tk_write(&t, t.sa, REG_A);
@@ -73,11 +78,7 @@ START_TEST(test_store_regions)
 		async_tk_write(&t, t.sb, tagged ? REG_B : -2);
 		ptx_comment(t.k, "overwrite A");
 		async_tk_write(&t, t.sa, REG_A);
-		text = async_tk_end(&t);
-		ck_assert_uint_eq(async_count(text, BULK_WAIT), 1);
-		async_expect_between(text, tagged ? "// overwrite A" : "// write B", "st.shared.v4.b32", BULK_WAIT, 1);
-		async_ptxas_check(text, t.name, 90);
-		free(text);
+		async_tk_end_one_wait(&t, 90, BULK_WAIT, tagged ? "// overwrite A" : "// write B", "st.shared.v4.b32");
 	}
 }
 END_TEST
@@ -87,7 +88,6 @@ START_TEST(test_store_unknown_source)
 {
 	struct tk t;
 	const char *g, *bytes;
-	char *text;
 
 	async_tk_begin(&t, "store_unknown", 90, 1);
 	bytes = ptx_reg(t.k, PTX_U32, "bytes");
@@ -101,11 +101,7 @@ START_TEST(test_store_unknown_source)
 	ptx_bulk_commit_group(t.k);
 	ptx_comment(t.k, "write B");
 	async_tk_write(&t, t.sb, REG_B);
-	text = async_tk_end(&t);
-	ck_assert_uint_eq(async_count(text, BULK_WAIT), 1);
-	async_expect_between(text, "// write B", "st.shared.v4.b32", BULK_WAIT, 1);
-	async_ptxas_check(text, t.name, 90);
-	free(text);
+	async_tk_end_one_wait(&t, 90, BULK_WAIT, "// write B", "st.shared.v4.b32");
 }
 END_TEST
 
@@ -127,16 +123,14 @@ START_TEST(test_store_commit_and_explicit_wait)
 	ck_assert_uint_eq(async_count(s, BULK_WAIT), 1);
 	async_in_order(s, BULK_COMMIT, BULK_WAIT);
 	free(s);
-	async_ptxas_check(text, t.name, 90);
-	free(text);
+	async_tk_accept(&t, text, 90);
 
 	async_tk_begin(&t, "store_explicit_wait", 90, 1);
 	async_tk_write(&t, t.sa, REG_A);
 	async_tk_store(&t, t.sa, REG_A, 0, 1);
 	ptx_bulk_wait_group_read(t.k, 0);
 	async_tk_write(&t, t.sa, REG_A);
-	text = async_tk_end(&t);
-	ck_assert_uint_eq(async_count(text, BULK_WAIT), 1);
+	text = async_tk_end_expect(&t, BULK_WAIT, 1);
 	ck_assert_uint_eq(t.st.waits[PTX_ASYNC_BULK], 0);
 	free(text);
 }
@@ -146,39 +140,11 @@ END_TEST
 START_TEST(test_store_before_exit)
 {
 	struct tk t;
-	char *text;
 
 	async_tk_begin(&t, "store_exit", 90, 1);
 	async_tk_write(&t, t.sa, REG_A);
 	async_tk_store(&t, t.sa, REG_A, 0, 1);
-	text = async_tk_end(&t);
-	ck_assert_uint_eq(async_count(text, BULK_WAIT), 1);
-	async_expect_between(text, "cp.async.bulk.global.shared::cta.bulk_group", "\tret;", BULK_WAIT, 1);
-	async_ptxas_check(text, t.name, 90);
-	free(text);
-}
-END_TEST
-
-/* Keep-newer: store A, store B, overwrite A waits for A only (wait.read 1); B at exit (wait.read 0) */
-START_TEST(test_store_keep_newer)
-{
-	struct tk t;
-	char *text;
-
-	async_tk_begin(&t, "store_keep_newer", 90, 1);
-	ptx_async_policy(t.a, PTX_ASYNC_BULK, PTX_ASYNC_KEEP_NEWER);
-	async_tk_write(&t, t.sa, REG_A);
-	async_tk_write(&t, t.sb, REG_B);
-	async_tk_store(&t, t.sa, REG_A, 0, 1);
-	async_tk_store(&t, t.sb, REG_B, 2048, 1);
-	ptx_comment(t.k, "overwrite A");
-	async_tk_write(&t, t.sa, REG_A);
-	text = async_tk_end(&t);
-	ck_assert_uint_eq(async_count(text, BULK_WAIT), 2);
-	async_expect_between(text, "// overwrite A", "st.shared.v4.b32", BULK_WAIT " 1;", 1);
-	async_expect_between(text, "// overwrite A", "\tret;", BULK_WAIT " 0;", 1);
-	async_ptxas_check(text, t.name, 90);
-	free(text);
+	async_tk_end_one_wait(&t, 90, BULK_WAIT, "cp.async.bulk.global.shared::cta.bulk_group", "\tret;");
 }
 END_TEST
 
@@ -195,16 +161,12 @@ START_TEST(test_store_loop)
 		ptx_loop_begin(t.k, &lp, "rows");
 		async_tk_write(&t, t.sa, REG_A);
 		async_tk_store(&t, t.sa, REG_A, 0, 1);
-		ptx_ins(t.k, "add.u32 %s, %s, 1", t.i, t.i);
-		ptx_ins(t.k, "setp.lt.u32 %s, %s, 4", t.more, t.i);
-		ptx_loop_end(t.k, &lp, t.more, 0);
-		text = async_tk_end(&t);
-		ck_assert_uint_eq(async_count(text, BULK_WAIT), 2);
+		async_tk_loop_end(&t, &lp);
+		text = async_tk_end_expect(&t, BULK_WAIT, 2);
 		async_expect_between(text, "$Lrows_", "st.shared.v4.b32", BULK_WAIT, 1);
 		async_expect_between(text, "st.shared.v4.b32", "bra $Lrows_", BULK_WAIT, 0);
 		async_expect_between(text, "$Lrows_end", "\tret;", BULK_WAIT, 1);
-		async_ptxas_check(text, t.name, arch);
-		free(text);
+		async_tk_accept(&t, text, arch);
 	}
 }
 END_TEST
@@ -228,15 +190,11 @@ START_TEST(test_store_loop_double_buffer)
 		ptx_comment(t.k, "buffer B");
 		async_tk_write(&t, t.sb, REG_B);
 		async_tk_store(&t, t.sb, REG_B, 2048, 1);
-		ptx_ins(t.k, "add.u32 %s, %s, 1", t.i, t.i);
-		ptx_ins(t.k, "setp.lt.u32 %s, %s, 4", t.more, t.i);
-		ptx_loop_end(t.k, &lp, t.more, 0);
-		text = async_tk_end(&t);
+		async_tk_loop_end(&t, &lp);
+		text = async_tk_end_expect(&t, BULK_WAIT, keep ? 3 : 2);
 		async_expect_between(text, "// buffer A", "st.shared.v4.b32", keep ? BULK_WAIT " 1;" : BULK_WAIT " 0;", 1);
 		async_expect_between(text, "// buffer B", "st.shared.v4.b32", BULK_WAIT " 1;", keep ? 1 : 0);
-		ck_assert_uint_eq(async_count(text, BULK_WAIT), keep ? 3 : 2);
-		async_ptxas_check(text, t.name, 90);
-		free(text);
+		async_tk_accept(&t, text, 90);
 	}
 }
 END_TEST
@@ -246,7 +204,6 @@ END_TEST
 START_TEST(test_store_reuse_point)
 {
 	struct tk t;
-	char *text;
 
 	async_tk_begin(&t, "store_reuse", 90, 1);
 	t.all_write = 1;
@@ -256,11 +213,7 @@ START_TEST(test_store_reuse_point)
 	ptx_async_reuse(t.a, REG_A);
 	ptx_bar_sync(t.k, 2, 128);
 	async_tk_write(&t, t.sa, REG_A);
-	text = async_tk_end(&t);
-	ck_assert_uint_eq(async_count(text, BULK_WAIT), 1);
-	async_expect_between(text, "// A free again", "bar.sync 2, 128", BULK_WAIT, 1);
-	async_ptxas_check(text, t.name, 90);
-	free(text);
+	async_tk_end_one_wait(&t, 90, BULK_WAIT, "// A free again", "bar.sync 2, 128");
 }
 END_TEST
 
@@ -270,7 +223,7 @@ START_TEST(test_tensor_store)
 	for (int arch = 90; arch <= 100; arch += 10) {
 		struct tk t;
 		const char *tmap, *c[2];
-		char *text, *s;
+		char *text;
 
 		async_tk_begin(&t, "tensor_store", arch, 1);
 		ptx_param_tensormap(t.k, "tmap");
@@ -290,12 +243,9 @@ START_TEST(test_tensor_store)
 		text = async_tk_end(&t);
 		ck_assert_ptr_nonnull(strstr(text, "@%thread0 cp.async.bulk.tensor.2d.global.shared::cta.tile."
 						   "bulk_group [%tmapp, {%c0, %c1}], [%sa];"));
-		s = async_between(text, "// overwrite A", "st.shared.v4.b32");
-		ck_assert_uint_eq(async_count(s, BULK_COMMIT), 1);
-		ck_assert_uint_eq(async_count(s, BULK_WAIT), 1);
-		free(s);
-		async_ptxas_check(text, t.name, arch);
-		free(text);
+		async_expect_between(text, "// overwrite A", "st.shared.v4.b32", BULK_COMMIT, 1);
+		async_expect_between(text, "// overwrite A", "st.shared.v4.b32", BULK_WAIT, 1);
+		async_tk_accept(&t, text, arch);
 	}
 }
 END_TEST
@@ -308,7 +258,6 @@ Suite *suite_async_store(void)
 				{ test_store_unknown_source, 1 },
 				{ test_store_commit_and_explicit_wait, 1 },
 				{ test_store_before_exit, 1 },
-				{ test_store_keep_newer, 1 },
 				{ test_store_loop, 1 },
 				{ test_store_loop_double_buffer, 1 },
 				{ test_store_reuse_point, 1 },

@@ -164,8 +164,6 @@ static void run_case(struct wsn_plan *plan, enum wsn_op op, enum wsn_dtype dt, i
 			a.rstd = rstd.t;
 		}
 	} else {
-		double *mu = tu_xmalloc((size_t)rows * sizeof(double)), *rs = tu_xmalloc((size_t)rows * sizeof(double));
-
 		cpu_buf_matrix(&dy, dt, rows, hidden, ld);
 		ck_assert_int_eq(wsn_tensor_fill_random(&dy.t, seed + 4, 0.0f, 1.0f), 0);
 		a.dy = dy.t;
@@ -175,13 +173,8 @@ static void run_case(struct wsn_plan *plan, enum wsn_op op, enum wsn_dtype dt, i
 		if (ln) {
 			cpu_buf_stats(&mean, rows, v->stats_2d, v->stats_ld);
 			a.mean = mean.t;
-			ck_assert_int_eq(ref_layernorm_fwd(&x.t, NULL, NULL, eps, NULL, mu, rs), 0);
-			ck_assert_int_eq(ref_store(mu, &mean.t), 0);
-		} else {
-			ck_assert_int_eq(ref_rmsnorm_fwd(&x.t, NULL, eps, NULL, rs), 0);
 		}
-		ck_assert_int_eq(ref_store(rs, &rstd.t), 0);
-		free(mu), free(rs);
+		cpu_store_fwd_stats(op, &x.t, eps, ln ? &mean.t : NULL, &rstd.t);
 		cpu_buf_matrix(&dx, dt, rows, hidden, ld);
 		ck_assert_int_eq(wsn_tensor_fill_nan(&dx.t), 0);
 		a.dx = dx.t;
@@ -336,46 +329,28 @@ START_TEST(test_many_rows_reduction)
 {
 	const int64_t rows = 300000, hidden = 4;
 	uint64_t seed = tu_case_seed("cpu many rows");
-	struct buf x = { 0 }, dy = { 0 }, dx = { 0 }, w = { 0 }, dw = { 0 }, db = { 0 }, mean = { 0 }, rstd = { 0 };
-	double *mu = tu_xmalloc(rows * sizeof(double)), *rs = tu_xmalloc(rows * sizeof(double));
+	struct bwd_bufs bufs;
 	struct wsn_device *dev;
-	struct wsn_plan *plan;
 	struct wsn_args a;
 	struct ref_out ref;
 
 	ck_assert_int_eq(wsn_device_open("cpu", &dev), 0);
-	memset(&a, 0, sizeof(a));
-	cpu_buf_matrix(&x, WSN_F32, rows, hidden, hidden);
-	cpu_buf_matrix(&dy, WSN_F32, rows, hidden, hidden);
-	cpu_buf_matrix(&dx, WSN_F32, rows, hidden, hidden);
-	cpu_buf_vector(&w, WSN_F32, hidden);
-	cpu_buf_vector(&dw, WSN_F32, hidden);
-	cpu_buf_vector(&db, WSN_F32, hidden);
-	cpu_buf_stats(&mean, rows, 0, 1);
-	cpu_buf_stats(&rstd, rows, 0, 1);
-	wsn_tensor_fill_random(&x.t, seed, 0.0f, 1.0f);
+	cpu_bwd_bufs(&bufs, &a, WSN_LAYERNORM_BWD, WSN_F32, rows, hidden, hidden);
+	wsn_tensor_fill_random(&bufs.x.t, seed, 0.0f, 1.0f);
 	/* dy with a mean, so that the running sums grow large against each term */
-	wsn_tensor_fill_random(&dy.t, seed + 1, 1.0f, 1.0f);
-	wsn_tensor_fill_random(&w.t, seed + 2, 1.0f, 0.5f);
-	ref_layernorm_fwd(&x.t, NULL, NULL, WSN_DEFAULT_EPS, NULL, mu, rs);
-	ref_store(mu, &mean.t);
-	ref_store(rs, &rstd.t);
-	wsn_tensor_fill_nan(&dw.t);
-	wsn_tensor_fill_nan(&db.t);
-	a.x = x.t, a.dy = dy.t, a.dx = dx.t, a.weight = w.t, a.dweight = dw.t, a.dbias = db.t;
-	a.mean = mean.t, a.rstd = rstd.t;
-	ck_assert_int_eq(wsn_plan_create(dev, WSN_LAYERNORM_BWD, rows, hidden, WSN_F32, NULL, &plan), 0);
-	ck_assert_msg(wsn_plan_execute(plan, &a, NULL) == 0, "%s", wsn_last_error());
+	wsn_tensor_fill_random(&bufs.dy.t, seed + 1, 1.0f, 1.0f);
+	wsn_tensor_fill_random(&bufs.w.t, seed + 2, 1.0f, 0.5f);
+	cpu_store_fwd_stats(WSN_LAYERNORM_BWD, &bufs.x.t, WSN_DEFAULT_EPS, &bufs.mean.t, &bufs.rstd.t);
+	wsn_tensor_fill_nan(&bufs.dw.t);
+	wsn_tensor_fill_nan(&bufs.db.t);
+	cpu_execute(dev, WSN_LAYERNORM_BWD, rows, hidden, WSN_F32, NULL, &a);
 	ck_assert_int_eq(ref_run(WSN_LAYERNORM_BWD, &a, WSN_DEFAULT_EPS, &ref), 0);
-	cpu_expect_close("layernorm-bwd 300000 rows", "dweight", &dw.t, ref.dweight, NULL, TOL_F32);
-	cpu_expect_close("layernorm-bwd 300000 rows", "dbias", &db.t, ref.dbias, NULL, TOL_F32);
-	cpu_expect_close("layernorm-bwd 300000 rows", "dx", &dx.t, ref.dx, NULL, TOL_F32);
+	cpu_expect_close("layernorm-bwd 300000 rows", "dweight", &bufs.dw.t, ref.dweight, NULL, TOL_F32);
+	cpu_expect_close("layernorm-bwd 300000 rows", "dbias", &bufs.db.t, ref.dbias, NULL, TOL_F32);
+	cpu_expect_close("layernorm-bwd 300000 rows", "dx", &bufs.dx.t, ref.dx, NULL, TOL_F32);
 	ref_out_free(&ref);
-	wsn_plan_destroy(plan);
 	wsn_device_close(dev);
-	free(mu), free(rs);
-	cpu_buf_free(&x), cpu_buf_free(&dy), cpu_buf_free(&dx), cpu_buf_free(&w), cpu_buf_free(&dw), cpu_buf_free(&db);
-	cpu_buf_free(&mean), cpu_buf_free(&rstd);
+	cpu_bwd_bufs_free(&bufs);
 }
 END_TEST
 
@@ -390,7 +365,6 @@ START_TEST(test_variance_with_large_mean)
 	uint64_t seed = tu_case_seed("cpu large mean");
 	struct buf x = { 0 }, y = { 0 }, rstd = { 0 };
 	struct wsn_device *dev;
-	struct wsn_plan *plan;
 	struct wsn_plan_options o;
 	struct wsn_args a;
 	struct ref_out ref;
@@ -405,13 +379,11 @@ START_TEST(test_variance_with_large_mean)
 	a.x = x.t, a.y = y.t, a.rstd = rstd.t;
 	wsn_plan_options_init(&o, WSN_LAYERNORM_FWD);
 	o.has_weight = o.has_bias = 0;
-	ck_assert_int_eq(wsn_plan_create(dev, WSN_LAYERNORM_FWD, rows, hidden, WSN_F32, &o, &plan), 0);
-	ck_assert_msg(wsn_plan_execute(plan, &a, NULL) == 0, "%s", wsn_last_error());
+	cpu_execute(dev, WSN_LAYERNORM_FWD, rows, hidden, WSN_F32, &o, &a);
 	ck_assert_int_eq(ref_run(WSN_LAYERNORM_FWD, &a, WSN_DEFAULT_EPS, &ref), 0);
 	cpu_expect_close("layernorm-fwd mean 1000", "rstd", &rstd.t, ref.rstd, NULL, 1e-3);
 	cpu_expect_close("layernorm-fwd mean 1000", "y", &y.t, ref.y, NULL, 1e-3);
 	ref_out_free(&ref);
-	wsn_plan_destroy(plan);
 	wsn_device_close(dev);
 	cpu_buf_free(&x), cpu_buf_free(&y), cpu_buf_free(&rstd);
 }

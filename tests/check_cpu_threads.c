@@ -26,10 +26,9 @@ START_TEST(test_threads_bit_identical)
 	const enum wsn_dtype dt = cfg[_i].dt;
 	const int64_t rows = 300, hidden = 1000, ld = 1003;
 	const int ln = wsn_op_is_layernorm(op);
-	struct buf x = { 0 }, dy = { 0 }, w = { 0 }, dx = { 0 }, dw = { 0 }, db = { 0 }, mean = { 0 }, rstd = { 0 };
+	struct bwd_bufs bufs;
 	void *first_dx = NULL, *first_dw = NULL, *first_db = NULL;
 	size_t es = wsn_dtype_size(dt);
-	double *mu = tu_xmalloc(rows * sizeof(double)), *rs = tu_xmalloc(rows * sizeof(double));
 	struct wsn_device *dev;
 	struct wsn_args a;
 	struct ref_out ref;
@@ -41,27 +40,11 @@ START_TEST(test_threads_bit_identical)
 	/* enough chunks that 8 threads all get work */
 	ck_assert_int_ge((rows + wsn__cpu_chunk_rows(op, rows, hidden) - 1) / wsn__cpu_chunk_rows(op, rows, hidden), 8);
 	ck_assert_int_eq(wsn_device_open("cpu", &dev), 0);
-	memset(&a, 0, sizeof(a));
-	cpu_buf_matrix(&x, dt, rows, hidden, ld);
-	cpu_buf_matrix(&dy, dt, rows, hidden, ld);
-	cpu_buf_matrix(&dx, dt, rows, hidden, ld);
-	cpu_buf_vector(&w, dt, hidden);
-	cpu_buf_vector(&dw, dt, hidden);
-	cpu_buf_stats(&rstd, rows, 0, 1);
-	wsn_tensor_fill_random(&x.t, seed, 0.5f, 2.0f);
-	wsn_tensor_fill_random(&dy.t, seed + 1, 0.0f, 1.0f);
-	wsn_tensor_fill_random(&w.t, seed + 2, 1.0f, 0.5f);
-	a.x = x.t, a.dy = dy.t, a.dx = dx.t, a.weight = w.t, a.dweight = dw.t, a.rstd = rstd.t;
-	if (ln) {
-		cpu_buf_stats(&mean, rows, 0, 1);
-		cpu_buf_vector(&db, dt, hidden);
-		a.mean = mean.t, a.dbias = db.t;
-		ref_layernorm_fwd(&x.t, NULL, NULL, WSN_DEFAULT_EPS, NULL, mu, rs);
-		ref_store(mu, &mean.t);
-	} else {
-		ref_rmsnorm_fwd(&x.t, NULL, WSN_DEFAULT_EPS, NULL, rs);
-	}
-	ref_store(rs, &rstd.t);
+	cpu_bwd_bufs(&bufs, &a, op, dt, rows, hidden, ld);
+	wsn_tensor_fill_random(&bufs.x.t, seed, 0.5f, 2.0f);
+	wsn_tensor_fill_random(&bufs.dy.t, seed + 1, 0.0f, 1.0f);
+	wsn_tensor_fill_random(&bufs.w.t, seed + 2, 1.0f, 0.5f);
+	cpu_store_fwd_stats(op, &bufs.x.t, WSN_DEFAULT_EPS, ln ? &bufs.mean.t : NULL, &bufs.rstd.t);
 
 	for (size_t t = 0; t < WSN_ARRAY_SIZE(threads); t++) {
 		struct wsn_plan_options o;
@@ -74,38 +57,37 @@ START_TEST(test_threads_bit_identical)
 		ck_assert_int_gt(wsn_plan_describe(plan, desc, sizeof(desc)), 0);
 		snprintf(want, sizeof(want), " %d thread%s,", threads[t], threads[t] == 1 ? "" : "s");
 		ck_assert_msg(strstr(desc, want) != NULL, "describe '%s' lacks '%s'", desc, want);
-		wsn_tensor_fill_nan(&dx.t);
-		wsn_tensor_fill_nan(&dw.t);
+		wsn_tensor_fill_nan(&bufs.dx.t);
+		wsn_tensor_fill_nan(&bufs.dw.t);
 		if (ln)
-			wsn_tensor_fill_nan(&db.t);
+			wsn_tensor_fill_nan(&bufs.db.t);
 		ck_assert_msg(wsn_plan_execute(plan, &a, NULL) == 0, "%s", wsn_last_error());
 		wsn_plan_destroy(plan);
 		if (t == 0) {
-			first_dx = tu_xmalloc(dx.slots * es);
-			first_dw = tu_xmalloc(dw.slots * es);
-			memcpy(first_dx, dx.mem, dx.slots * es);
-			memcpy(first_dw, dw.mem, dw.slots * es);
+			first_dx = tu_xmalloc(bufs.dx.slots * es);
+			first_dw = tu_xmalloc(bufs.dw.slots * es);
+			memcpy(first_dx, bufs.dx.mem, bufs.dx.slots * es);
+			memcpy(first_dw, bufs.dw.mem, bufs.dw.slots * es);
 			if (ln) {
-				first_db = tu_xmalloc(db.slots * es);
-				memcpy(first_db, db.mem, db.slots * es);
+				first_db = tu_xmalloc(bufs.db.slots * es);
+				memcpy(first_db, bufs.db.mem, bufs.db.slots * es);
 			}
 			continue;
 		}
-		ck_assert_msg(!memcmp(first_dw, dw.mem, dw.slots * es), "%s: dweight differs between 1 and %d threads",
-			      name, threads[t]);
-		ck_assert_msg(!ln || !memcmp(first_db, db.mem, db.slots * es),
+		ck_assert_msg(!memcmp(first_dw, bufs.dw.mem, bufs.dw.slots * es),
+			      "%s: dweight differs between 1 and %d threads", name, threads[t]);
+		ck_assert_msg(!ln || !memcmp(first_db, bufs.db.mem, bufs.db.slots * es),
 			      "%s: dbias differs between 1 and %d threads", name, threads[t]);
-		ck_assert_msg(!memcmp(first_dx, dx.mem, dx.slots * es), "%s: dx differs between 1 and %d threads", name,
-			      threads[t]);
+		ck_assert_msg(!memcmp(first_dx, bufs.dx.mem, bufs.dx.slots * es), "%s: dx differs between 1 and %d threads",
+			      name, threads[t]);
 	}
 	ck_assert_int_eq(ref_run(op, &a, WSN_DEFAULT_EPS, &ref), 0);
-	cpu_expect_close(name, "dweight", &dw.t, ref.dweight, NULL, dt == WSN_F32 ? TOL_F32 : TOL_HALF);
+	cpu_expect_close(name, "dweight", &bufs.dw.t, ref.dweight, NULL, dt == WSN_F32 ? TOL_F32 : TOL_HALF);
 	if (ln)
-		cpu_expect_close(name, "dbias", &db.t, ref.dbias, NULL, dt == WSN_F32 ? TOL_F32 : TOL_HALF);
+		cpu_expect_close(name, "dbias", &bufs.db.t, ref.dbias, NULL, dt == WSN_F32 ? TOL_F32 : TOL_HALF);
 	ref_out_free(&ref);
-	free(first_dx), free(first_dw), free(first_db), free(mu), free(rs);
-	cpu_buf_free(&x), cpu_buf_free(&dy), cpu_buf_free(&w), cpu_buf_free(&dx), cpu_buf_free(&dw), cpu_buf_free(&db);
-	cpu_buf_free(&mean), cpu_buf_free(&rstd);
+	free(first_dx), free(first_dw), free(first_db);
+	cpu_bwd_bufs_free(&bufs);
 	wsn_device_close(dev);
 }
 END_TEST

@@ -138,6 +138,20 @@ static struct fake_report assert_clean(const struct tu_proc *p, const char *what
 	return r;
 }
 
+/* wsnorm run of fwd on cuda:0 with env set: exit 3, an error holding want (and also, when not
+ * NULL), and nothing left live or misused. */
+static void expect_cuda_run_error(const struct fake *f, const char *env, const char *fwd, const char *what,
+				  const char *want, const char *also)
+{
+	struct tu_proc p;
+
+	fake_exec(f, NULL, ENV(env), ARGS("run", "--input", fwd, "--device", "cuda:0", "--no-verify"), &p);
+	ck_assert_msg(p.status == 3 && strstr(p.err, want) && (!also || strstr(p.err, also)), "%s: exit %d: %s", what,
+		      p.status, clip(p.err));
+	assert_clean(&p, what);
+	tu_proc_free(&p);
+}
+
 /* wsnorm gen of op (bf16, rows x hidden) into f's directory; returns the malloc'd path. */
 static char *gen_input(const struct fake *f, const char *op, const char *rows, const char *hidden)
 {
@@ -439,12 +453,8 @@ START_TEST(test_fake_no_device)
 		return;
 	fwd = gen_input(&f, "rmsnorm-fwd", "64", "1024");
 	for (int i = 0; i < 2; i++) {
-		fake_exec(&f, NULL, ENV(no_gpu[i]), ARGS("run", "--input", fwd, "--device", "cuda:0", "--no-verify"), &p);
-		ck_assert_msg(p.status == 3, "%s: exit %d: %s", no_gpu[i], p.status, clip(p.err));
-		ck_assert_msg(strstr(p.err, "ENODEV: device 'cuda:0': no NVIDIA GPU: cuInit(): CUDA_ERROR_NO_DEVICE"), "%s: %s",
-			      no_gpu[i], clip(p.err));
-		assert_clean(&p, no_gpu[i]);
-		tu_proc_free(&p);
+		expect_cuda_run_error(&f, no_gpu[i], fwd, no_gpu[i],
+				      "ENODEV: device 'cuda:0': no NVIDIA GPU: cuInit(): CUDA_ERROR_NO_DEVICE", NULL);
 
 		fake_exec(&f, NULL, ENV(no_gpu[i]), ARGS("devices"), &p);
 		ck_assert_msg(p.status == 0 && strstr(p.out, "cuda: unavailable - no NVIDIA GPU: cuInit(): CUDA_ERROR_NO_DEVICE"),
@@ -463,10 +473,7 @@ START_TEST(test_fake_no_device)
 		snprintf(env, sizeof(env), "WSNORM_FAKE_CUDA_MISSING=%s", missing[i]);
 		snprintf(want, sizeof(want), "ENODRIVER: device 'cuda:0': NVIDIA driver libcuda.so.1 lacks %s for CUDA 12.0",
 			 missing[i]);
-		fake_exec(&f, NULL, ENV(env), ARGS("run", "--input", fwd, "--device", "cuda:0", "--no-verify"), &p);
-		ck_assert_msg(p.status == 3 && strstr(p.err, want), "%s: exit %d: %s", env, p.status, clip(p.err));
-		assert_clean(&p, env);
-		tu_proc_free(&p);
+		expect_cuda_run_error(&f, env, fwd, env, want, NULL);
 	}
 	free(fwd);
 	fake_teardown(&f);
@@ -477,27 +484,20 @@ END_TEST
 START_TEST(test_fake_jit_failure)
 {
 	struct fake f;
-	struct tu_proc p;
 	char *fwd;
 
 	if (fake_setup(&f))
 		return;
 	fwd = gen_input(&f, "rmsnorm-fwd", "64", "1024");
-	fake_exec(&f, NULL, ENV("WSNORM_FAKE_CUDA_FAIL=cuModuleLoadDataEx:1:CUDA_ERROR_INVALID_PTX"),
-		  ARGS("run", "--input", fwd, "--device", "cuda:0", "--no-verify"), &p);
-	ck_assert_msg(p.status == 3 && strstr(p.err, ": EJIT: plan rmsnorm-fwd bf16 rows=64 hidden=1024 on cuda:0: "
-						     "cuModuleLoadDataEx(): CUDA_ERROR_INVALID_PTX (218)") &&
-		      strstr(p.err, "; JIT log: fake-cuda: the JIT failed with CUDA_ERROR_INVALID_PTX\n"),
-		      "exit %d: %s", p.status, clip(p.err));
-	assert_clean(&p, "JIT failure");
-	tu_proc_free(&p);
-	fake_exec(&f, NULL, ENV("WSNORM_FAKE_CUDA_FAIL=cuModuleGetFunction:1:CUDA_ERROR_NOT_FOUND"),
-		  ARGS("run", "--input", fwd, "--device", "cuda:0", "--no-verify"), &p);
-	ck_assert_msg(p.status == 3 && strstr(p.err, "cuModuleGetFunction(): CUDA_ERROR_NOT_FOUND (500): named symbol not "
-						     "found, while looking up kernel wsn_rmsnorm_fwd_bf16_h1024 in its module"),
-		      "exit %d: %s", p.status, clip(p.err));
-	assert_clean(&p, "kernel not found");
-	tu_proc_free(&p);
+	expect_cuda_run_error(&f, "WSNORM_FAKE_CUDA_FAIL=cuModuleLoadDataEx:1:CUDA_ERROR_INVALID_PTX", fwd, "JIT failure",
+			      ": EJIT: plan rmsnorm-fwd bf16 rows=64 hidden=1024 on cuda:0: cuModuleLoadDataEx(): "
+			      "CUDA_ERROR_INVALID_PTX (218)",
+			      "; JIT log: fake-cuda: the JIT failed with CUDA_ERROR_INVALID_PTX\n");
+	expect_cuda_run_error(&f, "WSNORM_FAKE_CUDA_FAIL=cuModuleGetFunction:1:CUDA_ERROR_NOT_FOUND", fwd,
+			      "kernel not found",
+			      "cuModuleGetFunction(): CUDA_ERROR_NOT_FOUND (500): named symbol not found, while looking up "
+			      "kernel wsn_rmsnorm_fwd_bf16_h1024 in its module",
+			      NULL);
 	free(fwd);
 	fake_teardown(&f);
 }

@@ -95,21 +95,17 @@ START_TEST(test_strided_stats)
 
 	for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++) {
 		int64_t h = hs[i], ld = h + 3, r = 333;
-		size_t n = (size_t)((r - 1) * ld + h + 1);
-		float *x32 = gpu_random_f32(n, "strided-x", 0.5f, 1.0f), *dy32 = gpu_random_f32(n, "strided-dy", 0.0f, 1.0f);
-		float *w32 = gpu_random_f32((size_t)h, "strided-w", 1.0f, 0.25f), *b32 = gpu_random_f32((size_t)h, "strided-b", 0, 0.25f);
+		struct inputs in;
 
+		gpu_inputs_make(&in, "strided", h, r, ld, 1);
 		for (size_t d = 0; d < sizeof(dtypes) / sizeof(dtypes[0]); d++) {
 			struct setup s;
 
-			gpu_setup_init(&s, dtypes[d], h, r, ld, 1, 1, x32, dy32, w32, b32);
+			gpu_setup_init(&s, dtypes[d], h, r, ld, 1, 1, in.x, in.dy, in.w, in.b);
 			fails += run_setup(&s, rows, 2);
 			gpu_setup_free(&s);
 		}
-		free(x32);
-		free(dy32);
-		free(w32);
-		free(b32);
+		gpu_inputs_free(&in);
 	}
 	ck_assert_msg(fails == 0, "%d mismatches (see FAIL lines above)", fails);
 }

@@ -16,6 +16,35 @@
 
 #include "gpu_util.h"
 
+#include <stdarg.h>
+
+/* Plan options with the ws approach forced and nothing else. */
+static struct wsn_plan_options ws_options(void)
+{
+	struct wsn_plan_options po;
+
+	memset(&po, 0, sizeof(po));
+	po.approach = WSN_APPROACH_WS;
+	return po;
+}
+
+/* gpu_run_op of op with the forced plan po over rows[0..1], labelled from fmt; counted in *plans. */
+static int run_forced(struct setup *s, enum wsn_op op, const struct wsn_plan_options *po, const int64_t *rows,
+		      int may_skip, int *plans, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+
+static int run_forced(struct setup *s, enum wsn_op op, const struct wsn_plan_options *po, const int64_t *rows,
+		      int may_skip, int *plans, const char *fmt, ...)
+{
+	char label[64];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(label, sizeof(label), fmt, ap);
+	va_end(ap);
+	(*plans)++;
+	return gpu_run_op(s, op, po, label, rows, 2, may_skip);
+}
+
 /*
  * Every op x dtype with each forced (bdimy, unroll, stages) in {1, 2} x {1, 2, 4} x {2, 4, 8} that
  * fits (the planner says which do not), over 7 rows (fewer blocks than CTAs) and 2999 rows (a last
@@ -37,17 +66,13 @@ START_TEST(test_ws_forced)
 		for (size_t a = 0; a < 2; a++)
 			for (size_t u = 0; u < 3; u++)
 				for (size_t st = 0; st < 3; st++) {
-					struct wsn_plan_options po;
-					char label[64];
-					memset(&po, 0, sizeof(po));
-					po.approach = WSN_APPROACH_WS;
+					struct wsn_plan_options po = ws_options();
+
 					po.groups = (int)groups[a];
 					po.unroll = (int)unrolls[u];
 					po.stages = (int)stages[st];
-					snprintf(label, sizeof(label), "ws bdimy=%u unroll=%u stages=%u", groups[a], unrolls[u],
-						 stages[st]);
-					fails += gpu_run_op(&s, ops[o], &po, label, rows, 2, 1);
-					plans++;
+					fails += run_forced(&s, ops[o], &po, rows, 1, &plans, "ws bdimy=%u unroll=%u stages=%u",
+							    groups[a], unrolls[u], stages[st]);
 				}
 	/* stages forced, groups free: the planner's groups come down to a count that divides the stages
 	 * (rows of 128 threads where 32- or 64-thread rows allow none; each stage one group's: shared
@@ -55,14 +80,10 @@ START_TEST(test_ws_forced)
 	int skips = gpu_run_op_skips;
 	for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++)
 		for (unsigned st = 3; st <= 12; st *= 2) {
-			struct wsn_plan_options po;
-			char label[64];
-			memset(&po, 0, sizeof(po));
-			po.approach = WSN_APPROACH_WS;
+			struct wsn_plan_options po = ws_options();
+
 			po.stages = (int)st;
-			snprintf(label, sizeof(label), "ws stages=%u, groups free", st);
-			fails += gpu_run_op(&s, ops[o], &po, label, rows, 2, 1);
-			plans++;
+			fails += run_forced(&s, ops[o], &po, rows, 1, &plans, "ws stages=%u, groups free", st);
 		}
 	ck_assert_msg(gpu_run_op_skips == skips, "%d forced stage counts found no plan", gpu_run_op_skips - skips);
 	gpu_setup_free(&s);
@@ -95,37 +116,30 @@ START_TEST(test_ws_cluster)
 		for (size_t o = 0; o < 2; o++)
 			for (size_t c = 0; c < 3; c++)
 				for (int grouped = 0; grouped < 2; grouped++) {
-					struct wsn_plan_options po;
-					char label[64];
-					memset(&po, 0, sizeof(po));
-					po.approach = WSN_APPROACH_WS;
+					struct wsn_plan_options po = ws_options();
+
 					po.cluster = (int)clusters[c];
 					if (grouped)
 						po.groups = po.unroll = 2;
-					snprintf(label, sizeof(label), "ws cluster=%u%s", clusters[c],
-						 grouped ? " bdimy=2 unroll=2" : "");
-					fails += gpu_run_op(&s, bops[o], &po, label, rows, 2, 0);
-					plans++;
+					fails += run_forced(&s, bops[o], &po, rows, 0, &plans, "ws cluster=%u%s", clusters[c],
+							    grouped ? " bdimy=2 unroll=2" : "");
 				}
 		gpu_setup_free(&s);
 		gpu_inputs_free(&in);
 	}
 	{
 		int64_t h = 32768, r = 1000;
-		struct wsn_plan_options po;
+		struct wsn_plan_options po = ws_options();
 		struct inputs in;
 		struct setup s;
 
-		memset(&po, 0, sizeof(po));
-		po.approach = WSN_APPROACH_WS;
 		gpu_inputs_make(&in, "ws-cluster-32k", h, r, h, 0);
 		gpu_setup_init(&s, dt, h, r, h, 0, 0, in.x, in.dy, in.w, in.b);
 		for (size_t o = 0; o < 2; o++) {
 			unsigned c = 0;
 			ck_assert_msg(gpu_ws_plans(bops[o], dt, h, r, &c) && c > 1, "%s %s hidden 32768: the ws planner should "
 				      "split the row over a cluster (got %u)", wsn_op_name(bops[o]), wsn_dtype_name(dt), c);
-			fails += gpu_run_op(&s, bops[o], &po, "ws, the planner's cluster", rows32k, 2, 0);
-			plans++;
+			fails += run_forced(&s, bops[o], &po, rows32k, 0, &plans, "ws, the planner's cluster");
 		}
 		gpu_setup_free(&s);
 		gpu_inputs_free(&in);
@@ -204,12 +218,10 @@ START_TEST(test_ws_measured)
 				      kp->entry, kp->why);
 		for (int strided = 0; strided < 2; strided++) {
 			int64_t ld = strided ? h + 3 : h, off = strided;
-			struct wsn_plan_options po;
+			struct wsn_plan_options po = ws_options();
 			struct inputs in;
 			struct setup s;
 
-			memset(&po, 0, sizeof(po));
-			po.approach = WSN_APPROACH_WS;
 			gpu_inputs_make(&in, "ws-measured", h, r, ld, off);
 			gpu_setup_init(&s, dt, h, r, ld, off, strided, in.x, in.dy, in.w, in.b);
 			fails += gpu_run_op(&s, m[i].op, &po, "ws, measured shape", gpu_run_rows, 2, 0);
@@ -320,11 +332,9 @@ START_TEST(test_ws_shapes)
 {
 	static const int64_t hs[] = { 3, 1001, 4097 };
 	static const int64_t rows[] = { 1, 7, 1000 };
-	struct wsn_plan_options po;
+	struct wsn_plan_options po = ws_options();
 	int fails = 0;
 
-	memset(&po, 0, sizeof(po));
-	po.approach = WSN_APPROACH_WS;
 	for (size_t i = 0; i <= sizeof(hs) / sizeof(hs[0]); i++) {
 		int strided = i == sizeof(hs) / sizeof(hs[0]);
 		int64_t h = strided ? 1000 : hs[i], ld = strided ? h + 3 : h, off = strided ? 1 : 0, r = 1000;
@@ -349,13 +359,11 @@ START_TEST(test_ws_ln_bwd_mixed_stats)
 {
 	static const int64_t rows[] = { 16384 };
 	int64_t h = 2048, r = 16384;
-	struct wsn_plan_options po;
+	struct wsn_plan_options po = ws_options();
 	struct inputs in;
 	struct setup s;
 	int fails;
 
-	memset(&po, 0, sizeof(po));
-	po.approach = WSN_APPROACH_WS;
 	gpu_inputs_make(&in, "ws-mixed", h, r, h, 0);
 	gpu_setup_init(&s, WSN_BF16, h, r, h, 0, 0, in.x, in.dy, in.w, in.b);
 	s.stats2d = 2; /* args_of: mean [rows], rstd [rows, 1] */

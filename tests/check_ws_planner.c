@@ -47,43 +47,62 @@ END_TEST
 /* The heuristic's concrete choices on the modelled H100 (132 SMs, 227 KB) and B200 (148 SMs, 228 KB). */
 START_TEST(test_ws_choices)
 {
+	/* each plan's shape, in the order of field[]; 0 (NULL): not checked */
+	static const char *const field[] = { "bdimx", "bdimy", "unroll", "stages",
+					     "max_grid", "regs_entry", "regs_compute" };
+	static const struct {
+		int b200; /* on the B200 model, else the H100 */
+		enum wsn_op op;
+		int64_t hidden;
+		unsigned shape[7];
+		const char *why;
+	} want[] = {
+		/* LayerNorm backward 4K bf16: two row groups of 128 threads, 2 rows per stage cached in
+		 * registers, leftover shared memory on stages up to a 132 KB ring (4 x 32 KB; 7 would fit) */
+		{ 0, WSN_LAYERNORM_BWD, 4096, { 128, 2, 2, 4, 0, 168, 240 },
+		  "stages 4 (a backward ring grows past 4 stages only up to 132 KB)" },
+		/* short rows: two warps per row (two vectors each), four row groups; unroll stops at 2 (4
+		 * would leave the busiest SM 3 % over the mean) */
+		{ 0, WSN_LAYERNORM_BWD, 1024, { 64, 4, 2, 0, 0, 168, 240 }, NULL },
+		/* forward: a warp per row (four vectors each); WS_MAX_STAGES */
+		{ 0, WSN_LAYERNORM_FWD, 1024, { 32, 8, 0, 32, 0, 0, 0 }, NULL },
+		/* the backward's leftover shared memory stops adding stages at 16 (WS_FILL_STAGES_BWD;
+		 * LayerNorm bwd 1K has room for more; 32 measured slower than 16 for LayerNorm bwd 2K/4K) */
+		{ 0, WSN_LAYERNORM_BWD, 1024, { 0, 0, 0, 16, 0, 0, 0 }, "leftover shared memory: stages 16" },
+		/* one row group: bdimx grows until the registers fit */
+		{ 0, WSN_LAYERNORM_BWD, 8192, { 256, 1, 0, 0, 0, 0, 0 }, "bdimx 256 (avoids spills)" },
+		/* the B200 model: its own SM count, the same shapes */
+		{ 1, WSN_LAYERNORM_BWD, 4096, { 0, 2, 2, 0, 148, 0, 0 }, NULL },
+		/* 16384 rows over 148 SMs: unroll 4 keeps the tail within 2 % (over 132 it does not); 7
+		 * stages fit, 6 give each of the 2 row groups its own 3 */
+		{ 1, WSN_RMSNORM_FWD, 4096, { 0, 2, 4, 6, 148, 0, 0 }, NULL },
+		{ 0, WSN_RMSNORM_FWD, 4096, { 0, 0, 2, 14, 0, 0, 0 }, NULL },
+	};
 	struct wsn__gpu_props h, b;
 	struct wsn__kernel_plan kp;
 
 	wsn__gpu_props_h100(&h);
 	wsn__gpu_props_b200(&b);
-	/* LayerNorm backward 4K bf16: two row groups of 128 threads, 2 rows per stage cached in
-	 * registers, leftover shared memory on stages up to a 132 KB ring (4 x 32 KB; 7 would fit) */
+	for (size_t i = 0; i < WSN_ARRAY_SIZE(want); i++) {
+		const struct wsn__kernel_plan plan = ws_plan_ok(want[i].b200 ? &b : &h, want[i].op, WSN_BF16,
+								want[i].hidden);
+		const unsigned got[] = { plan.bdimx, plan.bdimy, plan.unroll, plan.stages,
+					 plan.max_grid, plan.regs_entry, plan.regs_compute };
+
+		ck_assert_int_eq(plan.arch, want[i].b200 ? 100 : 90);
+		for (size_t f = 0; f < WSN_ARRAY_SIZE(field); f++)
+			ck_assert_msg(!want[i].shape[f] || got[f] == want[i].shape[f], "%s: %s %u, expected %u",
+				      plan.entry, field[f], got[f], want[i].shape[f]);
+		if (want[i].why)
+			ck_assert_msg(strstr(plan.why, want[i].why), "%s: no \"%s\" in %s", plan.entry, want[i].why,
+				      plan.why);
+	}
+	/* LayerNorm backward 4K bf16 again: its rows cached in registers, weight in registers, a good plan */
 	kp = ws_plan_ok(&h, WSN_LAYERNORM_BWD, WSN_BF16, 4096);
-	ck_assert_uint_eq(kp.bdimx, 128);
-	ck_assert_uint_eq(kp.bdimy, 2);
-	ck_assert_uint_eq(kp.unroll, 2);
-	ck_assert_uint_eq(kp.stages, 4);
-	ck_assert_ptr_nonnull(strstr(kp.why, "stages 4 (a backward ring grows past 4 stages only up to 132 KB)"));
 	ck_assert_int_eq(kp.cache_rows, 1);
 	ck_assert_int_eq(kp.param_store, WSN_STORE_REG);
-	ck_assert_uint_eq(kp.regs_entry, 168);
-	ck_assert_uint_eq(kp.regs_compute, 240);
 	ck_assert_int_eq(kp.ws_good, 1);
 	ck_assert_ptr_nonnull(strstr(kp.why, "search: stages 2, bdimy 2, unroll 2, fits"));
-	/* short rows: two warps per row (two vectors each), four row groups; unroll stops at 2 (4
-	 * would leave the busiest SM 3 % over the mean) */
-	kp = ws_plan_ok(&h, WSN_LAYERNORM_BWD, WSN_BF16, 1024);
-	ck_assert_uint_eq(kp.bdimx, 64);
-	ck_assert_uint_eq(kp.bdimy, 4);
-	ck_assert_uint_eq(kp.unroll, 2);
-	ck_assert_uint_eq(kp.regs_entry, 168);
-	ck_assert_uint_eq(kp.regs_compute, 240);
-	/* forward: a warp per row (four vectors each) */
-	kp = ws_plan_ok(&h, WSN_LAYERNORM_FWD, WSN_BF16, 1024);
-	ck_assert_uint_eq(kp.bdimx, 32);
-	ck_assert_uint_eq(kp.bdimy, 8);
-	ck_assert_uint_eq(kp.stages, 32); /* WS_MAX_STAGES */
-	/* the backward's leftover shared memory stops adding stages at 16 (LayerNorm bwd 1K has room
-	 * for more; 32 measured slower than 16 for LayerNorm bwd 2K/4K) */
-	kp = ws_plan_ok(&h, WSN_LAYERNORM_BWD, WSN_BF16, 1024);
-	ck_assert_uint_eq(kp.stages, 16); /* WS_FILL_STAGES_BWD */
-	ck_assert_ptr_nonnull(strstr(kp.why, "leftover shared memory: stages 16"));
 	/* the backward ring's cap, on the planner's own splits: 4 of 32 KB at LayerNorm/RMSNorm 16K
 	 * over 2 (LayerNorm's forced: bf16 has a measured shape over 8), 8 of 16 KB at RMSNorm 2K on
 	 * whole rows (cluster 1 forced: the measured shape splits it), 16 of 4 KB at LayerNorm 4K over 8 (within the cap); at RMSNorm 32K (64 KB stages) the 3
@@ -105,34 +124,13 @@ START_TEST(test_ws_choices)
 			ws_params(&p, cap[i].op, WSN_BF16, cap[i].hidden, 16384);
 			if (cap[i].forced)
 				p.opts.cluster = (int)cap[i].cluster;
-			ck_assert_msg(wsn__ws_plan(&h, &p, &kp) == 0, "%s", wsn_last_error());
-			ws_check_plan(&h, &kp);
+			kp = ws_plan_forced(&h, &p);
 			ck_assert_uint_eq(kp.cluster, cap[i].cluster);
 			ck_assert_msg(kp.stages == cap[i].stages, "%s %lld: %u stages, expected %u",
 				      wsn_op_name(cap[i].op), (long long)cap[i].hidden, kp.stages, cap[i].stages);
 			ck_assert_uint_le((uint64_t)kp.stages * kp.stage_bytes, kp.stages <= 4 ? 232448u : 132u * 1024);
 		}
 	}
-	/* one row group: bdimx grows until the registers fit */
-	kp = ws_plan_ok(&h, WSN_LAYERNORM_BWD, WSN_BF16, 8192);
-	ck_assert_uint_eq(kp.bdimy, 1);
-	ck_assert_uint_eq(kp.bdimx, 256);
-	ck_assert_ptr_nonnull(strstr(kp.why, "bdimx 256 (avoids spills)"));
-	/* the B200 model: its own SM count, the same shapes */
-	kp = ws_plan_ok(&b, WSN_LAYERNORM_BWD, WSN_BF16, 4096);
-	ck_assert_uint_eq(kp.max_grid, 148);
-	ck_assert_uint_eq(kp.bdimy, 2);
-	ck_assert_uint_eq(kp.unroll, 2);
-	ck_assert_int_eq(kp.arch, 100);
-	/* 16384 rows over 148 SMs: unroll 4 keeps the tail within 2 % (over 132 it does not) */
-	kp = ws_plan_ok(&b, WSN_RMSNORM_FWD, WSN_BF16, 4096);
-	ck_assert_uint_eq(kp.max_grid, 148);
-	ck_assert_uint_eq(kp.unroll, 4);
-	ck_assert_uint_eq(kp.bdimy, 2);
-	ck_assert_uint_eq(kp.stages, 6); /* 7 fit; 6 give each of the 2 row groups its own 3 */
-	kp = ws_plan_ok(&h, WSN_RMSNORM_FWD, WSN_BF16, 4096);
-	ck_assert_uint_eq(kp.unroll, 2);
-	ck_assert_uint_eq(kp.stages, 14);
 }
 END_TEST
 
@@ -221,12 +219,9 @@ START_TEST(test_ws_forced_options)
 
 	wsn__gpu_props_h100(&h);
 	ws_params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 2048, 16384);
-	p.opts.groups = 2;
-	p.opts.unroll = 1;
-	p.opts.stages = 6;
+	ws_force(&p, 2, 1, 6);
 	p.opts.block_threads = 256;
-	ck_assert_msg(wsn__ws_plan(&h, &p, &kp) == 0, "%s", wsn_last_error());
-	ws_check_plan(&h, &kp);
+	kp = ws_plan_forced(&h, &p);
 	ck_assert_uint_eq(kp.bdimx, 256);
 	ck_assert_uint_eq(kp.bdimy, 2);
 	ck_assert_uint_eq(kp.unroll, 1);
@@ -251,8 +246,7 @@ START_TEST(test_ws_forced_options)
 		p.opts.cluster = 4;
 		for (size_t i = 0; i < WSN_ARRAY_SIZE(fs); i++) {
 			p.opts.stages = (int)fs[i].stages;
-			ck_assert_msg(wsn__ws_plan(&h, &p, &kp) == 0, "%s", wsn_last_error());
-			ws_check_plan(&h, &kp);
+			kp = ws_plan_forced(&h, &p);
 			ck_assert_uint_eq(kp.bdimx, fs[i].bdimx);
 			ck_assert_uint_eq(kp.bdimy, fs[i].bdimy);
 			ck_assert_uint_eq(kp.stages, fs[i].stages);
@@ -269,9 +263,7 @@ START_TEST(test_ws_forced_options)
 				for (size_t o = 0; o < WSN_ARRAY_SIZE(all_ops); o++) {
 					int e;
 					ws_params(&p, all_ops[o], WSN_BF16, 1000, 2999);
-					p.opts.groups = y;
-					p.opts.unroll = u;
-					p.opts.stages = s;
+					ws_force(&p, y, u, s);
 					e = wsn__ws_plan(&h, &p, &kp);
 					ck_assert_msg(e == 0 || (e == WSN_EINVAL && strstr(wsn_last_error(), "budget")),
 						      "%s %d/%d/%d: %s", wsn_op_name(all_ops[o]), y, u, s, wsn_last_error());
@@ -288,45 +280,42 @@ START_TEST(test_ws_forced_options)
 	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), 0);
 	ck_assert_uint_eq(kp.cluster, 4);
 	ws_check_plan(&h, &kp);
-	p.opts.cluster = 3;
-	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
-	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "1, 2, 4 or 8"));
-	p.opts.cluster = 16;
-	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
-	ws_params(&p, WSN_RMSNORM_BWD, WSN_BF16, 4100, 16384);
-	p.opts.cluster = 2;
-	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
-	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "whole 16-byte vectors"));
-	ws_params(&p, WSN_RMSNORM_FWD, WSN_BF16, 4096, 16384);
-	p.opts.cluster = 2;
-	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
-	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "only the backward"));
-	ws_params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 65536, 16384); /* forced: no larger cluster is tried */
-	p.opts.cluster = 2;
-	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
-	/* rejections */
-	ws_params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 16384, 16384);
-	p.opts.stages = 8;
-	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
-	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "shared-memory budget"));
-	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "forced"));
-	ws_params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 4096, 16384);
-	p.opts.groups = 4;
-	p.opts.unroll = 4;
-	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
-	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "register budget"));
-	ws_params(&p, WSN_RMSNORM_FWD, WSN_BF16, 4096, 16384);
-	p.opts.groups = 8;
-	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
-	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "threads budget"));
-	ws_params(&p, WSN_RMSNORM_FWD, WSN_BF16, 4096, 16384);
-	p.opts.block_threads = 192;
-	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
-	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "multiple of 128"));
-	ws_params(&p, WSN_RMSNORM_FWD, WSN_BF16, 4096, 16384);
-	p.opts.unroll = 16;
-	ck_assert_int_eq(wsn__ws_plan(&h, &p, &kp), WSN_EINVAL);
-	ck_assert_ptr_nonnull(strstr(wsn_last_error(), "at most 8"));
+	/* forced options refused with WSN_EINVAL, and what the error names (NULL: not checked) */
+	{
+		static const struct {
+			enum wsn_op op;
+			int64_t hidden;
+			int cluster, groups, unroll, stages, block_threads; /* 0: the planner's */
+			const char *why, *why_too;
+		} refused[] = {
+			{ WSN_RMSNORM_BWD, 4096, 3, 0, 0, 0, 0, "1, 2, 4 or 8", NULL },
+			{ WSN_RMSNORM_BWD, 4096, 16, 0, 0, 0, 0, NULL, NULL },
+			{ WSN_RMSNORM_BWD, 4100, 2, 0, 0, 0, 0, "whole 16-byte vectors", NULL },
+			{ WSN_RMSNORM_FWD, 4096, 2, 0, 0, 0, 0, "only the backward", NULL },
+			/* forced: no larger cluster is tried */
+			{ WSN_LAYERNORM_BWD, 65536, 2, 0, 0, 0, 0, NULL, NULL },
+			/* the budgets and limits of the other options */
+			{ WSN_LAYERNORM_BWD, 16384, 0, 0, 0, 8, 0, "shared-memory budget", "forced" },
+			{ WSN_LAYERNORM_BWD, 4096, 0, 4, 4, 0, 0, "register budget", NULL },
+			{ WSN_RMSNORM_FWD, 4096, 0, 8, 0, 0, 0, "threads budget", NULL },
+			{ WSN_RMSNORM_FWD, 4096, 0, 0, 0, 0, 192, "multiple of 128", NULL },
+			{ WSN_RMSNORM_FWD, 4096, 0, 0, 16, 0, 0, "at most 8", NULL },
+		};
+		for (size_t i = 0; i < WSN_ARRAY_SIZE(refused); i++) {
+			const char *why[] = { refused[i].why, refused[i].why_too };
+			int e;
+
+			ws_params(&p, refused[i].op, WSN_BF16, refused[i].hidden, 16384);
+			ws_force(&p, refused[i].groups, refused[i].unroll, refused[i].stages);
+			p.opts.cluster = refused[i].cluster;
+			p.opts.block_threads = refused[i].block_threads;
+			e = wsn__ws_plan(&h, &p, &kp);
+			ck_assert_msg(e == WSN_EINVAL, "refused[%zu]: %s, want WSN_EINVAL", i, wsn_err_name(e));
+			for (int w = 0; w < 2; w++)
+				ck_assert_msg(!why[w] || strstr(wsn_last_error(), why[w]),
+					      "refused[%zu]: \"%s\" does not say \"%s\"", i, wsn_last_error(), why[w]);
+		}
+	}
 	/* threads per row above 128 with the groups free: one group of that many threads (this once
 	 * divided by zero groups), through approach auto as well, which searches ws too */
 	for (unsigned bx = 256; bx <= 896; bx += 128)

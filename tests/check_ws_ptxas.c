@@ -127,12 +127,9 @@ START_TEST(test_ws_fold)
 	ck_assert_int_eq(par, 1);
 	/* two stages of one row: the ring holds 2 of the 4 slots two groups' dweight and dbias need */
 	ws_params(&p, WSN_LAYERNORM_BWD, WSN_BF16, 1024, 16384);
-	p.opts.groups = 2;
-	p.opts.unroll = 1;
-	p.opts.stages = 2;
+	ws_force(&p, 2, 1, 2);
 	p.opts.cluster = 1;
-	ck_assert_msg(wsn__ws_plan(&g, &p, &kp) == 0, "%s", wsn_last_error());
-	ws_check_plan(&g, &kp);
+	kp = ws_plan_forced(&g, &p);
 	wsn__ws_layout(&kp, &l);
 	ck_assert_uint_lt(l.xg_slots, 4);
 	ck_assert_int_eq(fold_barriers(&kp, &par), 4);

@@ -51,6 +51,47 @@ void cpu_buf_free(struct buf *b)
 	memset(b, 0, sizeof(*b));
 }
 
+void cpu_bwd_bufs(struct bwd_bufs *b, struct wsn_args *a, enum wsn_op op, enum wsn_dtype dt, int64_t rows,
+		  int64_t hidden, int64_t ld)
+{
+	memset(b, 0, sizeof(*b));
+	memset(a, 0, sizeof(*a));
+	cpu_buf_matrix(&b->x, dt, rows, hidden, ld);
+	cpu_buf_matrix(&b->dy, dt, rows, hidden, ld);
+	cpu_buf_matrix(&b->dx, dt, rows, hidden, ld);
+	cpu_buf_vector(&b->w, dt, hidden);
+	cpu_buf_vector(&b->dw, dt, hidden);
+	cpu_buf_stats(&b->rstd, rows, 0, 1);
+	a->x = b->x.t, a->dy = b->dy.t, a->dx = b->dx.t, a->weight = b->w.t, a->dweight = b->dw.t, a->rstd = b->rstd.t;
+	if (wsn_op_is_layernorm(op)) {
+		cpu_buf_vector(&b->db, dt, hidden);
+		cpu_buf_stats(&b->mean, rows, 0, 1);
+		a->dbias = b->db.t, a->mean = b->mean.t;
+	}
+}
+
+void cpu_bwd_bufs_free(struct bwd_bufs *b)
+{
+	cpu_buf_free(&b->x), cpu_buf_free(&b->dy), cpu_buf_free(&b->dx), cpu_buf_free(&b->w), cpu_buf_free(&b->dw);
+	cpu_buf_free(&b->db), cpu_buf_free(&b->mean), cpu_buf_free(&b->rstd);
+}
+
+void cpu_store_fwd_stats(enum wsn_op op, const struct wsn_tensor *x, double eps, const struct wsn_tensor *mean,
+			 const struct wsn_tensor *rstd)
+{
+	int64_t hidden = x->shape[x->ndim - 1], rows = hidden ? wsn_tensor_numel(x) / hidden : 0;
+	double *mu = tu_xmalloc((size_t)rows * sizeof(double)), *rs = tu_xmalloc((size_t)rows * sizeof(double));
+
+	if (wsn_op_is_layernorm(op)) {
+		ck_assert_int_eq(ref_layernorm_fwd(x, NULL, NULL, eps, NULL, mu, rs), 0);
+		ck_assert_int_eq(ref_store(mu, mean), 0);
+	} else {
+		ck_assert_int_eq(ref_rmsnorm_fwd(x, NULL, eps, NULL, rs), 0);
+	}
+	ck_assert_int_eq(ref_store(rs, rstd), 0);
+	free(mu), free(rs);
+}
+
 double cpu_round_to(enum wsn_dtype dt, double v)
 {
 	float f = (float)v, back;

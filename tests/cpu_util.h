@@ -41,6 +41,23 @@ void cpu_buf_stats(struct buf *b, int64_t rows, int two_d, int64_t ld);
 
 void cpu_buf_free(struct buf *b);
 
+/* The buffers of a backward op's arguments: x, dy and dx [rows, hidden] with row stride ld, weight
+ * and dweight [hidden], rstd f32 [rows]; for LayerNorm also dbias [hidden] and mean f32 [rows]. */
+struct bwd_bufs {
+	struct buf x, dy, dx, w, dw, db, mean, rstd;
+};
+
+/* Allocate b for op and point a (zeroed first) at them. */
+void cpu_bwd_bufs(struct bwd_bufs *b, struct wsn_args *a, enum wsn_op op, enum wsn_dtype dt, int64_t rows,
+		  int64_t hidden, int64_t ld);
+
+void cpu_bwd_bufs_free(struct bwd_bufs *b);
+
+/* x's forward statistics in float64 (LayerNorm: mean and rstd; RMSNorm: rstd), stored into mean
+ * (NULL for RMSNorm) and rstd: what a forward pass hands its backward. */
+void cpu_store_fwd_stats(enum wsn_op op, const struct wsn_tensor *x, double eps, const struct wsn_tensor *mean,
+			 const struct wsn_tensor *rstd);
+
 /* v rounded to dt and back, as an output of dtype dt holds it. */
 double cpu_round_to(enum wsn_dtype dt, double v);
 

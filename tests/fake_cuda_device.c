@@ -2,10 +2,27 @@
 /* tests/fake_cuda_device.c: the fake driver's initialisation, devices and contexts. */
 #include "fake_cuda.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 /* ---- initialisation, devices ---- */
+
+/* A device string into the caller's buffer of len bytes, cut to fit as the driver does; no buffer is
+ * CUDA_ERROR_INVALID_VALUE. */
+static CUresult device_string(char *buf, int len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static CUresult device_string(char *buf, int len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!buf || len < 1)
+		return CUDA_ERROR_INVALID_VALUE;
+	va_start(ap, fmt);
+	vsnprintf(buf, (size_t)len, fmt, ap);
+	va_end(ap);
+	return CUDA_SUCCESS;
+}
 
 CUresult fake_cuInit(unsigned flags)
 {
@@ -42,10 +59,7 @@ CUresult fake_cuDeviceGet(CUdevice *d, int i)
 CUresult fake_cuDeviceGetName(char *buf, int len, CUdevice d)
 {
 	BEGIN_DEVICE(cuDeviceGetName, d);
-	if (!buf || len < 1)
-		return fake__leave(CUDA_ERROR_INVALID_VALUE);
-	snprintf(buf, (size_t)len, "NVIDIA H100 80GB HBM3 (fake)");
-	return fake__leave(CUDA_SUCCESS);
+	return fake__leave(device_string(buf, len, "NVIDIA H100 80GB HBM3 (fake)"));
 }
 
 CUresult fake_cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
@@ -79,8 +93,8 @@ CUresult fake_cuDeviceTotalMem(size_t *bytes, CUdevice d)
 CUresult fake_cuDeviceGetPCIBusId(char *buf, int len, CUdevice d)
 {
 	BEGIN_DEVICE(cuDeviceGetPCIBusId, d);
-	snprintf(buf, (size_t)len, "00000000:%02X:00.0", 0xf0 + d); /* no such bus here: no sysfs link found */
-	return fake__leave(CUDA_SUCCESS);
+	/* no such bus here: no sysfs link found */
+	return fake__leave(device_string(buf, len, "00000000:%02X:00.0", 0xf0 + d));
 }
 
 /* ---- contexts ---- */

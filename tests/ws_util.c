@@ -93,15 +93,28 @@ void ws_check_plan(const struct wsn__gpu_props *g, const struct wsn__kernel_plan
 	ck_assert_ptr_nonnull(strstr(kp->why, "heuristic:"));
 }
 
+void ws_force(struct wsn__plan_params *p, int groups, int unroll, int stages)
+{
+	p->opts.groups = groups;
+	p->opts.unroll = unroll;
+	p->opts.stages = stages;
+}
+
+struct wsn__kernel_plan ws_plan_forced(const struct wsn__gpu_props *g, const struct wsn__plan_params *p)
+{
+	struct wsn__kernel_plan kp;
+
+	ck_assert_msg(wsn__ws_plan(g, p, &kp) == 0, "%s %s %lld: %s", wsn_op_name(p->op), wsn_dtype_name(p->dtype),
+		      (long long)p->hidden, wsn_last_error());
+	ws_check_plan(g, &kp);
+	return kp;
+}
+
 struct wsn__kernel_plan ws_plan_ok(const struct wsn__gpu_props *g, enum wsn_op op, enum wsn_dtype dt, int64_t h)
 {
 	struct wsn__plan_params p;
-	struct wsn__kernel_plan kp;
 
 	ws_params(&p, op, dt, h, 16384);
 	p.opts.cluster = 1;
-	ck_assert_msg(wsn__ws_plan(g, &p, &kp) == 0, "%s %s %lld: %s", wsn_op_name(op), wsn_dtype_name(dt),
-		      (long long)h, wsn_last_error());
-	ws_check_plan(g, &kp);
-	return kp;
+	return ws_plan_forced(g, &p);
 }
