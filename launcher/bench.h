@@ -13,6 +13,16 @@
 /* Most input sets: a rotation of smaller sets than 2 x L2 / MAX_SETS stays in L2 (pt->l2_resident). */
 #define MAX_SETS 4096
 #define H2D_DEFAULT_BYTES (256ull << 20)
+/* Single calls timed per point by default (--calls). */
+#define SINGLE_CALLS 100
+#define MAX_CALLS 10000
+#define CPU_SINGLE_CALLS 3
+/* The L2 flush before each single call writes this many times the L2, and at least FLUSH_MIN_BYTES. */
+#define FLUSH_L2_TIMES 4
+#define FLUSH_MIN_BYTES (64ull << 20)
+
+/* What bench times (--timing): batches of launches back to back, each call alone, or both. */
+enum bench_timing { TIMING_BATCH = 1, TIMING_SINGLE = 2, TIMING_BOTH = 3 };
 #define H2D_CPU_BYTES (64ull << 20)
 
 struct bench_opts {
@@ -25,6 +35,8 @@ struct bench_opts {
 	int nhidden;
 	int64_t rows;
 	int iters, warmup;
+	enum bench_timing timing;
+	int calls;     /* single calls timed per point */
 	int batch;     /* launches per timed sample; 0: enough for BATCH_MS (GPU) or one per set (CPU) */
 	enum wsn_approach approach;
 	int autotune;  /* plans time multiwave and ws (and the backward's ws shapes) once and cache the winner */
@@ -35,14 +47,19 @@ struct bench_opts {
 	int verify; /* compare each point's outputs with the CPU reference once (--no-verify clears it) */
 	int inject_mismatch; /* corrupt one element of what the check reads (a self-test of the check) */
 	int json;
-	int have_rows, have_iters, have_copy;
+	int have_rows, have_iters, have_copy, have_calls;
 };
 
-/* Events and the stream the kernels are timed with. */
+/* Events and the stream the kernels are timed with; for single calls, a pair of events a call and
+ * the buffer written before each to flush the L2. */
 struct timer {
 	struct wsn_device *dev;
 	struct wsn_stream *s;
 	struct wsn_event *e0, *e1;
+	struct wsn_event **call_ev; /* 2 * calls: the start and end of call i at 2i and 2i + 1 */
+	int calls;
+	void *flush;
+	size_t flush_bytes;
 };
 
 /* One input/output set: its tensors' places in the point's one device allocation. */
@@ -55,7 +72,8 @@ struct point {
 	enum wsn_dtype dt;
 	int64_t hidden, rows;
 	int weight, bias; /* affine weight; bias (LayerNorm only) */
-	double ms, bytes, tbs, frac;
+	double ms, bytes, tbs, frac; /* back to back (ms 0: not timed) */
+	double single_ms, single_tbs, single_frac; /* each call alone after an L2 flush (0: not timed) */
 	int sets;
 	int l2_resident;   /* the sets together fit twice in L2 (more would pass MAX_SETS) */
 	int batch;         /* launches per timed batch */
@@ -82,6 +100,11 @@ int bench_parse_options(int argc, char **argv, struct bench_opts *o);
  */
 int bench_point(const struct bench_opts *o, struct timer *t, const struct wsn_device_info *di,
 		struct wsn_device *cpu, double copy_bps, struct point *pt);
+
+/* Events and the flush buffer for single calls on t's device (timing without single: none). */
+int bench_timer_single(struct timer *t, const struct bench_opts *o, const struct wsn_device_info *di);
+/* Free what bench_timer_single made. */
+void bench_timer_single_free(struct timer *t);
 
 /* bench_copy.c */
 /*

@@ -12,11 +12,12 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: %s bench [OPTIONS]\n"
 		"Time each op on device-resident inputs, rotated over enough input sets to exceed the L2\n"
-		"cache, with events around batches of back-to-back launches after a warm-up (on a GPU each\n"
-		"batch queued behind a hold of the stream, so the host's launch rate is not what is timed);\n"
-		"report the median time per launch, the throughput over the fewest bytes the op must move,\n"
-		"and its fraction of the device-to-device copy bandwidth measured in the same run; then check\n"
-		"each op's outputs once against the CPU reference (exit status 1 if any is out of tolerance).\n\n"
+		"cache, two ways after a warm-up: events around batches of back-to-back launches (on a GPU\n"
+		"each batch queued behind a hold of the stream, so the host's launch rate is not what is\n"
+		"timed), and events around single calls, each after a fill that flushes the L2; report the\n"
+		"median time per launch, the throughput over the fewest bytes the op must move, and its\n"
+		"fraction of the device-to-device copy bandwidth measured in the same run; then check each\n"
+		"op's outputs once against the CPU reference (exit status 1 if any is out of tolerance).\n\n"
 		"  --device SPEC    auto, cpu, cuda[:N] or amd[:N] (default auto)\n"
 		"  --op LIST        ops, comma-separated (default %s)\n"
 		"  --dtype LIST     dtypes, comma-separated (default bf16)\n"
@@ -28,6 +29,9 @@ static void usage(FILE *f)
 		"                   at least %d ms on a GPU, so the host's time to submit the first\n"
 		"                   launch is not counted; one launch per set on the CPU)\n"
 		"  --warmup N       untimed launches first (default %d)\n"
+		"  --timing T       batch (back to back), single (each call alone, L2 flushed before it)\n"
+		"                   or both (default both)\n"
+		"  --calls N        single calls timed, the median is reported (default %d; %d on the CPU)\n"
 		"  --approach A     auto, multiwave or ws (default auto; the CPU ignores it)\n"
 		"  --autotune       with approach auto: time multiwave and ws (the backward's ws in its\n"
 		"                   shapes that fit) once per shape on the GPU and cache the winner, as\n"
@@ -46,8 +50,8 @@ static void usage(FILE *f)
 		"  --json           machine-readable output\n"
 		"  -h, --help       show this help\n",
 		cli_prog, CLI_DEFAULT_BENCH_OPS, CLI_DEFAULT_BENCH_HIDDEN, CLI_DEFAULT_BENCH_ROWS, CPU_DEFAULT_ROWS,
-		CLI_DEFAULT_BENCH_ITERS, CPU_DEFAULT_ITERS, (int)CLI_BATCH_MS, CLI_DEFAULT_BENCH_WARMUP,
-		PL_DEFAULT_RING);
+		CLI_DEFAULT_BENCH_ITERS, CPU_DEFAULT_ITERS, (int)CLI_BATCH_MS, CLI_DEFAULT_BENCH_WARMUP, SINGLE_CALLS,
+		CPU_SINGLE_CALLS, PL_DEFAULT_RING);
 }
 
 static int parse_list(const char *s, int (*one)(const char *, int *), int *out, int max)
@@ -128,6 +132,7 @@ int bench_parse_options(int argc, char **argv, struct bench_opts *o)
 		CLI_KPARAM_OPTIONS,                          { "no-weight", no_argument, NULL, 'W' },
 		{ "no-bias", no_argument, NULL, 'B' },       { "batch", required_argument, NULL, 'b' },
 		{ "no-verify", no_argument, NULL, 'V' },     { "inject-mismatch", no_argument, NULL, 'I' },
+		{ "timing", required_argument, NULL, 't' },  { "calls", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -146,6 +151,8 @@ int bench_parse_options(int argc, char **argv, struct bench_opts *o)
 	o->rows = CLI_DEFAULT_BENCH_ROWS;
 	o->iters = CLI_DEFAULT_BENCH_ITERS;
 	o->warmup = CLI_DEFAULT_BENCH_WARMUP;
+	o->timing = TIMING_BOTH;
+	o->calls = SINGLE_CALLS;
 	o->copy_bytes = 1ull << 30;
 	o->weight = o->bias = 1;
 	o->verify = 1;
@@ -212,6 +219,23 @@ int bench_parse_options(int argc, char **argv, struct bench_opts *o)
 				kernel_opt = "--warmup";
 			}
 			break;
+		case 't':
+			if (!strcmp(optarg, "batch"))
+				o->timing = TIMING_BATCH;
+			else if (!strcmp(optarg, "single"))
+				o->timing = TIMING_SINGLE;
+			else if (!strcmp(optarg, "both"))
+				o->timing = TIMING_BOTH;
+			else
+				return cli_usage_error("bench", "bad --timing '%s' (expected batch, single or both)", optarg);
+			kernel_opt = "--timing";
+			break;
+		case 'C':
+			if (cli_parse_count(optarg, 1, MAX_CALLS, &v))
+				return cli_usage_error("bench", "bad --calls '%s' (expected 1..%d)", optarg, MAX_CALLS);
+			o->calls = (int)v, o->have_calls = 1;
+			kernel_opt = "--calls";
+			break;
 		case 'b':
 			if (cli_parse_count(optarg, 1, MAX_BATCH, &v))
 				return cli_usage_error("bench", "bad --batch '%s' (expected 1..%d)", optarg, MAX_BATCH);
@@ -250,6 +274,10 @@ int bench_parse_options(int argc, char **argv, struct bench_opts *o)
 		return cli_usage_error("bench", "unexpected argument '%s'", argv[optind]);
 	if (o->h2d && kernel_opt)
 		return cli_usage_error("bench", "--h2d times copies, not kernels: drop %s", kernel_opt);
+	if (o->have_calls && !(o->timing & TIMING_SINGLE))
+		return cli_usage_error("bench", "--calls counts single calls, which --timing batch leaves out: drop one");
+	if (o->batch && !(o->timing & TIMING_BATCH))
+		return cli_usage_error("bench", "--batch sizes the batches, which --timing single leaves out: drop one");
 	if (o->inject_mismatch && !o->verify)
 		return cli_usage_error("bench", "--inject-mismatch tests the check that --no-verify turns off: drop one");
 	return -1;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* launcher/bench_point.c: `wsnorm bench`'s measurement of one point: timed batches behind a stream
- * hold, over input sets that exceed the L2 cache, then a check against the CPU reference. */
+ * hold and single calls after an L2 flush, over input sets that exceed the L2 cache, then a check
+ * against the CPU reference. */
 #include "bench.h"
 #include "pipeline.h" /* pl_tolerance, pl_sample_rows, pl_gather: the same check as run's */
 
@@ -144,6 +145,55 @@ static int timed_launches(struct launcher *l, int n, float *ms)
 			return 0;
 		l->hold_ns = 2 * l->hold_ns > HOLD_MAX_NS ? HOLD_MAX_NS : 2 * l->hold_ns;
 	}
+}
+
+/*
+ * Calls launched one at a time, the way a framework calls a norm once per layer: before each, a fill
+ * of the flush buffer (more than the L2 holds) so that the call starts with a cold L2; events
+ * around the call alone. All are queued before the host waits once, so the fill ahead of each call
+ * covers the host's time to submit it. ms[i]: call i's time.
+ */
+static int single_calls(struct launcher *l, int calls, float *ms)
+{
+	struct timer *t = l->t;
+	int err;
+
+	for (int i = 0; i < calls; i++)
+		if ((err = wsn_mem_set(t->dev, t->flush, i & 0xff, t->flush_bytes, t->s)) < 0 ||
+		    (err = wsn_event_record(t->call_ev[2 * i], t->s)) < 0 || (err = bench_launch(l)) < 0 ||
+		    (err = wsn_event_record(t->call_ev[2 * i + 1], t->s)) < 0)
+			return err;
+	if ((err = wsn_event_sync(t->call_ev[2 * calls - 1])) < 0)
+		return err;
+	for (int i = 0; i < calls; i++)
+		if ((err = wsn_event_elapsed(t->call_ev[2 * i], t->call_ev[2 * i + 1], &ms[i])) < 0)
+			return err;
+	return 0;
+}
+
+int bench_timer_single(struct timer *t, const struct bench_opts *o, const struct wsn_device_info *di)
+{
+	uint64_t flush = (uint64_t)di->l2_bytes * FLUSH_L2_TIMES;
+	int err;
+
+	if (!(o->timing & TIMING_SINGLE))
+		return 0;
+	if (!(t->call_ev = calloc((size_t)o->calls * 2, sizeof(*t->call_ev))))
+		return WSN_ENOMEM;
+	t->calls = o->calls;
+	for (int i = 0; i < 2 * o->calls; i++)
+		if ((err = wsn_event_create(t->dev, &t->call_ev[i])) < 0)
+			return err;
+	t->flush_bytes = flush > FLUSH_MIN_BYTES ? flush : FLUSH_MIN_BYTES;
+	return wsn_mem_alloc(t->dev, t->flush_bytes, &t->flush);
+}
+
+void bench_timer_single_free(struct timer *t)
+{
+	for (int i = 0; t->call_ev && i < 2 * t->calls; i++)
+		wsn_event_destroy(t->call_ev[i]);
+	free(t->call_ev);
+	wsn_mem_free(t->dev, t->flush);
 }
 
 /* Compare n elements of dtype dt; fold the verdict into pt (name: the output). */
@@ -320,6 +370,13 @@ done:
 	return err;
 }
 
+/* TB/s over bytes moved in ms milliseconds, and its fraction of the copy bandwidth (0 when not timed). */
+static void rate(double bytes, double ms, double copy_bps, double *tbs, double *frac)
+{
+	*tbs = ms > 0 ? bytes / (ms * 1e-3) / 1e12 : 0;
+	*frac = copy_bps > 0 ? *tbs * 1e12 / copy_bps : 0;
+}
+
 /*
  * Measure one point (and check it, with cpu). A runtime error is reported (its message is then
  * cli_last_error(), for --json) and returns EXIT_RUNTIME; a shape with no plan is not an error
@@ -369,7 +426,8 @@ int bench_point(const struct bench_opts *o, struct timer *t, const struct wsn_de
 		nsets = MAX_SETS;
 	pt->sets = nsets;
 	pt->l2_resident = (uint64_t)nsets * set_bytes < 2 * (uint64_t)di->l2_bytes;
-	if (!(sets = calloc((size_t)nsets, sizeof(*sets))) || !(ms = calloc((size_t)o->iters, sizeof(float))))
+	if (!(sets = calloc((size_t)nsets, sizeof(*sets))) ||
+	    !(ms = calloc((size_t)(o->iters > o->calls ? o->iters : o->calls), sizeof(float))))
 		goto oom;
 	/* the host buffer (for the largest tensor) first: pinned memory is mapped, so an absurd size
 	 * fails there cleanly */
@@ -443,17 +501,26 @@ int bench_point(const struct bench_opts *o, struct timer *t, const struct wsn_de
 	for (int i = 0; i < o->warmup; i++)
 		if ((err = bench_launch(&l)) < 0)
 			goto fail;
-	for (int it = 0; it < o->iters; it++) {
-		if ((err = timed_launches(&l, pt->batch, &m)) < 0)
+	if (o->timing & TIMING_BATCH) {
+		for (int it = 0; it < o->iters; it++) {
+			if ((err = timed_launches(&l, pt->batch, &m)) < 0)
+				goto fail;
+			ms[it] = m / (float)pt->batch;
+		}
+		pt->ms = cli_median(ms, o->iters);
+	} else {
+		pt->batch = 0;
+	}
+	if (o->timing & TIMING_SINGLE) {
+		if ((err = single_calls(&l, o->calls, ms)) < 0)
 			goto fail;
-		ms[it] = m / (float)pt->batch;
+		pt->single_ms = cli_median(ms, o->calls);
 	}
 	if ((err = wsn_stream_sync(t->dev, t->s)) < 0)
 		goto fail;
-	pt->ms = cli_median(ms, o->iters);
 	pt->bytes = (double)wsn_op_min_bytes(pt->op, pt->rows, pt->hidden, pt->dt, pt->weight, pt->bias);
-	pt->tbs = pt->ms > 0 ? pt->bytes / (pt->ms * 1e-3) / 1e12 : 0;
-	pt->frac = copy_bps > 0 ? pt->tbs * 1e12 / copy_bps : 0;
+	rate(pt->bytes, pt->ms, copy_bps, &pt->tbs, &pt->frac);
+	rate(pt->bytes, pt->single_ms, copy_bps, &pt->single_tbs, &pt->single_frac);
 	if (cpu && (err = bench_verify(&l, cpu, o->inject_mismatch, pt)) < 0)
 		goto out; /* reported */
 	goto out;

@@ -55,7 +55,10 @@ void bench_table_json(const struct bench_opts *o, const struct wsn_device_info *
 	json_object_set_new(root, "device_name", name_json(di->name));
 	json_object_set_new(root, "copy_tbs", copy_bps > 0 ? cli_json_real(copy_bps / 1e12) : json_null());
 	json_object_set_new(root, "copy_bytes", json_integer((json_int_t)o->copy_bytes));
+	json_object_set_new(root, "timing", json_string(o->timing == TIMING_BOTH ? "both"
+							 : o->timing == TIMING_SINGLE ? "single" : "batch"));
 	json_object_set_new(root, "iters", json_integer(o->iters));
+	json_object_set_new(root, "calls", o->timing & TIMING_SINGLE ? json_integer(o->calls) : json_null());
 	json_object_set_new(root, "results", jres);
 	if (ret == EXIT_RUNTIME && cli_last_error()[0]) /* not after a shape with no plan alone */
 		json_object_set_new(root, "error", json_string(cli_last_error()));
@@ -75,13 +78,17 @@ json_t *bench_point_json(const struct point *pt)
 		json_object_set_new(p, "error", json_string(pt->noplan));
 		return p;
 	}
-	json_object_set_new(p, "time_us", cli_json_real(pt->ms * 1e3));
 	json_object_set_new(p, "bytes", json_integer((json_int_t)pt->bytes));
+	json_object_set_new(p, "time_us", pt->ms > 0 ? cli_json_real(pt->ms * 1e3) : json_null());
 	json_object_set_new(p, "tbs", pt->tbs > 0 ? cli_json_real(pt->tbs) : json_null());
 	json_object_set_new(p, "fraction_of_copy", pt->frac > 0 ? cli_json_real(pt->frac) : json_null());
+	json_object_set_new(p, "single_time_us", pt->single_ms > 0 ? cli_json_real(pt->single_ms * 1e3) : json_null());
+	json_object_set_new(p, "single_tbs", pt->single_tbs > 0 ? cli_json_real(pt->single_tbs) : json_null());
+	json_object_set_new(p, "single_fraction_of_copy",
+			    pt->single_frac > 0 ? cli_json_real(pt->single_frac) : json_null());
 	json_object_set_new(p, "sets", json_integer(pt->sets));
 	json_object_set_new(p, "l2_resident", json_boolean(pt->l2_resident));
-	json_object_set_new(p, "batch", json_integer(pt->batch));
+	json_object_set_new(p, "batch", pt->batch ? json_integer(pt->batch) : json_null());
 	json_object_set_new(p, "approach", json_string(pt->approach));
 	json_object_set_new(p, "weight", json_boolean(pt->weight));
 	json_object_set_new(p, "bias", json_boolean(pt->bias));
@@ -92,29 +99,44 @@ json_t *bench_point_json(const struct point *pt)
 	return p;
 }
 
+/* One timing's three columns (time in microseconds, TB/s, fraction of copy), "-" where not timed. */
+static void timing_text(double ms, double tbs, double frac)
+{
+	char t[24] = "-", r[16] = "-", f[16] = "-";
+
+	if (ms > 0)
+		snprintf(t, sizeof(t), "%.2f", ms * 1e3);
+	if (tbs > 0)
+		snprintf(r, sizeof(r), "%.3f", tbs);
+	if (frac > 0)
+		snprintf(f, sizeof(f), "%.3f", frac);
+	printf(" %10s %8s %7s", t, r, f);
+}
+
 /* A point as a line of the table (what it says on stderr is cmd_bench's). */
 void bench_point_text(const struct point *pt)
 {
-	char tbs[16] = "-", frac[16] = "-";
-
+	printf("%-14s %-5s %7lld %7lld", wsn_op_name(pt->op), wsn_dtype_name(pt->dt), (long long)pt->hidden,
+	       (long long)pt->rows);
 	if (pt->noplan[0]) {
-		printf("%-14s %-5s %7lld %7lld %10s %8s %7s %5s %5s %-5s %s\n", wsn_op_name(pt->op), wsn_dtype_name(pt->dt),
-		       (long long)pt->hidden, (long long)pt->rows, "-", "-", "-", "-", "-", "-", "no plan");
-		fflush(stdout);
-		return;
+		timing_text(0, 0, 0);
+		timing_text(0, 0, 0);
+		printf(" %5s %5s %-5s %s\n", "-", "-", "-", "no plan");
+	} else {
+		timing_text(pt->ms, pt->tbs, pt->frac);
+		timing_text(pt->single_ms, pt->single_tbs, pt->single_frac);
+		char batch[16] = "-";
+
+		if (pt->batch)
+			snprintf(batch, sizeof(batch), "%d", pt->batch);
+		printf(" %5d %5s %-5s %s\n", pt->sets, batch, !pt->checked ? "off" : pt->pass ? "ok" : "FAIL",
+		       pt->approach);
 	}
-	if (pt->tbs > 0)
-		snprintf(tbs, sizeof(tbs), "%.3f", pt->tbs);
-	if (pt->frac > 0)
-		snprintf(frac, sizeof(frac), "%.3f", pt->frac);
-	printf("%-14s %-5s %7lld %7lld %10.2f %8s %7s %5d %5d %-5s %s\n", wsn_op_name(pt->op), wsn_dtype_name(pt->dt),
-	       (long long)pt->hidden, (long long)pt->rows, pt->ms * 1e3, tbs, frac, pt->sets, pt->batch,
-	       !pt->checked ? "off" : pt->pass ? "ok" : "FAIL", pt->approach);
 	fflush(stdout);
 }
 
 void bench_table_head(void)
 {
-	printf("%-14s %-5s %7s %7s %10s %8s %7s %5s %5s %-5s %s\n", "op", "dtype", "hidden", "rows", "time_us", "TB/s",
-	       "of_copy", "sets", "batch", "check", "approach");
+	printf("%-14s %-5s %7s %7s %10s %8s %7s %10s %8s %7s %5s %5s %-5s %s\n", "op", "dtype", "hidden", "rows",
+	       "time_us", "TB/s", "of_copy", "1call_us", "1call_TB", "1c_copy", "sets", "batch", "check", "approach");
 }

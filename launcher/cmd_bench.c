@@ -45,6 +45,8 @@ int cmd_bench(int argc, char **argv)
 			o.rows = CPU_DEFAULT_ROWS;
 		if (!o.have_iters)
 			o.iters = CPU_DEFAULT_ITERS;
+		if (!o.have_calls)
+			o.calls = CPU_SINGLE_CALLS;
 		if (!o.have_copy)
 			o.copy_bytes = 256u << 20;
 	}
@@ -59,6 +61,11 @@ int cmd_bench(int argc, char **argv)
 	}
 	if (o.h2d) {
 		ret = bench_h2d(&o, &t, &di);
+		goto out;
+	}
+	if ((err = bench_timer_single(&t, &o, &di)) < 0) {
+		ret = cli_fail(err, "bench: events and an L2 flush buffer of %zu bytes for single calls on %s",
+			       t.flush_bytes, di.spec);
 		goto out;
 	}
 	if (o.verify && (ret = cli_open_device("bench", "cpu", 0, &cpu)))
@@ -114,6 +121,7 @@ out:
 	if (jres)
 		bench_table_json(&o, &di, copy_bps, jres, ret);
 	wsn_device_close(cpu);
+	bench_timer_single_free(&t);
 	wsn_event_destroy(t.e0);
 	wsn_event_destroy(t.e1);
 	wsn_stream_destroy(t.s);

@@ -194,8 +194,68 @@ START_TEST(test_bench_json_error)
 }
 END_TEST
 
+/*
+ * Both timings by default: back to back (time_us, tbs, fraction_of_copy, batch) and single calls
+ * after an L2 flush (single_*), each point's pair of columns in the table; --timing single or batch
+ * leaves the other's out (null in JSON, "-" in the table); --calls is reported.
+ */
+START_TEST(test_bench_timings)
+{
+	static const struct {
+		const char *timing;
+		int batch, single;
+	} cases[] = { { NULL, 1, 1 }, { "both", 1, 1 }, { "batch", 1, 0 }, { "single", 0, 1 } };
+	struct tu_proc p;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *argv[20] = { (char *)tu_wsnorm_bin(), "bench", "--device", "cpu", "--op", "rmsnorm-bwd", "--hidden",
+				   "200", "--rows", "33", "--iters", "2", "--copy-size", "64K" };
+		int n = 14;
+		json_t *j, *r;
+
+		if (cases[i].timing)
+			argv[n++] = "--timing", argv[n++] = (char *)cases[i].timing;
+		if (cases[i].single)
+			argv[n++] = "--calls", argv[n++] = "3";
+		argv[n] = "--json";
+		tu_run(argv, 120, &p);
+		r = bench_result(&p, 0, "pass", &j);
+		ck_assert_str_eq(json_string_value(json_object_get(j, "timing")), cases[i].timing ? cases[i].timing : "both");
+		ck_assert_int_eq(json_integer_value(json_object_get(j, "calls")), cases[i].single ? 3 : 0);
+		ck_assert_msg(json_is_null(json_object_get(j, "calls")) == !cases[i].single, "%s", p.out);
+		for (int k = 0; k < 3; k++) {
+			static const char *const batch_keys[] = { "time_us", "tbs", "fraction_of_copy" };
+			static const char *const single_keys[] = { "single_time_us", "single_tbs", "single_fraction_of_copy" };
+
+			ck_assert_msg((json_real_value(json_object_get(r, batch_keys[k])) > 0) == cases[i].batch, "%s: %s",
+				      batch_keys[k], p.out);
+			ck_assert_msg((json_real_value(json_object_get(r, single_keys[k])) > 0) == cases[i].single, "%s: %s",
+				      single_keys[k], p.out);
+		}
+		ck_assert_msg((json_integer_value(json_object_get(r, "batch")) > 0) == cases[i].batch, "%s", p.out);
+		json_decref(j);
+		tu_proc_free(&p);
+
+		argv[n] = NULL; /* the table: without --json */
+		tu_run(argv, 120, &p);
+		ck_assert_msg(p.status == 0 && strstr(p.out, " time_us     TB/s of_copy   1call_us 1call_TB 1c_copy "),
+			      "exit %d: %s%s", p.status, p.out, p.err);
+		{
+			const char *line = strstr(p.out, "\nrmsnorm-bwd");
+			char t[4][16];
+
+			ck_assert_msg(line && sscanf(line, " rmsnorm-bwd bf16 200 33 %15s %*s %*s %15s %*s %*s %*s %15s %15s", t[0],
+						     t[1], t[2], t[3]) == 4, "%s", p.out);
+			ck_assert_msg(!strcmp(t[0], "-") == !cases[i].batch && !strcmp(t[1], "-") == !cases[i].single &&
+				      !strcmp(t[2], "-") == !cases[i].batch && !strcmp(t[3], "ok"), "%s", line);
+		}
+		tu_proc_free(&p);
+	}
+}
+END_TEST
+
 Suite *suite_cli_bench(void)
 {
 	return TU_SUITE("cli", { "cli", 300, NULL, NULL, TU_TESTS({ test_bench_json_error, 1 }, { test_bench_lists_add, 1 },
-				{ test_bench_check, 1 }) });
+				{ test_bench_check, 1 }, { test_bench_timings, 1 }) });
 }

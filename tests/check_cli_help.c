@@ -77,6 +77,11 @@ START_TEST(test_usage_errors)
 		{ { "bench", "--hidden", "1024,abc", NULL }, "err-bench-hidden.txt" },
 		{ { "bench", "--groups", "0", NULL }, "err-bench-groups.txt" },
 		{ { "bench", "--batch", "0", NULL }, "err-bench-batch.txt" },
+		{ { "bench", "--timing", "fast", NULL }, "err-bench-timing.txt" },
+		{ { "bench", "--calls", "0", NULL }, "err-bench-calls.txt" },
+		/* an option for the timing left out */
+		{ { "bench", "--timing", "batch", "--calls", "5", NULL }, "err-bench-calls-batch.txt" },
+		{ { "bench", "--timing", "single", "--batch", "4", NULL }, "err-bench-batch-single.txt" },
 		{ { "plan", "--op", "rmsnorm-fwd", "--hidden", "4096", "--autotune", NULL }, "err-plan-autotune.txt" },
 		/* an option without its value is named as such, not as unknown */
 		{ { "gen", "--op", "layernorm-fwd", "--rows", NULL }, "err-gen-rows-value.txt" },
