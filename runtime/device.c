@@ -394,8 +394,8 @@ WSN_API int wsn_stream_wrap(struct wsn_device *dev, void *native, struct wsn_str
 	struct wsn_stream *s;
 
 	NEED(dev, stream_create, "stream wrap");
-	if (!out || (!native && dev->ops->exec_mem == WSN_MEM_DEVICE))
-		return wsn__error(WSN_EINVAL, "stream wrap: %s", out ? "no stream to wrap" : "no output");
+	if (!out)
+		return wsn__error(WSN_EINVAL, "stream wrap: no output");
 	if (!(s = calloc(1, sizeof(*s))))
 		return wsn__error(WSN_ENOMEM, "stream wrap: out of memory");
 	s->dev = dev;

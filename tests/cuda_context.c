@@ -108,7 +108,7 @@ static CUstream app_stream(int ordinal, int create, CUstream s)
 /*
  * A plan executed on the application's own stream through wsn_stream_wrap: the launch goes on it
  * (the fake refuses a stream it does not know), the wrapper's destruction leaves it to the
- * application (destroying it there is then the first and only release), and a NULL stream is refused.
+ * application (destroying it there is then the first and only release); NULL wraps the default stream.
  */
 static void exercise_wrap(struct wsn_device *d, int ordinal, struct wsn_plan *plan, const struct wsn_args *a)
 {
@@ -118,9 +118,14 @@ static void exercise_wrap(struct wsn_device *d, int ordinal, struct wsn_plan *pl
 
 	if (!native)
 		return;
-	check("wsn_stream_wrap(NULL)", wsn_stream_wrap(d, NULL, &ws), WSN_EINVAL);
+	check("wsn_stream_wrap(no output)", wsn_stream_wrap(d, native, NULL), WSN_EINVAL);
 	before = live();
 	CHECK(wsn_stream_wrap(d, native, &ws));
+	CHECK(wsn_plan_execute(plan, a, ws));
+	CHECK(wsn_stream_sync(d, ws));
+	CHECK(wsn_stream_destroy(ws));
+	/* NULL: the default stream, as PyTorch's current stream usually is */
+	CHECK(wsn_stream_wrap(d, NULL, &ws));
 	CHECK(wsn_plan_execute(plan, a, ws));
 	CHECK(wsn_stream_sync(d, ws));
 	CHECK(wsn_stream_destroy(ws));

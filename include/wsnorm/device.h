@@ -106,8 +106,9 @@ WSN_API int wsn_memcpy(struct wsn_device *dev, void *dst, const void *src, size_
 /* Streams order work on a device; events mark points in them and time them. */
 WSN_API int wsn_stream_create(struct wsn_device *dev, struct wsn_stream **out);
 WSN_API int wsn_stream_destroy(struct wsn_stream *s);
-/* Use an application's own stream (a CUstream of the device's primary context on CUDA): work queued
- * through *out goes on native; wsn_stream_destroy frees the wrapper, never native. */
+/* Use an application's own stream (a CUstream of the device's primary context on CUDA; NULL: its
+ * default stream): work queued through *out goes on native; wsn_stream_destroy frees the wrapper,
+ * never native. */
 WSN_API int wsn_stream_wrap(struct wsn_device *dev, void *native, struct wsn_stream **out);
 /* Wait for all work on the stream (NULL: the device's default stream and all of its work). */
 WSN_API int wsn_stream_sync(struct wsn_device *dev, struct wsn_stream *s);
