@@ -6,6 +6,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+/*
+ * The start of a group's row loop: inv gets the opaque zeros of rows and the x row stride (for
+ * wsn__rk_opaque_zeros), row starts at row0, and a group with no row branches to done.
+ */
+static void row_loop_begin(struct rk_gen *g, struct ptx_loop *lp, const char *row, const char *row0,
+			   const char *rows, const char *xld, const char *p, const char *done, const char *inv[2])
+{
+	struct ptx_kernel *k = g->k;
+
+	inv[0] = wsn__rk_param_zero(g, rows);
+	inv[1] = wsn__rk_param_zero(g, xld);
+	ptx_mov(k, PTX_U64, row, row0);
+	ptx_ins(k, "setp.ge.u64 %s, %s, %s", p, row, rows);
+	ptx_guard(k, p, 0);
+	ptx_bra(k, done);
+	ptx_loop_begin(k, lp, g->vecpath ? "vec_row" : "elem_row");
+}
+
 /* The end of a group's row loop: next row (row += rstride), again while row < rows, then done. */
 static void row_loop_end(struct rk_gen *g, struct ptx_loop *lp, const char *row, const char *rstride,
 			 const char *rows, const char *p, const char *done)
@@ -195,12 +213,8 @@ static void fwd_path(struct rk_gen *g, void *args)
 				wsn__rk_load_vec(g, &c.b, j, c.b.r[j]);
 		}
 	}
-	const char *inv[2] = { wsn__rk_param_zero(g, rows), wsn__rk_param_zero(g, xld) };
-	ptx_mov(k, PTX_U64, row, row0);
-	ptx_ins(k, "setp.ge.u64 %s, %s, %s", p, row, rows);
-	ptx_guard(k, p, 0);
-	ptx_bra(k, done);
-	ptx_loop_begin(k, &lp, g->vecpath ? "vec_row" : "elem_row");
+	const char *inv[2];
+	row_loop_begin(g, &lp, row, row0, rows, xld, p, done, inv);
 	wsn__rk_row_addr(g, c.x.g, xp, row, xld, txoff);
 	wsn__rk_row_addr(g, c.y.g, yp, row, yld, txoff);
 	wsn__rk_opaque_zeros(g, row, inv);
@@ -477,12 +491,8 @@ static void bwd_path(struct rk_gen *g, void *args)
 		sums.vecs += 2 * g->vec / 4; /* read and written back as f32 */
 	}
 
-	const char *inv[2] = { wsn__rk_param_zero(g, rows), wsn__rk_param_zero(g, xld) };
-	ptx_mov(k, PTX_U64, row, row0);
-	ptx_ins(k, "setp.ge.u64 %s, %s, %s", p, row, rows);
-	ptx_guard(k, p, 0);
-	ptx_bra(k, done);
-	ptx_loop_begin(k, &lp, g->vecpath ? "vec_row" : "elem_row");
+	const char *inv[2];
+	row_loop_begin(g, &lp, row, row0, rows, xld, p, done, inv);
 	wsn__rk_opaque_zeros(g, row, inv);
 	wsn__rk_row_addr(g, c.dy.g, param[WSN_ABI_BWD_dy], row, dyld, txoff);
 	wsn__rk_row_addr(g, c.x.g, param[WSN_ABI_BWD_x], row, xld, txoff);
