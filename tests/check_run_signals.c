@@ -331,7 +331,8 @@ START_TEST(test_demo_signal_before_verify)
 		free(text);
 		free(err);
 	}
-	run_rmtree_free(dir, saved, tmp, so, se, NULL);
+	free(saved); /* NULL where TMPDIR was unset: not in the list, which NULL ends */
+	run_rmtree_free(dir, tmp, so, se, NULL);
 }
 END_TEST
 

@@ -51,7 +51,7 @@ void run_gen(const char *op, const char *dt, const char *rows, const char *hidde
 char *run_gen_input(char **dir, const char *op, const char *dt, const char *rows, const char *hidden);
 
 /* Remove the test directory dir and all in it, then free dir and each path listed after it (NULL ends
- * the list). */
+ * the list, so a path that may be NULL is freed apart). */
 void run_rmtree_free(char *dir, ...) __attribute__((sentinel));
 
 /* Entries of a directory other than . and ..; -1 if it does not exist. */
