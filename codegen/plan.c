@@ -20,7 +20,7 @@ static unsigned align_up(unsigned v, unsigned a)
  * SM of which a CTA may opt in to 227 KB. */
 static const struct wsn__gpu_props gpu_h100 = {
 	.arch = 90, .sms = 132, .smem_per_block_optin = 232448, .smem_per_sm = 233472, .regs_per_sm = 65536,
-	.regs_per_block = 65536, .max_threads_per_sm = 2048, .l2_bytes = 50ll << 20,
+	.regs_per_block = 65536, .max_threads_per_sm = 2048, .l2_bytes = 50ll << 20, .model = "H100",
 };
 static const struct wsn__gpu_props gpu_b200 = {
 	.arch = 100, .sms = 148, .smem_per_block_optin = 232448, .smem_per_sm = 233472, .regs_per_sm = 65536,
@@ -35,6 +35,16 @@ void wsn__gpu_props_h100(struct wsn__gpu_props *g)
 void wsn__gpu_props_b200(struct wsn__gpu_props *g)
 {
 	*g = gpu_b200;
+}
+
+const char *wsn__gpu_model(const char *name)
+{
+	static const char *const models[] = { "H100", "H200" };
+
+	for (size_t i = 0; name && i < sizeof(models) / sizeof(models[0]); i++)
+		if (strstr(name, models[i]))
+			return models[i];
+	return NULL;
 }
 
 int wsn__plan_begin(const struct wsn__gpu_props *g, const struct wsn__plan_params *p, enum wsn_approach approach,

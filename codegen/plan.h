@@ -30,11 +30,15 @@ struct wsn__gpu_props {
 	int regs_per_block;     /* 65536 */
 	int max_threads_per_sm; /* 2048 */
 	int64_t l2_bytes;
+	const char *model;      /* the GPU model the measured tables key rows by ("H200"); NULL: none known */
 };
 /* Modelled devices: H100 SXM (132 SMs) and a B200-like sm_100 (148 SMs), each with 228 KB of shared
  * memory per SM of which a CTA may opt in to 227 KB (232448 bytes). */
 void wsn__gpu_props_h100(struct wsn__gpu_props *g);
 void wsn__gpu_props_b200(struct wsn__gpu_props *g);
+/* The model a GPU's name says it is, among those the measured tables know ("H100", "H200"); NULL:
+ * none of them. */
+const char *wsn__gpu_model(const char *name);
 
 /* A kernel plan: everything codegen specialises on and everything the launcher needs (the kernel
  * ABI it launches with is described in codegen.h). */

@@ -43,7 +43,8 @@ static int splits_whole(const struct wsn__kernel_plan *kp, int64_t hidden, unsig
 }
 
 /* The first row of the ws shape table for p after row `after` (NULL: from the start); NULL: none. A
- * row holds for its architecture (0: any), its dtypes (0: any) and up to its rows per SM (0: any). */
+ * row holds for its architecture (0: any), its GPU model (NULL: any), its dtypes (0: any) and its
+ * range of rows per SM (0: unbounded). */
 static const struct wsn__ws_shape_row *measured_split(const struct wsn__gpu_props *g, const struct wsn__kernel_plan *kp,
 						      const struct wsn__plan_params *p,
 						      const struct wsn__ws_shape_row *after)
@@ -56,7 +57,8 @@ static const struct wsn__ws_shape_row *measured_split(const struct wsn__gpu_prop
 		if (row->op == p->op && bytes >= row->min_bytes && bytes <= row->max_bytes &&
 		    splits_whole(kp, p->hidden, row->cluster) && (!row->arch || row->arch == kp->arch) &&
 		    (!row->dtypes || (row->dtypes & WSN_DTYPE_BIT(p->dtype))) &&
-		    (!row->max_rows_per_sm || per_sm <= row->max_rows_per_sm))
+		    (!row->max_rows_per_sm || per_sm <= row->max_rows_per_sm) && per_sm >= row->min_rows_per_sm &&
+		    (!row->gpu || (g->model && !strcmp(row->gpu, g->model))))
 			return row;
 	}
 	return NULL;
@@ -71,7 +73,11 @@ static void row_name(const struct wsn__ws_shape_row *row, const struct wsn__kern
 	if (row->dtypes && n > 0 && (size_t)n < len)
 		n += snprintf(buf + n, len - (size_t)n, " in %s", wsn_dtype_name(kp->dtype));
 	if (row->max_rows_per_sm && n > 0 && (size_t)n < len)
-		snprintf(buf + n, len - (size_t)n, ", up to %lld rows per SM", (long long)row->max_rows_per_sm);
+		n += snprintf(buf + n, len - (size_t)n, ", up to %lld rows per SM", (long long)row->max_rows_per_sm);
+	if (row->min_rows_per_sm && n > 0 && (size_t)n < len)
+		n += snprintf(buf + n, len - (size_t)n, ", from %lld rows per SM", (long long)row->min_rows_per_sm);
+	if (row->gpu && n > 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, " on the %s", row->gpu);
 }
 
 

@@ -13,7 +13,8 @@
 #define WSN_DTYPE_BIT(d) (1 << (d))
 
 /*
- * A row of the ws shape table: for the op and row bytes (hidden x element size), split the row over
+ * A row of the ws shape table: for the op and row bytes (hidden x element size), and where it names
+ * one, the GPU model and a range of rows per SM, split the row over
  * `cluster` CTAs and, where bdimx is set, plan the shape (bdimx, bdimy, unroll, stages) as if forced.
  * Rows are tried in order, the first that matches and fits is taken (plan_ws.c says how).
  */
@@ -27,6 +28,8 @@ struct wsn__ws_shape_row {
 	unsigned cluster;             /* CTAs a row is split over (1: whole rows) */
 	unsigned bdimx, bdimy, unroll, stages; /* the shape; 0: the search's */
 	int stats_ring;               /* with the shape: the rows' statistics copied into each stage */
+	const char *gpu;              /* the GPU model it holds for ("H200"); NULL: any of its architecture */
+	int64_t min_rows_per_sm;      /* only from these rows per SM; 0: any */
 };
 
 /*

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tables.h"
 #include "ws_util.h"
 
 /* A plan under approach auto: the family it must get, its shape (0: not checked), the opening of its
@@ -134,6 +135,53 @@ START_TEST(test_ws_auto)
 END_TEST
 
 /*
+ * Rows keyed by GPU model: a device's name gives its model; every H200 row plans its shape on an
+ * H200 at 16384 rows and names itself, and neither an H100 nor an H200 with fewer rows per SM
+ * than the row's floor takes it.
+ */
+START_TEST(test_ws_gpu_model_rows)
+{
+	struct wsn__gpu_props h100, h200;
+	int n = 0;
+
+	ck_assert_str_eq(wsn__gpu_model("NVIDIA H200"), "H200");
+	ck_assert_str_eq(wsn__gpu_model("NVIDIA H100 80GB HBM3"), "H100");
+	ck_assert_ptr_null(wsn__gpu_model("NVIDIA B200"));
+	ck_assert_ptr_null(wsn__gpu_model(NULL));
+	wsn__gpu_props_h100(&h100);
+	h200 = h100;
+	h200.model = "H200";
+	for (size_t i = 0; i < wsn__ws_shape_table_len; i++) {
+		const struct wsn__ws_shape_row *r = &wsn__ws_shape_table[i];
+		int64_t below = (r->min_rows_per_sm - 1) * h200.sms;
+		struct wsn__plan_params p;
+		struct wsn__kernel_plan kp;
+
+		if (!r->gpu)
+			continue;
+		ck_assert_str_eq(r->gpu, "H200");
+		ck_assert(r->dtypes == WSN_DTYPE_BIT(WSN_BF16) && r->min_rows_per_sm > 0 && r->bdimx);
+		ws_params(&p, r->op, WSN_BF16, r->min_bytes / 2, 16384);
+		p.opts.approach = WSN_APPROACH_AUTO;
+		ck_assert_int_eq(wsn__plan_kernel(&h200, &p, &kp), 0);
+		ck_assert_msg(kp.approach == WSN_APPROACH_WS && kp.cluster == r->cluster && kp.bdimx == r->bdimx &&
+			      kp.bdimy == r->bdimy && kp.unroll == r->unroll && kp.stages == r->stages &&
+			      strstr(kp.why, " on the H200)"),
+			      "row %zu: %s hidden %lld: cluster %u %ux%u unroll %u stages %u: %s", i, wsn_op_name(r->op),
+			      (long long)p.hidden, kp.cluster, kp.bdimy, kp.bdimx, kp.unroll, kp.stages, kp.why);
+		ck_assert_int_eq(wsn__plan_kernel(&h100, &p, &kp), 0);
+		ck_assert_msg(!strstr(kp.why, "on the H200"), "row %zu on the H100: %s", i, kp.why);
+		ws_params(&p, r->op, WSN_BF16, r->min_bytes / 2, below);
+		p.opts.approach = WSN_APPROACH_AUTO;
+		ck_assert_int_eq(wsn__plan_kernel(&h200, &p, &kp), 0);
+		ck_assert_msg(!strstr(kp.why, "on the H200"), "row %zu at %lld rows: %s", i, (long long)below, kp.why);
+		n++;
+	}
+	ck_assert_int_gt(n, 0);
+}
+END_TEST
+
+/*
  * Autotune's ws shapes: none for the forward or with a forced parameter; every shape listed plans
  * as given (cluster, threads, groups, rows a stage, stages) with a ring, good by the heuristic and
  * described as autotune's (not forced); none is the planner's own; every row group gets rows; the
@@ -214,5 +262,6 @@ END_TEST
 
 Suite *suite_ws_rules(void)
 {
-	return TU_SUITE("ws", { "planner", 0, NULL, NULL, TU_TESTS({ test_ws_auto, 1 }, { test_ws_tune_shapes, 1 }) });
+	return TU_SUITE("ws", { "planner", 0, NULL, NULL, TU_TESTS({ test_ws_auto, 1 }, { test_ws_tune_shapes, 1 },
+								   { test_ws_gpu_model_rows, 1 }) });
 }

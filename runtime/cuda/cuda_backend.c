@@ -192,6 +192,7 @@ static int cuda_device_open(int index, void **ctxp)
 	d->props.regs_per_block = info.regs_per_block;
 	d->props.max_threads_per_sm = info.max_threads_per_sm;
 	d->props.l2_bytes = info.l2_bytes;
+	d->props.model = wsn__gpu_model(d->name);
 	if ((err = WSN_CU(cuDeviceGet, (&d->dev, index), "opening CUDA device %d", index)) < 0)
 		goto err;
 	if ((err = WSN_CU(cuDevicePrimaryCtxRetain, (&d->ctx, d->dev), "retaining the primary context of cuda:%d",
