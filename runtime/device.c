@@ -352,36 +352,45 @@ WSN_API int wsn_memcpy(struct wsn_device *dev, void *dst, const void *src, size_
 	return dev->ops->memcpy(dev->ctx, dst, src, bytes, kind, s ? s->impl : NULL);
 }
 
-WSN_API int wsn_stream_create(struct wsn_device *dev, struct wsn_stream **out)
+/* A wsn_stream of dev around impl (wrapped: the application's, never destroyed here). */
+static int stream_new(struct wsn_device *dev, void *impl, int wrapped, void *done, struct wsn_stream **out)
 {
 	struct wsn_stream *s;
+
+	if (!(s = calloc(1, sizeof(*s))))
+		return wsn__error(WSN_ENOMEM, "stream: out of memory");
+	s->dev = dev;
+	s->impl = impl;
+	s->wrapped = wrapped;
+	s->done = done;
+	pthread_mutex_init(&s->lock, NULL);
+	wsn__ovl_reset(&s->ovl, 1);
+	*out = s;
+	return 0;
+}
+
+WSN_API int wsn_stream_create(struct wsn_device *dev, struct wsn_stream **out)
+{
+	void *impl = NULL, *done = NULL;
 	int err;
 
 	NEED(dev, stream_create, "stream");
 	if (!out)
 		return wsn__error(WSN_EINVAL, "stream: no output");
-	if (!(s = calloc(1, sizeof(*s))))
-		return wsn__error(WSN_ENOMEM, "stream: out of memory");
-	s->dev = dev;
-	if ((err = dev->ops->stream_create(dev->ctx, &s->impl)) < 0) {
-		free(s);
+	if ((err = dev->ops->stream_create(dev->ctx, &impl)) < 0)
 		return err;
-	}
 	/* on a GPU, the word the finish kernels store their call's number into (runtime/overlap.c),
 	 * zeroed on the stream before any kernel there reads it; none with WSNORM_OVERLAP=0 */
-	if (dev->ops->exec_mem == WSN_MEM_DEVICE && dev->ops->mem_alloc && dev->ops->mem_set && dev->ops->mem_free &&
-	    wsn__ovl_enabled() &&
-	    ((err = dev->ops->mem_alloc(dev->ctx, sizeof(uint64_t), &s->done)) < 0 ||
-	     (err = dev->ops->mem_set(dev->ctx, s->done, 0, sizeof(uint64_t), s->impl)) < 0)) {
-		if (s->done)
-			dev->ops->mem_free(dev->ctx, s->done);
-		dev->ops->stream_destroy(dev->ctx, s->impl);
-		free(s);
+	if ((dev->ops->exec_mem == WSN_MEM_DEVICE && dev->ops->mem_alloc && dev->ops->mem_set && dev->ops->mem_free &&
+	     wsn__ovl_enabled() &&
+	     ((err = dev->ops->mem_alloc(dev->ctx, sizeof(uint64_t), &done)) < 0 ||
+	      (err = dev->ops->mem_set(dev->ctx, done, 0, sizeof(uint64_t), impl)) < 0)) ||
+	    (err = stream_new(dev, impl, 0, done, out)) < 0) {
+		if (done)
+			dev->ops->mem_free(dev->ctx, done);
+		dev->ops->stream_destroy(dev->ctx, impl);
 		return err;
 	}
-	pthread_mutex_init(&s->lock, NULL);
-	wsn__ovl_reset(&s->ovl, 1);
-	*out = s;
 	return 0;
 }
 
@@ -391,20 +400,10 @@ WSN_API int wsn_stream_create(struct wsn_device *dev, struct wsn_stream **out)
  */
 WSN_API int wsn_stream_wrap(struct wsn_device *dev, void *native, struct wsn_stream **out)
 {
-	struct wsn_stream *s;
-
 	NEED(dev, stream_create, "stream wrap");
 	if (!out)
 		return wsn__error(WSN_EINVAL, "stream wrap: no output");
-	if (!(s = calloc(1, sizeof(*s))))
-		return wsn__error(WSN_ENOMEM, "stream wrap: out of memory");
-	s->dev = dev;
-	s->impl = native;
-	s->wrapped = 1;
-	pthread_mutex_init(&s->lock, NULL);
-	wsn__ovl_reset(&s->ovl, 1);
-	*out = s;
-	return 0;
+	return stream_new(dev, native, 1, NULL, out);
 }
 
 WSN_API int wsn_stream_destroy(struct wsn_stream *s)
