@@ -162,14 +162,16 @@ static int env_limit(uint64_t *limit)
 
 /*
  * What the process may take now: MemAvailable, or less where its memory cgroups or
- * WSNORM_MEMORY_LIMIT leave less. 0: unknown. WSN_EINVAL in *err when WSNORM_MEMORY_LIMIT is not a
- * size (the rest is still measured).
+ * WSNORM_MEMORY_LIMIT leave less. 0: unknown. Where err is given, WSN_EINVAL in *err when
+ * WSNORM_MEMORY_LIMIT is not a size (the rest is still measured), else 0.
  */
 static uint64_t mem_available(char *source, size_t len, int *err)
 {
 	uint64_t avail = meminfo("MemAvailable"), cg = cgroup_available(), env;
+	int bad = env_limit(&env);
 
-	*err = env_limit(&env);
+	if (err)
+		*err = bad;
 	snprintf(source, len, "MemAvailable in /proc/meminfo");
 	if (cg && (!avail || cg < avail)) {
 		avail = cg;
@@ -193,9 +195,8 @@ void wsn__host_limit(uint64_t bytes)
 		held_limit = bytes;
 		snprintf(held_source, sizeof(held_source), "a limit set for testing");
 	} else {
-		int err; /* a bad WSNORM_MEMORY_LIMIT fails the next allocation made with none held */
-
-		held_limit = mem_available(held_source, sizeof(held_source), &err);
+		/* a bad WSNORM_MEMORY_LIMIT fails the next allocation made with none held */
+		held_limit = mem_available(held_source, sizeof(held_source), NULL);
 	}
 	pthread_mutex_unlock(&held_lock);
 }
