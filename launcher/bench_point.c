@@ -178,13 +178,13 @@ int bench_timer_single(struct timer *t, const struct bench_opts *o, const struct
 
 	if (!(o->timing & TIMING_SINGLE))
 		return 0;
+	t->flush_bytes = flush > FLUSH_MIN_BYTES ? flush : FLUSH_MIN_BYTES;
 	if (!(t->call_ev = calloc((size_t)o->calls * 2, sizeof(*t->call_ev))))
 		return WSN_ENOMEM;
 	t->calls = o->calls;
 	for (int i = 0; i < 2 * o->calls; i++)
 		if ((err = wsn_event_create(t->dev, &t->call_ev[i])) < 0)
 			return err;
-	t->flush_bytes = flush > FLUSH_MIN_BYTES ? flush : FLUSH_MIN_BYTES;
 	return wsn_mem_alloc(t->dev, t->flush_bytes, &t->flush);
 }
 

@@ -123,10 +123,10 @@ void bench_point_text(const struct point *pt)
 		timing_text(0, 0, 0);
 		printf(" %5s %5s %-5s %s\n", "-", "-", "-", "no plan");
 	} else {
-		timing_text(pt->ms, pt->tbs, pt->frac);
-		timing_text(pt->single_ms, pt->single_tbs, pt->single_frac);
 		char batch[16] = "-";
 
+		timing_text(pt->ms, pt->tbs, pt->frac);
+		timing_text(pt->single_ms, pt->single_tbs, pt->single_frac);
 		if (pt->batch)
 			snprintf(batch, sizeof(batch), "%d", pt->batch);
 		printf(" %5d %5s %-5s %s\n", pt->sets, batch, !pt->checked ? "off" : pt->pass ? "ok" : "FAIL",
