@@ -41,7 +41,7 @@ const char *wsn__gpu_model(const char *name)
 {
 	static const char *const models[] = { "H100", "H200" };
 
-	for (size_t i = 0; name && i < sizeof(models) / sizeof(models[0]); i++)
+	for (size_t i = 0; name && i < WSN_ARRAY_SIZE(models); i++)
 		if (strstr(name, models[i]))
 			return models[i];
 	return NULL;
