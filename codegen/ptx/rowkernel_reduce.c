@@ -84,6 +84,102 @@ void wsn__rk_chan_combine(struct rk_gen *g, const char *n, const char *m, const 
 	ptx_mov(k, PTX_F32, n, nn);
 }
 
+/* Elements each thread of the row group owns when all own the same number (every slice full), else 0. */
+static int uniform_count(const struct rk_gen *g)
+{
+	for (int j = 0; j < g->vectors; j++)
+		if (g->slice_kind[j] != RK_J_ALL)
+			return 0;
+	return g->vectors * g->vec;
+}
+
+/* (mean, M2) of a and b, n elements each, -> a: the pairwise update with the weights known, no
+ * division. Symmetric in a and b to the bit (sums commute, (-d)^2 = d^2), so both lanes of a
+ * butterfly pair compute the same result. */
+static void equal_combine(struct rk_gen *g, const char *m, const char *m2, const char *mb, const char *m2b, double n)
+{
+	struct ptx_kernel *k = g->k;
+	const char *d = ptx_tmp(k, PTX_F32), *t = ptx_tmp(k, PTX_F32), *h = ptx_tmp(k, PTX_F32);
+
+	ptx_sub_f32(k, d, mb, m);
+	ptx_add_f32(k, m2, m2, m2b);
+	ptx_mov_f32(k, h, (float)(n / 2));
+	ptx_mul_f32(k, t, d, h);
+	ptx_fma_f32(k, m2, t, d, m2);       /* M2_a + M2_b + delta^2 * n / 2 */
+	ptx_add_f32(k, m, m, mb);
+	ptx_mov_f32(k, h, 0.5f);
+	ptx_mul_f32(k, m, m, h);
+}
+
+/* (mean, M2) of a, na elements, and b, nb elements, -> a, the weights constants. */
+static void merge_weighted(struct rk_gen *g, const char *m, const char *m2, const char *mb, const char *m2b, double na,
+			   double nb)
+{
+	struct ptx_kernel *k = g->k;
+	const char *d = ptx_tmp(k, PTX_F32), *t = ptx_tmp(k, PTX_F32), *h = ptx_tmp(k, PTX_F32);
+
+	ptx_sub_f32(k, d, mb, m);
+	ptx_add_f32(k, m2, m2, m2b);
+	ptx_mov_f32(k, h, (float)(na * nb / (na + nb)));
+	ptx_mul_f32(k, t, d, h);
+	ptx_fma_f32(k, m2, t, d, m2);       /* M2_a + M2_b + delta^2 * na * nb / n */
+	ptx_mov_f32(k, h, (float)(nb / (na + nb)));
+	ptx_fma_f32(k, m, d, h, m);         /* mean_a + delta * nb / n */
+}
+
+/* wsn__rk_reduce_welford for threads that own c elements each: butterflies, then the warps through
+ * shared memory in chunks, every weight a constant. */
+static void reduce_welford_uniform(struct rk_gen *g, int nsets, const char *const n[], const char *const m[],
+				   const char *const m2[], int c)
+{
+	struct ptx_kernel *k = g->k;
+	int slot = (int)wsn__rk_red_slot(g), nw = g->warps > 1 ? g->warps : 1;
+	double have = c;
+
+	ptx_comment(k, "row reduction of (mean, M2) over %d threads of %d elements each%s", g->bdimx, c,
+		    nsets > 1 ? ", per row" : "");
+	for (int off = 16; off >= 1; off /= 2, have *= 2) {
+		for (int s = 0; s < nsets; s++) {
+			const char *om = ptx_tmp(k, PTX_F32), *om2 = ptx_tmp(k, PTX_F32);
+			ptx_shfl_bfly(k, om, m[s], off);
+			ptx_shfl_bfly(k, om2, m2[s], off);
+			equal_combine(g, m[s], m2[s], om, om2, have);
+		}
+	}
+	if (nw > 1) {
+		const char *wa = ptx_tmp(k, PTX_U32), *ra = ptx_tmp(k, PTX_U32);
+		ptx_ins(k, "add.u32 %s, %s, %s", wa, g->red_w, g->red_par);
+		ptx_ins(k, "add.u32 %s, %s, %s", ra, g->red_r, g->red_par);
+		for (int s = 0; s < nsets; s++) {
+			ptx_guard(k, g->p_lane0, 0);
+			ptx_ins(k, "st.shared.v2.f32 [%s+%d], {%s, %s}", wa, 16 * s, m[s], m2[s]);
+		}
+		ptx_bar_sync_reg(k, g->bar_id, (unsigned)g->bdimx);
+		/* chunks of q warps (4 when the warps are a power of two, else 1): each a tree of equal
+		 * halves, then merged into the warps before it with constant weights; few values live */
+		int q = nw & (nw - 1) ? 1 : nw < 4 ? nw : 4;
+		for (int s = 0; s < nsets; s++) {
+			for (int b = 0; b < nw; b += q) {
+				const char *wm[4], *wm2[4];
+				for (int w = 0; w < q; w++) {
+					wm[w] = b + w ? ptx_tmp(k, PTX_F32) : m[s];
+					wm2[w] = b + w ? ptx_tmp(k, PTX_F32) : m2[s];
+					ptx_ins(k, "ld.shared.v2.f32 {%s, %s}, [%s+%d]", wm[w], wm2[w], ra,
+						slot * (b + w) + 16 * s);
+				}
+				for (int step = 1; step < q; step *= 2)
+					for (int w = 0; w + step < q; w += 2 * step)
+						equal_combine(g, wm[w], wm2[w], wm[w + step], wm2[w + step], have * step);
+				if (b)
+					merge_weighted(g, m[s], m2[s], wm[0], wm2[0], have * b, have * q);
+			}
+		}
+		ptx_ins(k, "xor.b32 %s, %s, %d", g->red_par, g->red_par, slot * g->warps);
+	}
+	for (int s = 0; s < nsets; s++)
+		ptx_mov_f32(k, n[s], (float)(have * nw));
+}
+
 /* Merge every thread's (count, mean, M2) over the row group, in an order every thread repeats
  * exactly (the lower lane of a butterfly pair is always the first operand; warps in order), so
  * the whole row sees bit-identical statistics: one reduction for LayerNorm's mean and variance.
@@ -92,9 +188,14 @@ void wsn__rk_reduce_welford(struct rk_gen *g, int nsets, const char *const n[], 
 			    const char *const m2[])
 {
 	struct ptx_kernel *k = g->k;
-	const char *lane = ptx_tmp(k, PTX_U32);
-	int slot = (int)wsn__rk_red_slot(g);
+	const char *lane;
+	int slot = (int)wsn__rk_red_slot(g), c = uniform_count(g);
 
+	if (c && g->bdimx >= 32 && g->warps <= 32) {
+		reduce_welford_uniform(g, nsets, n, m, m2, c);
+		return;
+	}
+	lane = ptx_tmp(k, PTX_U32);
 	ptx_comment(k, "row reduction of (count, mean, M2) over %d threads%s", g->bdimx, nsets > 1 ? ", per row" : "");
 	ptx_ins(k, "and.b32 %s, %s, 31", lane, g->tid_x);
 	for (int off = 16; off >= 1; off /= 2) {
