@@ -42,6 +42,7 @@ static const struct arrangement bwd_arr[] = {
 /* How a candidate ranks (see better()). */
 struct kp_score {
 	int tier;
+	int lone; /* forward: one CTA per SM */
 	long mlp;
 	unsigned threads, ctas;
 	int nvdist;
@@ -194,6 +195,7 @@ static int fits(const struct wsn__gpu_props *g, const struct wsn__kernel_plan *k
  * Is a better than b? Measured on the H100 (bf16, 16384 rows, 1K..32K):
  * - candidates with enough bytes in flight (MLP_MIN) come first, by arrangement (registers before
  *   shared memory before re-reading global memory);
+ * - forward: then two or more CTAs per SM before one (a lone CTA leaves its SM idle between blocks);
  * - forward: then bytes of loads in flight per SM, up to 64 KB;
  * - then resident threads per SM (latency hiding for the reductions and the compute phases), up to
  *   512;
@@ -206,6 +208,8 @@ static int better(const struct kp_score *a, const struct kp_score *b, int bwd)
 {
 	if (a->tier != b->tier)
 		return a->tier < b->tier;
+	if (a->lone != b->lone)
+		return a->lone < b->lone;
 	if (!bwd && a->mlp != b->mlp)
 		return a->mlp > b->mlp;
 	if (a->threads != b->threads)
@@ -225,14 +229,23 @@ static int rms_long_row(const struct wsn__kernel_plan *kp)
 	       kp->hidden * (int64_t)wsn_dtype_size(kp->dtype) >= 32768;
 }
 
+/* LayerNorm forward rows of 64 KB and more: 16 vectors per thread beat 8 (fewer warps to merge the
+ * statistics over; NOTES v35). */
+static int ln_long_row(const struct wsn__kernel_plan *kp)
+{
+	return !wsn_op_is_backward(kp->op) && wsn_op_is_layernorm(kp->op) &&
+	       kp->hidden * (int64_t)wsn_dtype_size(kp->dtype) >= 65536;
+}
+
 static void score(const struct wsn__kernel_plan *kp, const struct cand *c, int ai, struct kp_score *s)
 {
 	int bwd = wsn_op_is_backward(kp->op), rms_long = rms_long_row(kp);
 	unsigned t = c->ctas * c->bdimx * c->bdimy, tcap = rms_long ? 1024 : 512;
 	long mcap = bwd ? 48 * 1024 : 64 * 1024;
-	int target = bwd ? 2 : rms_long ? 4 : 8;
+	int target = bwd ? 2 : rms_long ? 4 : ln_long_row(kp) ? 16 : 8;
 
 	s->tier = ai + (c->mlp >= MLP_MIN ? 0 : 100);
+	s->lone = !bwd && c->ctas == 1;
 	s->mlp = c->mlp < mcap ? c->mlp : mcap;
 	s->threads = t < tcap ? t : tcap;
 	s->ctas = bwd ? c->ctas : 0;
@@ -376,6 +389,9 @@ int wsn__multiwave_plan(const struct wsn__gpu_props *g, const struct wsn__plan_p
 	    kp->bdimx, kp->bdimx, kp->nvec, kp->per_thread, fbx ? " (forced)" : "");
 	if (rms_long_row(kp) && !fbx)
 		WHY("rows of 32 KB or more: about 4 vectors per thread and up to 1024 threads per SM (NOTES v13); ");
+	if (ln_long_row(kp) && !fbx)
+		WHY("rows of 64 KB or more: about 16 vectors per thread, fewer warps to merge the statistics over "
+		    "(NOTES v35); ");
 	WHY("bdimy=%u: %s; ", kp->bdimy, fby ? "forced" : bwd ? (kp->bdimy > 1 ?
 	    "row groups share a CTA so fewer CTAs write dweight/dbias partials" :
 	    "one row group per CTA (more did not fit registers/threads)") : kp->bdimy > 1 ?

@@ -92,9 +92,16 @@ START_TEST(test_planner_modelled_devices)
 	ck_assert_uint_eq(kp.bdimx, 32); /* a warp per row */
 	ck_assert_uint_gt(kp.bdimy, 1);
 	ck_assert_int_eq(kp.row_store, WSN_STORE_REG);
+	/* 64 KB rows: LayerNorm 16 vectors a thread, RMSNorm more threads; both two CTAs per SM */
 	codegen_params_init(&p, WSN_LAYERNORM_FWD, WSN_BF16, 32768);
 	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
+	ck_assert_uint_eq(kp.nvec, 16);
+	ck_assert_uint_ge(kp.ctas_per_sm, 2);
+	ck_assert_int_eq(kp.row_store, WSN_STORE_REG);
+	codegen_params_init(&p, WSN_RMSNORM_FWD, WSN_BF16, 32768);
+	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
 	ck_assert_uint_ge(kp.bdimx, 512);
+	ck_assert_uint_ge(kp.ctas_per_sm, 2);
 	ck_assert_int_eq(kp.row_store, WSN_STORE_REG);
 	codegen_params_init(&p, WSN_LAYERNORM_BWD, WSN_BF16, 32768);
 	ck_assert_int_eq(wsn__plan_kernel(&h, &p, &kp), 0);
