@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* launcher/cmd_run.c: `wsnorm run`: options, the run's setup and signals, and pass/fail. */
 #include "report.h"
+#include "fleet.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -72,6 +73,15 @@ static void usage(FILE *f)
 		"  --min-kernel-frac F  fail if a device's kernel reaches less than F of its copy bandwidth\n"
 		"  --inject-mismatch corrupt one output element of each verified batch (exit status 1)\n"
 		"  --inject-fault I  make device I's first kernel launch fail (a self-test, exit status 3)\n"
+		"  --inject-slow F   make each batch's device work F times as long (a straggler, F > 1)\n"
+#ifdef WSN_MPI
+		"Fleet (wsnorm-mpi; see FLEET RUNS in wsnorm(1)):\n"
+		"  --devices local   one GPU a rank: the node-local rank's (start one rank a GPU)\n"
+		"  --max-spread X    fail (exit 1) if a stage's fastest GPU is more than X times its slowest\n"
+		"  --fault-rank R    apply --inject-fault and --inject-slow on rank R alone\n"
+		"  --node-report DIR each rank writes its report to DIR/NODE.rank-R.json before the gather\n"
+#endif
+
 		"Other:\n"
 		"  --demo            generate a small input set in a temporary directory, run all four\n"
 		"                    ops on the best device present, report, and remove the files\n"
@@ -279,11 +289,18 @@ static void wait_run(struct pl_run *run, int *interrupted_by)
 {
 	struct cli_progress prog;
 	int done = 0;
+#ifdef WSN_MPI
+	int fleet_stopped = 0;
+#endif
 
 	cli_progress_start(&prog);
 	while (done < run->ndev) {
 		struct pollfd p[2] = { { run->donefd, POLLIN, 0 }, { sig_fd, POLLIN, 0 } };
+#ifdef WSN_MPI
+		int r = poll(p, sig_fd >= 0 && !*interrupted_by ? 2 : 1, 50); /* the heartbeat's turn */
+#else
 		int r = poll(p, sig_fd >= 0 && !*interrupted_by ? 2 : 1, prog.active ? 500 : -1);
+#endif
 
 		if (r < 0 && errno != EINTR)
 			break;
@@ -299,10 +316,34 @@ static void wait_run(struct pl_run *run, int *interrupted_by)
 				cli_progress_end(&prog);
 				fprintf(stderr, "%s: run: %s: stopping after the batches in flight (again to quit at once)\n",
 					cli_prog, report_signal_name((int)si.ssi_signo));
+				pl_run_go(run);
 				pl_run_stop(run, 1);
 				signals_release();
 			}
 		}
+#ifdef WSN_MPI
+		if (!fleet_stopped) {
+			int failed = *interrupted_by != 0;
+			for (int i = 0; i < run->ndev; i++)
+				failed |= __atomic_load_n(&run->res[i].status, __ATOMIC_RELAXED) == EXIT_RUNTIME;
+			switch (fleet_mpi_tick(run, failed)) {
+			case FLEET_GO:
+				pl_run_go(run);
+				break;
+			case FLEET_STOP:
+				fleet_stopped = 1;
+				if (!*interrupted_by) {
+					*interrupted_by = REPORT_FLEET_STOP;
+					cli_progress_end(&prog);
+					fprintf(stderr, "%s: run: another rank stopped: stopping after the batches in flight\n",
+						cli_prog);
+				}
+				pl_run_go(run);
+				pl_run_stop(run, 1);
+				break;
+			}
+		}
+#endif
 		if (prog.active) {
 			long long rows = 0, bytes = 0;
 			double since = 0;
@@ -370,6 +411,9 @@ static int run_one(struct run_opts *o, json_t *collect, int *interrupted, int64_
 		run.res[i].index = i;
 		snprintf(run.res[i].spec, sizeof(run.res[i].spec), "%.31s", specs[i]);
 	}
+#ifdef WSN_MPI
+	run.hold = 1; /* every rank's window starts together (fleet_mpi_tick) */
+#endif
 	if ((ret = pl_run_start(&run)))
 		goto out;
 	wait_run(&run, &sm->interrupted_by);
@@ -601,7 +645,8 @@ enum {
 	OPT_VERIFY_ROWS, OPT_NO_VERIFY, OPT_VERIFY_EVERY, OPT_QD, OPT_BS, OPT_DIRECT, OPT_SQPOLL, OPT_APPROACH,
 	OPT_SHAPE, OPT_EPS, OPT_DEMO, OPT_INJECT_MISMATCH, OPT_INJECT_FAULT, OPT_RING, OPT_BATCH_ROWS,
 	OPT_ITERATIONS, OPT_DURATION, OPT_KERNEL_LOOPS, OPT_MIN_READ, OPT_MIN_H2D, OPT_MIN_KFRAC, OPT_COPY_SIZE,
-	OPT_STANDALONE, OPT_READ_ONLY, OPT_AUTOTUNE,
+	OPT_STANDALONE, OPT_READ_ONLY, OPT_AUTOTUNE, OPT_MAX_SPREAD, OPT_FAULT_RANK, OPT_NODE_REPORT,
+	OPT_INJECT_SLOW,
 };
 
 static int parse_threshold(const char *opt, const char *arg, double *out)
@@ -639,6 +684,7 @@ int cmd_run(int argc, char **argv)
 		{ "demo", no_argument, NULL, OPT_DEMO },
 		{ "inject-mismatch", no_argument, NULL, OPT_INJECT_MISMATCH },
 		{ "inject-fault", required_argument, NULL, OPT_INJECT_FAULT },
+		{ "inject-slow", required_argument, NULL, OPT_INJECT_SLOW },
 		{ "ring", required_argument, NULL, OPT_RING },
 		{ "batch-rows", required_argument, NULL, OPT_BATCH_ROWS },
 		{ "iterations", required_argument, NULL, OPT_ITERATIONS },
@@ -648,6 +694,11 @@ int cmd_run(int argc, char **argv)
 		{ "min-h2d-gbs", required_argument, NULL, OPT_MIN_H2D },
 		{ "min-kernel-frac", required_argument, NULL, OPT_MIN_KFRAC },
 		{ "copy-size", required_argument, NULL, OPT_COPY_SIZE },
+#ifdef WSN_MPI
+		{ "max-spread", required_argument, NULL, OPT_MAX_SPREAD },
+		{ "fault-rank", required_argument, NULL, OPT_FAULT_RANK },
+		{ "node-report", required_argument, NULL, OPT_NODE_REPORT },
+#endif
 		{ "standalone", no_argument, NULL, OPT_STANDALONE },
 		{ "read-only", no_argument, NULL, OPT_READ_ONLY },
 		{ "help", no_argument, NULL, 'h' },
@@ -666,6 +717,7 @@ int cmd_run(int argc, char **argv)
 	o.cfg.ring = PL_DEFAULT_RING;
 	o.cfg.kernel_loops = PL_DEFAULT_KERNEL_LOOPS;
 	o.cfg.inject_fault = -1;
+	o.fault_rank = -1;
 	wsn_reader_options_init(&o.cfg.rd);
 	optind = 1;
 	opterr = 0;
@@ -830,6 +882,31 @@ int cmd_run(int argc, char **argv)
 			if (cli_parse_size(optarg, &o.cfg.copy_bytes) || o.cfg.copy_bytes < 4096)
 				return cli_usage_error("run", "bad --copy-size '%s' (expected at least 4K)", optarg);
 			break;
+		case OPT_INJECT_SLOW: {
+			float f;
+			if (cli_parse_f32(optarg, 1000, &f) || !(f > 1))
+				return cli_usage_error("run", "bad --inject-slow '%s' (expected a factor, 1 < F <= 1000)", optarg);
+			o.cfg.inject_slow = f;
+			break;
+		}
+		case OPT_MAX_SPREAD: {
+			float f;
+			if (cli_parse_f32(optarg, FLT_MAX, &f) || !(f >= 1))
+				return cli_usage_error("run", "bad --max-spread '%s' (expected a ratio of at least 1: 1.2 lets "
+						       "the fastest GPU be 20 %% ahead of the slowest)", optarg);
+			o.max_spread = f;
+			break;
+		}
+		case OPT_FAULT_RANK:
+			if (cli_parse_u64(optarg, &u) || u > INT32_MAX)
+				return cli_usage_error("run", "bad --fault-rank '%s' (expected a rank)", optarg);
+			o.fault_rank = (int)u;
+			break;
+		case OPT_NODE_REPORT:
+			if (!*optarg)
+				return cli_usage_error("run", "--node-report needs a directory (got an empty one)");
+			o.node_report = optarg;
+			break;
 		case OPT_STANDALONE: o.cfg.standalone = 1; break;
 		case OPT_READ_ONLY: o.cfg.read_only = 1; break;
 		case 'h': usage(stdout); return EXIT_PASS;
@@ -848,19 +925,33 @@ int cmd_run(int argc, char **argv)
 	if (o.raw_rows && !o.have_dt)
 		return cli_usage_error("run", "--shape needs --dtype");
 	if (o.cfg.read_only && (o.cfg.output || o.cfg.inject_mismatch || o.cfg.inject_fault >= 0 ||
-				o.min_h2d_gbs > 0 || o.min_kernel_frac > 0 || device_opt))
+				o.cfg.inject_slow > 1 || o.min_h2d_gbs > 0 || o.min_kernel_frac > 0 || device_opt))
 		return cli_usage_error("run", "--read-only runs no device stage: drop %s", device_opt ? device_opt :
 				       "--output, --inject-*, --min-h2d-gbs and --min-kernel-frac");
 	if (o.cfg.duration == 0 && o.cfg.iterations == 0)
 		o.cfg.iterations = 1;
-	signals_block();
-	if (demo) {
-		if (o.have_op)
-			return cli_usage_error("run", "--demo runs each of the four ops: drop --op");
-		return run_demo(&o);
-	}
-	if (!o.input)
+	if (o.fault_rank >= 0 && o.cfg.inject_fault < 0 && !(o.cfg.inject_slow > 1))
+		return cli_usage_error("run", "--fault-rank picks the rank of --inject-fault or --inject-slow: give one");
+	if (demo && o.have_op)
+		return cli_usage_error("run", "--demo runs each of the four ops: drop --op");
+	if (!demo && !o.input)
 		return cli_usage_error("run", "--input is required (or --demo)");
-	ret = run_one(&o, NULL, &interrupted, NULL);
+	signals_block(); /* first: threads started from here on, MPI's among them, inherit the mask */
+#ifdef WSN_MPI
+	if ((ret = fleet_mpi_begin(&o, demo)))
+		return ret;
+	if (demo)
+		return fleet_mpi_done(run_demo(&o));
+	{
+		json_t *reports = json_array();
+		ret = run_one(&o, reports, &interrupted, NULL);
+		ret = fleet_mpi_end(&o, json_array_get(reports, 0), ret);
+		json_decref(reports);
+	}
 	return ret;
+#else
+	if (demo)
+		return run_demo(&o);
+	return run_one(&o, NULL, &interrupted, NULL);
+#endif
 }

@@ -70,6 +70,7 @@ struct pl_config {
 	int read_only;            /* the read stage alone over the dataset */
 	int inject_mismatch;      /* corrupt an output element of each verified batch */
 	int inject_fault;         /* device index whose first kernel launch fails; -1: none */
+	double inject_slow;       /* > 1: each batch's device work is made this many times as long */
 	const char *output;       /* NULL: no outputs */
 	int output_dir;           /* output is a directory of per-shard files */
 };
@@ -206,6 +207,9 @@ struct pl_run {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	int ready, go;
+	/* hold: the last arrival (or the set-up deadline) sets all_ready instead of starting the run,
+	 * which then starts at pl_run_go (wsnorm-mpi: when every rank is ready) */
+	int hold, all_ready;
 	struct timespec setup_deadline; /* CLOCK_MONOTONIC */
 	double t_start, t_end;
 };
@@ -279,6 +283,10 @@ int pl_run_start(struct pl_run *run);
 void pl_run_join(struct pl_run *run);
 /* Ask every device to stop taking batches (an interrupt). */
 void pl_run_stop(struct pl_run *run, int interrupted);
+/* Start a held run (pl_run.hold) now; nothing when it has started. */
+void pl_run_go(struct pl_run *run);
+/* Is a held run's every device set up (or failed, or past the set-up deadline)? */
+int pl_run_all_ready(struct pl_run *run);
 void pl_run_free(struct pl_run *run);
 
 #endif

@@ -18,7 +18,8 @@
 
 const char *report_signal_name(int sig)
 {
-	return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "a signal";
+	return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" :
+	       sig == REPORT_FLEET_STOP ? "another rank" : "a signal";
 }
 
 static double rate(double bytes, double s)

@@ -19,6 +19,10 @@ struct run_opts {
 	int have_eps;
 	int have_batch_rows;
 	double min_read_gbs, min_h2d_gbs, min_kernel_frac; /* 0: no threshold */
+	/* wsnorm-mpi: --max-spread (0: none), --fault-rank (-1: every rank), --node-report */
+	double max_spread;
+	int fault_rank;
+	const char *node_report;
 	struct pl_config cfg;
 };
 
@@ -64,7 +68,8 @@ void report_merge_verdicts(struct summary *sm, const struct pl_devres *r);
 json_t *report_json(const struct run_opts *o, const struct pl_run *run, const struct summary *sm);
 /* The run as text on stdout. */
 void report_text(const struct run_opts *o, const struct pl_run *run, const struct summary *sm);
-/* The name of a signal that stops a run. */
+/* The name of a signal that stops a run (REPORT_FLEET_STOP: another rank of wsnorm-mpi stopped). */
+#define REPORT_FLEET_STOP (-1)
 const char *report_signal_name(int sig);
 
 #endif

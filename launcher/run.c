@@ -52,12 +52,41 @@ static void arrive(struct pl_run *run, int wait)
 		run->setup_deadline = ts;
 		run->setup_deadline.tv_sec += SETUP_WAIT_S;
 	}
-	if (run->ready == run->ndev && !run->go)
-		start_run(run);
-	while (wait && !run->go)
-		if (pthread_cond_timedwait(&run->cv, &run->mu, &run->setup_deadline) == ETIMEDOUT && !run->go)
+	if (run->ready == run->ndev && !run->go) {
+		if (run->hold)
+			run->all_ready = 1;
+		else
 			start_run(run);
+	}
+	while (wait && !run->go) {
+		if (run->all_ready) { /* held: pl_run_go starts it */
+			pthread_cond_wait(&run->cv, &run->mu);
+		} else if (pthread_cond_timedwait(&run->cv, &run->mu, &run->setup_deadline) == ETIMEDOUT && !run->go) {
+			if (run->hold)
+				run->all_ready = 1;
+			else
+				start_run(run);
+		}
+	}
 	pthread_mutex_unlock(&run->mu);
+}
+
+void pl_run_go(struct pl_run *run)
+{
+	pthread_mutex_lock(&run->mu);
+	if (!run->go)
+		start_run(run);
+	pthread_mutex_unlock(&run->mu);
+}
+
+int pl_run_all_ready(struct pl_run *run)
+{
+	int r;
+
+	pthread_mutex_lock(&run->mu);
+	r = run->all_ready || run->go;
+	pthread_mutex_unlock(&run->mu);
+	return r;
 }
 
 static void *device_main(void *arg)

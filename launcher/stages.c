@@ -335,6 +335,7 @@ static int submit_work(struct pl_dev *d, struct pl_slot *sl, void *ctx, char *ms
 	const char *what = "host-to-device copy";
 	int64_t rows = sl->b.rows;
 	struct wsn_args a;
+	double t0;
 	int err = 0;
 
 	(void)ctx;
@@ -365,6 +366,7 @@ static int submit_work(struct pl_dev *d, struct pl_slot *sl, void *ctx, char *ms
 	pl_slot_args(d, sl, &a);
 	if ((err = wsn_event_record(sl->ev[E_K0], d->ks)) < 0)
 		goto fail;
+	t0 = cli_now();
 	/* the first launch always runs: the batch's outputs are then complete and can be verified */
 	for (sl->loops = 0; sl->loops < cfg->kernel_loops; sl->loops++) {
 		if (sl->loops > 0 && loops_over(d->run->ds))
@@ -380,6 +382,17 @@ static int submit_work(struct pl_dev *d, struct pl_slot *sl, void *ctx, char *ms
 	}
 	if ((err = wsn_event_record(sl->ev[E_K1], d->ks)) < 0)
 		goto fail;
+	if (cfg->inject_slow > 1) { /* a straggler on purpose: wait for the work, then as long again times F - 1 */
+		struct timespec ts;
+		double t;
+		if ((err = wsn_stream_sync(d->dev, d->ks)) < 0)
+			goto fail;
+		t = (cli_now() - t0) * (cfg->inject_slow - 1);
+		ts.tv_sec = (time_t)t;
+		ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+	}
 	what = "device-to-host copy";
 	if (sl->copy_out) {
 		if ((err = wsn_stream_wait_event(d->os, sl->ev[E_K1])) < 0 ||

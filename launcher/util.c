@@ -16,7 +16,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef WSN_MPI
+const char *cli_prog = "wsnorm-mpi";
+#else
 const char *cli_prog = "wsnorm";
+#endif
 int cli_verbose;
 
 /* errno of the first write to standard output that failed, through the stream cli_stdout_open made */

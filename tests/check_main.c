@@ -54,6 +54,7 @@ Suite *suite_run_verify(void);
 Suite *suite_run_options(void);
 Suite *suite_run_gpu(void);
 Suite *suite_run_limits(void);
+Suite *suite_fleet(void);
 #ifdef WSN_HAVE_CUDA
 Suite *suite_cuda_host(void);
 Suite *suite_cuda_fake(void);
@@ -111,6 +112,7 @@ int main(void)
 	srunner_add_suite(sr, suite_run_options());
 	srunner_add_suite(sr, suite_run_gpu());
 	srunner_add_suite(sr, suite_run_limits());
+	srunner_add_suite(sr, suite_fleet());
 #ifdef WSN_HAVE_CUDA
 	srunner_add_suite(sr, suite_cuda_host());
 	srunner_add_suite(sr, suite_cuda_fake());

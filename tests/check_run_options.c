@@ -75,6 +75,36 @@ START_TEST(test_iterations_kernel_loops)
 END_TEST
 
 /* --duration loops over the dataset until the time is up. */
+/* --inject-slow F: each batch's device work takes F times as long: the device's wall time is at least
+ * F times its kernel time; a factor of 1 or less is a usage error. */
+START_TEST(test_inject_slow)
+{
+	char *dir, *in;
+	struct tu_proc p;
+	json_t *j, *d;
+	double wall, kern;
+
+	in = run_gen_input(&dir, "layernorm-fwd", "f32", "256", "512");
+	RUN(&p, "run", "--input", in, "--device", "cpu", "--json", "--copy-size", "64K", "--batch-rows", "32",
+	    "--threads", "1", "--inject-slow", "4");
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	j = run_parse(&p);
+	d = json_array_get(json_object_get(j, "devices"), 0);
+	wall = run_jreal(d, "wall_seconds");
+	kern = run_jreal(d, "stages.compute.seconds");
+	ck_assert_msg(kern > 0 && wall >= 4 * kern, "wall %g s, kernel %g s", wall, kern);
+	json_decref(j);
+	tu_proc_free(&p);
+	static const char *const bad[] = { "1", "0.5", "-2", "1001", "x" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		RUN(&p, "run", "--input", in, "--device", "cpu", "--inject-slow", (char *)bad[i]);
+		ck_assert_msg(p.status == 2 && strstr(p.err, "bad --inject-slow"), "'%s': %d %s", bad[i], p.status, p.err);
+		tu_proc_free(&p);
+	}
+	run_rmtree_free(dir, in, NULL);
+}
+END_TEST
+
 START_TEST(test_duration)
 {
 	char *dir, *in;
@@ -229,5 +259,6 @@ END_TEST
 Suite *suite_run_options(void)
 {
 	return TU_SUITE("pipeline", { "pipeline", 300, NULL, NULL, TU_TESTS({ test_iterations_kernel_loops, 1 }, { test_duration, 1 },
-				{ test_devices, 1 }, { test_usage_golden, 1 }, { test_bench_h2d, 1 }) });
+				{ test_devices, 1 }, { test_usage_golden, 1 }, { test_bench_h2d, 1 },
+				{ test_inject_slow, 1 }) });
 }

@@ -1,0 +1,134 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# tests/check_mpi.sh: wsnorm-mpi under Open MPI's or MPICH's mpirun on this machine, the CPU backend:
+# 4 ranks pass and report as one fleet; 2 x 2 ranks on two "nodes" (an rsh agent that runs each node
+# in a UTS namespace of its own name, Open MPI only); a rank with an injected fault (exit 3, named);
+# a rank made 4 x slower (named slowest, --max-spread 1.5 exits 1); SIGTERM to one rank (every rank
+# stops, the report says which); a launcher of another MPI (the guard's error); --devices local.
+#
+# Run by `make check` when configure built wsnorm-mpi (it sets WSNORM_MPI_BIN), or by hand:
+#   WSNORM_BIN=build/wsnorm WSNORM_MPI_BIN=build/wsnorm-mpi sh tests/check_mpi.sh
+# Exit status: 0 all good, 1 a check failed, 77 skipped (no wsnorm-mpi, mpirun or python3).
+
+bin=${WSNORM_BIN:-./wsnorm}
+mpibin=${WSNORM_MPI_BIN:-}
+[ -n "$mpibin" ] && [ -x "$mpibin" ] || { echo "check_mpi: no wsnorm-mpi (configure --with-mpi); skipped"; exit 77; }
+command -v mpirun >/dev/null 2>&1 || { echo "check_mpi: no mpirun; skipped"; exit 77; }
+command -v python3 >/dev/null 2>&1 || { echo "check_mpi: no python3 to read the JSON; skipped"; exit 77; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/check_mpi.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+problem() {
+	echo "check_mpi: $*"
+	fail=1
+}
+
+# Open MPI refuses root unless told; MPICH does not ask
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+if mpirun --version 2>&1 | grep -q "Open MPI"; then
+	ompi=1
+	mpi() { timeout 120 mpirun --oversubscribe --mca btl self,tcp --mca btl_tcp_if_include lo \
+		--mca oob_tcp_if_include lo "$@"; }
+else
+	ompi=0
+	mpi() { timeout 120 mpirun "$@"; }
+fi
+# json FILE EXPR: print a Python expression over the JSON document j
+json() {
+	python3 -c "import json, sys; j = json.load(open(sys.argv[1])); print($2)" "$1"
+}
+
+"$bin" gen --op layernorm-fwd --rows 4096 --hidden 1024 --out "$tmp/ds.safetensors" >/dev/null ||
+	{ echo "check_mpi: wsnorm gen failed"; exit 1; }
+run="run --input $tmp/ds.safetensors --device cpu --threads 1"
+
+# 4 ranks, one node: one fleet report on rank 0, every rank's report inside it
+mpi -np 4 "$mpibin" $run --iterations 2 --json >"$tmp/four.json" 2>"$tmp/four.err" ||
+	problem "4 ranks: exit status $? ($(tail -n 3 "$tmp/four.err"))"
+[ "$(json "$tmp/four.json" "j['fleet']['ranks'], j['fleet']['nodes'], j['fleet']['ranks_per_node'], j['fleet']['result']")" = \
+	"4 1 4 pass" ] || problem "4 ranks: fleet reads $(json "$tmp/four.json" "j['fleet']")"
+[ "$(json "$tmp/four.json" "sorted(r['rank'] for r in j['ranks'] if r['report']['result'] == 'pass')")" = "[0, 1, 2, 3]" ] ||
+	problem "4 ranks: not every rank's report passed"
+[ "$(json "$tmp/four.json" "j['fleet']['stages']['end_to_end']['gpus']")" = 4 ] ||
+	problem "4 ranks: end to end compares $(json "$tmp/four.json" "j['fleet']['stages']['end_to_end']['gpus']") GPUs"
+mpi -np 2 "$mpibin" $run >"$tmp/text.out" 2>&1 || problem "2 ranks, text: exit status $?"
+grep -q "^fleet: 2 ranks on 1 node" "$tmp/text.out" || problem "2 ranks, text: no fleet line ($(head -n 2 "$tmp/text.out"))"
+grep -q "result   PASS" "$tmp/text.out" || problem "2 ranks, text: no PASS"
+
+# 2 x 2 ranks on two nodes (Open MPI: the rsh agent starts each node's daemon in a namespace named after it)
+if [ "$ompi" = 1 ] && unshare -u true 2>/dev/null; then
+	cat >"$tmp/agent.sh" <<'EOF'
+#!/bin/sh
+host=$1
+shift
+exec unshare -u sh -c 'hostname "$0" && exec sh -c "$1"' "$host" "$*"
+EOF
+	chmod +x "$tmp/agent.sh"
+	mpi --mca plm_rsh_agent "$tmp/agent.sh" --host nodea:2,nodeb:2 -np 4 "$mpibin" $run --json \
+		--node-report "$tmp/nodes" >"$tmp/two.json" 2>"$tmp/two.err" || problem "2 x 2: exit status $? ($(tail -n 3 "$tmp/two.err"))"
+	[ "$(json "$tmp/two.json" "j['fleet']['nodes'], j['fleet']['ranks_per_node'], sorted(set(r['node'] for r in j['ranks']))")" = \
+		"2 2 ['nodea', 'nodeb']" ] || problem "2 x 2: fleet reads $(json "$tmp/two.json" "j['fleet']")"
+	[ "$(ls "$tmp/nodes" | sort | tr '\n' ' ')" = "nodea.rank-0.json nodea.rank-1.json nodeb.rank-2.json nodeb.rank-3.json " ] ||
+		problem "2 x 2: --node-report wrote $(ls "$tmp/nodes" | tr '\n' ' ')"
+else
+	echo "check_mpi: 2 x 2 nodes skipped (needs Open MPI and unshare -u)"
+fi
+
+# a rank with a fault: every rank exits 3, the rank is named and left out
+mpi -np 3 "$mpibin" $run --inject-fault 0 --fault-rank 1 --json >"$tmp/fault.json" 2>"$tmp/fault.err"
+st=$?
+[ "$st" = 3 ] || problem "fault on rank 1: exit status $st, expected 3"
+[ "$(json "$tmp/fault.json" "[(e['rank'], e['why']) for e in j['fleet']['excluded']], j['fleet']['result']")" = \
+	"[(1, 'error')] error" ] || problem "fault on rank 1: fleet reads $(json "$tmp/fault.json" "j['fleet']")"
+grep -q "wsnorm-mpi\[1\]: run: .*injected fault" "$tmp/fault.err" || problem "fault on rank 1: no error naming rank 1"
+
+# a rank 4 x slower: named the slowest end to end, over --max-spread 1.5
+mpi -np 2 "$mpibin" $run --iterations 3 --inject-slow 4 --fault-rank 1 --max-spread 1.5 --json \
+	>"$tmp/slow.json" 2>"$tmp/slow.err"
+st=$?
+[ "$st" = 1 ] || problem "slow rank 1: exit status $st, expected 1 ($(tail -n 3 "$tmp/slow.err"))"
+[ "$(json "$tmp/slow.json" "j['fleet']['stages']['end_to_end']['slowest_gpu']['rank'], j['fleet']['stages']['end_to_end']['spread'] > 2")" = \
+	"1 True" ] || problem "slow rank 1: end to end reads $(json "$tmp/slow.json" "j['fleet']['stages']['end_to_end']")"
+grep -q "spread .* is over --max-spread 1.5: the slowest GPU is rank 1" "$tmp/slow.err" ||
+	problem "slow rank 1: no straggler line on stderr ($(grep -v '^-' "$tmp/slow.err" | head -n 2))"
+
+# SIGTERM to one rank: every rank stops within seconds of it, the report says who
+mpi -np 3 "$mpibin" $run --duration 60s --json >"$tmp/sig.json" 2>"$tmp/sig.err" &
+mpirun_pid=$!
+# the ranks' process ids, by program name (mpirun's own command line names wsnorm-mpi too)
+ranks() {
+	for d in /proc/[0-9]*; do
+		[ "$(cat "$d/comm" 2>/dev/null)" = wsnorm-mpi ] && echo "${d#/proc/}"
+	done
+}
+victim=
+for _ in $(seq 100); do
+	[ "$(ranks | wc -l)" -ge 3 ] && victim=$(ranks | sort -n | tail -n 1) && break
+	sleep 0.1
+done
+sleep 2
+t0=$(date +%s)
+[ -n "$victim" ] || problem "SIGTERM: the 3 ranks did not start"
+[ -n "$victim" ] && kill -TERM "$victim"
+wait "$mpirun_pid"
+t1=$(date +%s)
+[ $((t1 - t0)) -le 15 ] || problem "SIGTERM: the fleet took $((t1 - t0)) s to stop"
+[ "$(json "$tmp/sig.json" "j['fleet']['interrupted'], sorted(r['report']['signal'] for r in j['ranks'])")" = \
+	"True ['SIGTERM', 'another rank', 'another rank']" ] ||
+	problem "SIGTERM: reports read $(json "$tmp/sig.json" "[(r['rank'], r['report'].get('signal')) for r in j['ranks']]")"
+
+# a launcher of another MPI: N singletons each told of N tasks
+OMPI_COMM_WORLD_SIZE=4 PMI_SIZE=4 "$mpibin" $run >"$tmp/guard.out" 2>&1
+st=$?
+[ "$st" = 3 ] || problem "launcher guard: exit status $st, expected 3"
+grep -q "launcher started 4 tasks .* another MPI library" "$tmp/guard.out" || problem "launcher guard: $(cat "$tmp/guard.out")"
+
+# --devices local: with no GPU every rank takes the CPU; a usage error in one option stops all ranks
+mpi -np 2 "$mpibin" run --input "$tmp/ds.safetensors" --devices local --threads 1 --json >"$tmp/local.json" 2>&1 ||
+	problem "--devices local: exit status $?"
+mpi -np 2 "$mpibin" $run --inject-fault 0 --fault-rank 5 >"$tmp/badrank.out" 2>&1
+st=$?
+[ "$st" = 2 ] || problem "--fault-rank 5 of 2: exit status $st, expected 2"
+grep -q "fault-rank 5: the ranks are numbered 0..1" "$tmp/badrank.out" || problem "--fault-rank 5: $(head -n 2 "$tmp/badrank.out")"
+
+exit $fail
