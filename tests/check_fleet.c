@@ -26,8 +26,8 @@ static json_t *report(const char *result, int interrupted, int ndev, const doubl
 
 	for (int d = 0; d < ndev; d++) {
 		json_t *dev = json_object(), *st = json_object(), *rd = json_object(), *k = json_object(), *h = json_object();
-		char name[16];
-		snprintf(name, sizeof(name), "cuda:%d", d);
+		char name[32];
+		snprintf(name, sizeof(name), "cuda:%d", d % 100);
 		json_object_set_new(rd, "gbs", json_real(read[d]));
 		json_object_set_new(rd, "active", json_true());
 		json_object_set_new(k, "gbs", json_real(kernel[d]));
