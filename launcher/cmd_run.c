@@ -86,6 +86,8 @@ static void usage(FILE *f)
 		"  --demo            generate a small input set in a temporary directory, run all four\n"
 		"                    ops on the best device present, report, and remove the files\n"
 		"  --json            machine-readable report on stdout\n"
+		"  --html FILE       also write the report as one page of charts (each GPU's and node's\n"
+		"                    figures, the slowest marked, rows/s over the run)\n"
 		"  -h, --help        show this help\n"
 		"\nSIGINT, SIGTERM or SIGHUP stops the run with a partial report; outputs appear only when complete.\n"
 		"Exit status: 0 pass, 1 verification mismatch or threshold missed, 2 usage error,\n"
@@ -288,7 +290,7 @@ static void signals_release(void)
 static void wait_run(struct pl_run *run, int *interrupted_by)
 {
 	struct cli_progress prog;
-	int done = 0;
+	int done = 0, sampling = 1;
 #ifdef WSN_MPI
 	int fleet_stopped = 0;
 #endif
@@ -299,7 +301,7 @@ static void wait_run(struct pl_run *run, int *interrupted_by)
 #ifdef WSN_MPI
 		int r = poll(p, sig_fd >= 0 && !*interrupted_by ? 2 : 1, 50); /* the heartbeat's turn */
 #else
-		int r = poll(p, sig_fd >= 0 && !*interrupted_by ? 2 : 1, prog.active ? 500 : -1);
+		int r = poll(p, sig_fd >= 0 && !*interrupted_by ? 2 : 1, prog.active ? 500 : 1000);
 #endif
 
 		if (r < 0 && errno != EINTR)
@@ -344,6 +346,16 @@ static void wait_run(struct pl_run *run, int *interrupted_by)
 			}
 		}
 #endif
+		if (sampling) { /* a sample a second from the start, for the report's throughput over time */
+			double now = cli_now(), t0 = 0;
+			int go;
+			pthread_mutex_lock(&run->mu);
+			go = run->go;
+			t0 = run->t_start;
+			pthread_mutex_unlock(&run->mu);
+			if (go && now - t0 >= run->nsamples + 1.0 && pl_run_sample(run) < 0)
+				sampling = 0;
+		}
 		if (prog.active) {
 			long long rows = 0, bytes = 0;
 			double since = 0;
@@ -482,6 +494,8 @@ static int run_one(struct run_opts *o, json_t *collect, int *interrupted, int64_
 	sm->status = runtime ? EXIT_RUNTIME : (sm->vbad || missed) ? EXIT_MISMATCH : EXIT_PASS;
 	if (verified_batches)
 		*verified_batches += sm->vb;
+	if (o->html && !collect)
+		o->kept = report_json(o, &run, sm);
 	if (collect)
 		json_array_append_new(collect, report_json(o, &run, sm));
 	else if (o->json)
@@ -646,7 +660,7 @@ enum {
 	OPT_SHAPE, OPT_EPS, OPT_DEMO, OPT_INJECT_MISMATCH, OPT_INJECT_FAULT, OPT_RING, OPT_BATCH_ROWS,
 	OPT_ITERATIONS, OPT_DURATION, OPT_KERNEL_LOOPS, OPT_MIN_READ, OPT_MIN_H2D, OPT_MIN_KFRAC, OPT_COPY_SIZE,
 	OPT_STANDALONE, OPT_READ_ONLY, OPT_AUTOTUNE, OPT_MAX_SPREAD, OPT_FAULT_RANK, OPT_NODE_REPORT,
-	OPT_INJECT_SLOW,
+	OPT_INJECT_SLOW, OPT_HTML,
 };
 
 static int parse_threshold(const char *opt, const char *arg, double *out)
@@ -685,6 +699,7 @@ int cmd_run(int argc, char **argv)
 		{ "inject-mismatch", no_argument, NULL, OPT_INJECT_MISMATCH },
 		{ "inject-fault", required_argument, NULL, OPT_INJECT_FAULT },
 		{ "inject-slow", required_argument, NULL, OPT_INJECT_SLOW },
+		{ "html", required_argument, NULL, OPT_HTML },
 		{ "ring", required_argument, NULL, OPT_RING },
 		{ "batch-rows", required_argument, NULL, OPT_BATCH_ROWS },
 		{ "iterations", required_argument, NULL, OPT_ITERATIONS },
@@ -882,6 +897,11 @@ int cmd_run(int argc, char **argv)
 			if (cli_parse_size(optarg, &o.cfg.copy_bytes) || o.cfg.copy_bytes < 4096)
 				return cli_usage_error("run", "bad --copy-size '%s' (expected at least 4K)", optarg);
 			break;
+		case OPT_HTML:
+			if (!*optarg)
+				return cli_usage_error("run", "--html needs a path (got an empty one)");
+			o.html = optarg;
+			break;
 		case OPT_INJECT_SLOW: {
 			float f;
 			if (cli_parse_f32(optarg, 1000, &f) || !(f > 1))
@@ -918,8 +938,9 @@ int cmd_run(int argc, char **argv)
 		return cli_usage_error("run", "unexpected argument '%s'", argv[optind]);
 	if (o.devices && have_device)
 		return cli_usage_error("run", "--device and --devices exclude each other");
-	if (demo && (o.input || o.cfg.output || o.raw_rows || o.devices))
-		return cli_usage_error("run", "--demo makes its own input: drop --input, --output, --shape and --devices");
+	if (demo && (o.input || o.cfg.output || o.raw_rows || o.devices || o.html))
+		return cli_usage_error("run", "--demo makes its own input: drop --input, --output, --shape, --devices "
+				       "and --html");
 	if (o.raw_rows && (!o.have_op || wsn_op_is_backward(o.op)))
 		return cli_usage_error("run", "--shape reads raw files that hold only x: give a forward --op");
 	if (o.raw_rows && !o.have_dt)
@@ -952,6 +973,20 @@ int cmd_run(int argc, char **argv)
 #else
 	if (demo)
 		return run_demo(&o);
-	return run_one(&o, NULL, &interrupted, NULL);
+	ret = run_one(&o, NULL, &interrupted, NULL);
+	if (o.kept) { /* the page: this node as a fleet of one */
+		char host[256] = "localhost", msg[512];
+		struct fleet_info fi = { .prog = cli_prog, .ranks = 1, .nodes = 1, .per_node = 1, .library = "none (wsnorm)" };
+		struct fleet_rank r = { .node = host, .status = ret, .report = o.kept };
+		json_t *doc = NULL;
+
+		gethostname(host, sizeof(host) - 1);
+		fleet_report(&fi, &r, 1, &doc, NULL, NULL);
+		if (fleet_html_write(o.html, doc, msg, sizeof(msg)) < 0)
+			ret = cli_error("run: %s", msg);
+		json_decref(doc);
+		json_decref(o.kept);
+	}
+	return ret;
 #endif
 }

@@ -7,16 +7,12 @@
 #include <string.h>
 
 const char *const fleet_stage_names[FLEET_N] = { "read", "h2d", "kernel", "end_to_end" };
-static const char *const stage_units[FLEET_N] = { "GB/s", "GB/s", "GB/s", "rows/s" };
+const char *const fleet_stage_units[FLEET_N] = { "GB/s", "GB/s", "GB/s", "rows/s" };
+#define stage_units fleet_stage_units
 /* where a run report keeps each stage (pl_stage_names) */
 static const char *const report_keys[FLEET_E2E] = { "read", "h2d", "compute" };
 
-/* One GPU (a device of a rank's run) and its figures; 0 where a stage did not run. */
-struct gpu {
-	int rank;
-	const char *node, *device;
-	double v[FLEET_N];
-};
+#define gpu fleet_gpu
 
 /* A stage compared over the GPUs and the nodes. */
 struct stage_cmp {
@@ -45,8 +41,7 @@ static const char *str(json_t *o, const char *k, const char *dflt)
 	return json_is_string(v) ? json_string_value(v) : dflt;
 }
 
-/* Why a rank is left out of the comparison, NULL when it is not. */
-static const char *excluded(const struct fleet_rank *r)
+const char *fleet_excluded(const struct fleet_rank *r)
 {
 	const char *res;
 
@@ -129,8 +124,7 @@ out:
 	free(node);
 }
 
-/* The GPUs of the ranks that count; *ng of them. */
-static struct gpu *collect(const struct fleet_rank *r, int n, int *ng)
+struct fleet_gpu *fleet_gpus(const struct fleet_rank *r, int n, int *ng)
 {
 	struct gpu *g = NULL;
 	int cap = 0;
@@ -140,7 +134,7 @@ static struct gpu *collect(const struct fleet_rank *r, int n, int *ng)
 		json_t *devs, *d;
 		size_t k;
 
-		if (excluded(&r[i]))
+		if (fleet_excluded(&r[i]))
 			continue;
 		devs = json_object_get(r[i].report, "devices");
 		json_array_foreach(devs, k, d) {
@@ -196,7 +190,7 @@ int fleet_report(const struct fleet_info *fi, const struct fleet_rank *r, int n,
 		if (r[i].report && json_is_true(json_object_get(r[i].report, "interrupted")))
 			interrupted = 1;
 	}
-	g = collect(r, n, &ng);
+	g = fleet_gpus(r, n, &ng);
 	for (int s = 0; s < FLEET_N; s++) {
 		compare(g, ng, s, &c[s]);
 		if (fi->max_spread > 0 && c[s].n > 1 && c[s].spread > fi->max_spread &&
@@ -241,7 +235,7 @@ int fleet_report(const struct fleet_info *fi, const struct fleet_rank *r, int n,
 	}
 	json_object_set_new(fl, "stages", stages);
 	for (int i = 0; i < n; i++) {
-		const char *why = excluded(&r[i]);
+		const char *why = fleet_excluded(&r[i]);
 		json_t *o = json_object();
 		json_object_set_new(o, "rank", json_integer(r[i].rank));
 		json_object_set_new(o, "node", json_string(r[i].node));
@@ -272,7 +266,7 @@ int fleet_report(const struct fleet_info *fi, const struct fleet_rank *r, int n,
 		fprintf(text, "  %4s  %-16s %-10s %-11s %10s %10s %11s %12s\n", "rank", "node", "device", "result",
 			"read GB/s", "h2d GB/s", "kernel GB/s", "rows/s");
 		for (int i = 0; i < n; i++) {
-			const char *why = excluded(&r[i]);
+			const char *why = fleet_excluded(&r[i]);
 			int shown = 0;
 			for (int k = 0; k < ng; k++) {
 				if (g[k].rank != r[i].rank)
@@ -309,7 +303,7 @@ int fleet_report(const struct fleet_info *fi, const struct fleet_rank *r, int n,
 				s == over ? "  <- over --max-spread" : "");
 		}
 		for (int i = 0; i < n; i++) {
-			const char *why = excluded(&r[i]);
+			const char *why = fleet_excluded(&r[i]);
 			if (why)
 				fprintf(text, "  left out: rank %d on %s: %s%s%s\n", r[i].rank, r[i].node, why,
 					r[i].report && json_is_string(json_object_get(r[i].report, "error")) ? ": " : "",

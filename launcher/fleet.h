@@ -26,6 +26,26 @@ struct fleet_info {
 /* The stages compared across the fleet: GB/s for the first three, rows per second end to end. */
 enum { FLEET_READ, FLEET_H2D, FLEET_KERNEL, FLEET_E2E, FLEET_N };
 extern const char *const fleet_stage_names[FLEET_N];
+extern const char *const fleet_stage_units[FLEET_N];
+
+/* One GPU (a device of a rank's run) and its figures per stage; 0 where the stage did not run. */
+struct fleet_gpu {
+	int rank;
+	const char *node, *device;
+	double v[FLEET_N];
+};
+/* The GPUs of the ranks that are compared (malloc'd, *ng of them; NULL when none or out of memory). */
+struct fleet_gpu *fleet_gpus(const struct fleet_rank *r, int n, int *ng);
+/* Why a rank is left out of the comparison ("error", "interrupted", "no report"), NULL when it is not. */
+const char *fleet_excluded(const struct fleet_rank *r);
+
+/*
+ * One self-contained HTML page (inline SVG, nothing fetched) of a fleet report: per stage a bar per
+ * GPU and a bar per node, the slowest marked, and each GPU's rows/s over the run. fleet: what
+ * fleet_report wrote to *json. Written to a temporary file renamed to path when complete; on
+ * failure nothing is left and msg says why. Returns 0 or -1.
+ */
+int fleet_html_write(const char *path, json_t *fleet, char *msg, size_t len);
 
 /*
  * Compare the ranks' reports: per stage the slowest GPU (rank, node, device) and the median of the

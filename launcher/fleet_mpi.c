@@ -245,9 +245,16 @@ int fleet_mpi_end(const struct run_opts *o, json_t *report, int status)
 			}
 			fi.nodes = nodes;
 			fi.per_node = per_node;
-			final = fleet_report(&fi, fr, world, o->json ? &j : NULL, o->json ? NULL : stdout, stderr);
-			if (j)
+			final = fleet_report(&fi, fr, world, o->json || o->html ? &j : NULL, o->json ? NULL : stdout, stderr);
+			if (o->html) {
+				char msg[512];
+				if (fleet_html_write(o->html, j, msg, sizeof(msg)) < 0)
+					final = cli_error("run: %s", msg);
+			}
+			if (j && o->json)
 				cli_json_print(j);
+			else
+				json_decref(j);
 			fflush(stdout);
 			for (int i = 0; i < world; i++) {
 				json_decref(fr[i].report);

@@ -210,6 +210,9 @@ struct pl_run {
 	/* hold: the last arrival (or the set-up deadline) sets all_ready instead of starting the run,
 	 * which then starts at pl_run_go (wsnorm-mpi: when every rank is ready) */
 	int hold, all_ready;
+	/* once a second while the run waits: the seconds since its start, then each device's rows so far */
+	double *samples;
+	int nsamples, sample_cap;
 	struct timespec setup_deadline; /* CLOCK_MONOTONIC */
 	double t_start, t_end;
 };
@@ -283,6 +286,9 @@ int pl_run_start(struct pl_run *run);
 void pl_run_join(struct pl_run *run);
 /* Ask every device to stop taking batches (an interrupt). */
 void pl_run_stop(struct pl_run *run, int interrupted);
+/* Record a sample (pl_run.samples) of every device's rows now; 0, or -1 when out of memory (the
+ * samples then stop). */
+int pl_run_sample(struct pl_run *run);
 /* Start a held run (pl_run.hold) now; nothing when it has started. */
 void pl_run_go(struct pl_run *run);
 /* Is a held run's every device set up (or failed, or past the set-up deadline)? */

@@ -355,6 +355,12 @@ json_t *report_json(const struct run_opts *o, const struct pl_run *run, const st
 		json_object_set_new(j, "output", x);
 	}
 	json_object_set_new(j, "plan", json_string(r0->plan));
+	{ /* the samples' times; each device's rows/s between them below */
+		json_t *ts = json_array();
+		for (int k = 0; k < run->nsamples; k++)
+			json_array_append_new(ts, cli_json_real(run->samples[(size_t)k * (size_t)(1 + run->ndev)]));
+		json_object_set_new(j, "sample_seconds", ts);
+	}
 	for (int i = 0; i < run->ndev; i++) {
 		const struct pl_devres *r = &run->res[i];
 		json_t *d = json_object();
@@ -379,6 +385,17 @@ json_t *report_json(const struct run_opts *o, const struct pl_run *run, const st
 		json_object_set_new(d, "io", io_json(&io));
 		json_object_set_new(d, "verify", verify_json(o, r->v, r->nv, r->verified_batches, r->mismatched_batches,
 							     r->verified_rows, r->first_mismatch));
+		{
+			json_t *ss = json_array();
+			double t = 0, rows = 0;
+			for (int k = 0; k < run->nsamples; k++) {
+				const double *x = run->samples + (size_t)k * (size_t)(1 + run->ndev);
+				json_array_append_new(ss, cli_json_real(x[0] > t ? (x[1 + i] - rows) / (x[0] - t) : 0));
+				t = x[0];
+				rows = x[1 + i];
+			}
+			json_object_set_new(d, "rows_per_s_samples", ss);
+		}
 		json_array_append_new(devs, d);
 	}
 	json_object_set_new(j, "devices", devs);

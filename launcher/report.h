@@ -23,6 +23,8 @@ struct run_opts {
 	double max_spread;
 	int fault_rank;
 	const char *node_report;
+	const char *html;  /* --html: the page's path (NULL: none) */
+	json_t *kept;      /* with html: the report, kept by the run for the page */
 	struct pl_config cfg;
 };
 

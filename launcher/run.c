@@ -71,6 +71,25 @@ static void arrive(struct pl_run *run, int wait)
 	pthread_mutex_unlock(&run->mu);
 }
 
+int pl_run_sample(struct pl_run *run)
+{
+	int w = 1 + run->ndev;
+
+	if (run->nsamples == run->sample_cap) {
+		int cap = run->sample_cap ? 2 * run->sample_cap : 64;
+		double *v = cap < (1 << 24) / w ? realloc(run->samples, (size_t)cap * (size_t)w * sizeof(*v)) : NULL;
+		if (!v)
+			return -1;
+		run->samples = v;
+		run->sample_cap = cap;
+	}
+	double *x = run->samples + (size_t)run->nsamples++ * (size_t)w;
+	x[0] = cli_now() - run->t_start;
+	for (int i = 0; i < run->ndev; i++)
+		x[1 + i] = (double)atomic_load(&run->res[i].live_rows);
+	return 0;
+}
+
 void pl_run_go(struct pl_run *run)
 {
 	pthread_mutex_lock(&run->mu);
@@ -308,6 +327,9 @@ void pl_run_free(struct pl_run *run)
 	}
 	free(run->devs);
 	run->devs = NULL;
+	free(run->samples);
+	run->samples = NULL;
+	run->nsamples = run->sample_cap = 0;
 	if (run->donefd >= 0)
 		close(run->donefd);
 	run->donefd = -1;

@@ -65,7 +65,41 @@ exec unshare -u sh -c 'hostname "$0" && exec sh -c "$1"' "$host" "$*"
 EOF
 	chmod +x "$tmp/agent.sh"
 	mpi --mca plm_rsh_agent "$tmp/agent.sh" --host nodea:2,nodeb:2 -np 4 "$mpibin" $run --json \
-		--node-report "$tmp/nodes" >"$tmp/two.json" 2>"$tmp/two.err" || problem "2 x 2: exit status $? ($(tail -n 3 "$tmp/two.err"))"
+		--node-report "$tmp/nodes" --html "$tmp/two.html" >"$tmp/two.json" 2>"$tmp/two.err" ||
+		problem "2 x 2: exit status $? ($(tail -n 3 "$tmp/two.err"))"
+	# the page: per stage that ran a chart of 4 GPU bars and one of 2 node bars, one slowest marked in each
+	cat >"$tmp/charts.py" <<'EOF'
+# tests/check_mpi.sh's check of the --html page: argv[1] the page, argv[2] the stages that ran, argv[3] GPUs, argv[4] nodes
+import sys
+from html.parser import HTMLParser
+
+
+class Charts(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.charts, self.cur = [], None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == 'svg' and a.get('class') == 'chart':
+            self.cur = [a['data-stage'], a['data-level'], 0, 0]
+            self.charts.append(self.cur)
+        if tag == 'rect' and self.cur and 'bar' in a.get('class', '').split():
+            self.cur[2] += 1
+            self.cur[3] += 'straggler' in a['class'].split()
+
+
+p = Charts()
+p.feed(open(sys.argv[1]).read())
+gpus, nodes = int(sys.argv[3]), int(sys.argv[4])
+want = sorted((s, lv, gpus if lv == 'gpu' else nodes, 1) for s in sys.argv[2].split(',') for lv in ('gpu', 'node'))
+got = sorted(tuple(c) for c in p.charts)
+if got != want:
+    print('charts', got, 'expected', want)
+    sys.exit(1)
+EOF
+	python3 "$tmp/charts.py" "$tmp/two.html" "$(json "$tmp/two.json" "','.join(k for k, v in j['fleet']['stages'].items() if v)")" 4 2 ||
+		problem "2 x 2: the HTML page's charts are not one bar per GPU and per node"
 	[ "$(json "$tmp/two.json" "j['fleet']['nodes'], j['fleet']['ranks_per_node'], sorted(set(r['node'] for r in j['ranks']))")" = \
 		"2 2 ['nodea', 'nodeb']" ] || problem "2 x 2: fleet reads $(json "$tmp/two.json" "j['fleet']")"
 	[ "$(ls "$tmp/nodes" | sort | tr '\n' ' ')" = "nodea.rank-0.json nodea.rank-1.json nodeb.rank-2.json nodeb.rank-3.json " ] ||

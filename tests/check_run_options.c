@@ -105,6 +105,50 @@ START_TEST(test_inject_slow)
 }
 END_TEST
 
+/* --html: one chart of a bar per device and one of a bar per node for each stage that ran, the
+ * slowest marked once in each, a line per device over the run; a page that cannot be written is a
+ * runtime error that leaves nothing behind. */
+static int count(const char *text, const char *what)
+{
+	int n = 0;
+
+	for (const char *q = text; (q = strstr(q, what)); q++)
+		n++;
+	return n;
+}
+
+START_TEST(test_html)
+{
+	char *dir, *in, *text, page[4096], bad[4096];
+	struct tu_proc p;
+	int charts;
+
+	in = run_gen_input(&dir, "layernorm-fwd", "f32", "2048", "256");
+	snprintf(page, sizeof(page), "%s/run.html", dir);
+	RUN(&p, "run", "--input", in, "--devices", "cpu,cpu", "--threads", "1", "--batch-rows", "64", "--copy-size",
+	    "64K", "--duration", "1.6s", "--html", page);
+	ck_assert_msg(p.status == 0, "%s", p.err);
+	tu_proc_free(&p);
+	text = tu_slurp(page, NULL);
+	charts = count(text, "<svg class=\"chart\"");
+	/* read, compute and end to end ran on the CPU (no copies): 3 stages x (a device chart, a node chart) */
+	ck_assert_int_eq(charts, 6);
+	ck_assert_int_eq(count(text, "<rect class=\"bar gpu"), 3 * 2);
+	ck_assert_int_eq(count(text, "<rect class=\"bar node"), 3 * 1);
+	ck_assert_int_eq(count(text, " straggler\""), charts);
+	ck_assert_int_eq(count(text, "<polyline class=\"line\""), 2);
+	ck_assert_ptr_nonnull(strstr(text, "</html>"));
+	free(text);
+	/* a directory that does not exist: exit 3, named, no page and no temporary file */
+	snprintf(bad, sizeof(bad), "%s/no/such/dir.html", dir);
+	RUN(&p, "run", "--input", in, "--device", "cpu", "--threads", "1", "--copy-size", "64K", "--html", bad);
+	ck_assert_msg(p.status == 3 && strstr(p.err, "--html") && strstr(p.err, "no/such"), "%d %s", p.status, p.err);
+	tu_proc_free(&p);
+	ck_assert_int_eq(run_dir_count(dir, NULL, 0), 2); /* the input and run.html */
+	run_rmtree_free(dir, in, NULL);
+}
+END_TEST
+
 START_TEST(test_duration)
 {
 	char *dir, *in;
@@ -260,5 +304,5 @@ Suite *suite_run_options(void)
 {
 	return TU_SUITE("pipeline", { "pipeline", 300, NULL, NULL, TU_TESTS({ test_iterations_kernel_loops, 1 }, { test_duration, 1 },
 				{ test_devices, 1 }, { test_usage_golden, 1 }, { test_bench_h2d, 1 },
-				{ test_inject_slow, 1 }) });
+				{ test_inject_slow, 1 }, { test_html, 1 }) });
 }
