@@ -3,8 +3,9 @@
 # tests/check_mpi.sh: wsnorm-mpi under Open MPI's or MPICH's mpirun on this machine, the CPU backend:
 # 4 ranks pass and report as one fleet; 2 x 2 ranks on two "nodes" (an rsh agent that runs each node
 # in a UTS namespace of its own name, Open MPI only); a rank with an injected fault (exit 3, named);
-# a rank made 4 x slower (named slowest, --max-spread 1.5 exits 1); SIGTERM to one rank (every rank
-# stops, the report says which); a launcher of another MPI (the guard's error); --devices local.
+# a rank made 8 x slower (named slowest, --max-spread 1.5 exits 1); SIGTERM to one rank (every rank
+# stops, the report says which); SIGTERM to mpirun (the --node-report files survive); a launcher of
+# another MPI (the guard's error); --devices local.
 #
 # Run by `make check` when configure built wsnorm-mpi (it sets WSNORM_MPI_BIN), or by hand:
 #   WSNORM_BIN=build/wsnorm WSNORM_MPI_BIN=build/wsnorm-mpi sh tests/check_mpi.sh
@@ -117,8 +118,8 @@ st=$?
 	"['error'] True error" ] || problem "fault on rank 1: fleet reads $(json "$tmp/fault.json" "j['fleet']")"
 grep -q "wsnorm-mpi\[1\]: run: .*injected fault" "$tmp/fault.err" || problem "fault on rank 1: no error naming rank 1"
 
-# a rank 4 x slower: named the slowest end to end, over --max-spread 1.5
-mpi -np 2 "$mpibin" $run --iterations 3 --inject-slow 4 --fault-rank 1 --max-spread 1.5 --json \
+# a rank 8 x slower: named the slowest end to end (by far the widest spread), over --max-spread 1.5
+mpi -np 2 "$mpibin" $run --duration 2s --inject-slow 8 --fault-rank 1 --max-spread 1.5 --json \
 	>"$tmp/slow.json" 2>"$tmp/slow.err"
 st=$?
 [ "$st" = 1 ] || problem "slow rank 1: exit status $st, expected 1 ($(tail -n 3 "$tmp/slow.err"))"
@@ -151,6 +152,31 @@ t1=$(date +%s)
 [ "$(json "$tmp/sig.json" "j['fleet']['interrupted'], sorted(r['report']['signal'] for r in j['ranks'])")" = \
 	"True ['SIGTERM', 'another rank', 'another rank']" ] ||
 	problem "SIGTERM: reports read $(json "$tmp/sig.json" "[(r['rank'], r['report'].get('signal')) for r in j['ranks']]")"
+
+# SIGTERM to mpirun: it forwards the signal and may cut rank 0's output short, but every rank's
+# --node-report is written and says how the run ended
+mpi -np 3 "$mpibin" $run --duration 60s --node-report "$tmp/nr" --json >"$tmp/mr.json" 2>"$tmp/mr.err" &
+mpirun_pid=$!
+for _ in $(seq 100); do
+	[ "$(ranks | wc -l)" -ge 3 ] && break
+	sleep 0.1
+done
+sleep 2
+launcher= # this test's mpirun: the one whose command line names its report directory
+for d in /proc/[0-9]*; do
+	[ "$(cat "$d/comm" 2>/dev/null)" = mpirun ] && tr '\0' ' ' <"$d/cmdline" 2>/dev/null | grep -q "$tmp/nr" &&
+		launcher=${d#/proc/}
+done
+[ -n "$launcher" ] || problem "SIGTERM to mpirun: no mpirun found"
+[ -n "$launcher" ] && kill -TERM "$launcher"
+wait "$mpirun_pid"
+n=0
+for f in "$tmp"/nr/*.json; do
+	[ -f "$f" ] || continue
+	n=$((n + 1))
+	[ "$(json "$f" "j['interrupted'], j.get('signal')")" = "True SIGTERM" ] || problem "SIGTERM to mpirun: $f reads $(json "$f" "j.get('interrupted'), j.get('signal')")"
+done
+[ "$n" = 3 ] || problem "SIGTERM to mpirun: $n node reports, expected 3"
 
 # a launcher of another MPI: N singletons each told of N tasks
 OMPI_COMM_WORLD_SIZE=4 PMI_SIZE=4 "$mpibin" $run >"$tmp/guard.out" 2>&1
