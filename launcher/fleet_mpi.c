@@ -40,18 +40,35 @@ static int heartbeat(int stop, int notdone, int notready, int res[HB_N])
 	return done;
 }
 
+/* The MPI library's name and version in one line: its first part, tabs as spaces ("MPICH Version: 4.0.2"). */
+static void library_name(char *lib, size_t len)
+{
+	int n = 0;
+	char *w = lib;
+
+	MPI_Get_library_version(lib, &n);
+	if (n <= 0 || (size_t)n >= len)
+		n = (int)len - 1;
+	lib[n] = 0;
+	lib[strcspn(lib, ",\n")] = 0;
+	for (char *r = lib; *r; r++) {
+		char c = *r == '\t' ? ' ' : *r;
+		if (c != ' ' || (w > lib && w[-1] != ' '))
+			*w++ = c;
+	}
+	*w = 0;
+}
+
 /* Launcher variables that give the number of tasks it started (a singleton that sees more is a mismatch). */
 static const char *const launch_vars[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_STEP_NUM_TASKS" };
 
 static int guard_launcher(void)
 {
 	char lib[MPI_MAX_LIBRARY_VERSION_STRING];
-	int len = 0;
 
 	if (world != 1)
 		return 0;
-	MPI_Get_library_version(lib, &len);
-	lib[strcspn(lib, ",\n")] = 0;
+	library_name(lib, sizeof(lib));
 	for (size_t i = 0; i < sizeof(launch_vars) / sizeof(launch_vars[0]); i++) {
 		const char *v = getenv(launch_vars[i]);
 		char *end;
@@ -216,10 +233,9 @@ int fleet_mpi_end(const struct run_opts *o, json_t *report, int status)
 		struct fleet_rank *fr = calloc((size_t)world, sizeof(*fr));
 		char **names = fr ? calloc((size_t)world, sizeof(char *)) : NULL;
 		char lib[MPI_MAX_LIBRARY_VERSION_STRING];
-		int libl = 0, nodes = 0, per_node = 0;
+		int nodes = 0, per_node = 0;
 
-		MPI_Get_library_version(lib, &libl);
-		lib[strcspn(lib, ",\n")] = 0;
+		library_name(lib, sizeof(lib));
 		if (fr && names) {
 			struct fleet_info fi = { .prog = cli_prog, .ranks = world, .library = lib, .max_spread = o->max_spread };
 			json_t *j = NULL;

@@ -164,8 +164,9 @@ done
 sleep 2
 launcher= # this test's mpirun: the one whose command line names its report directory
 for d in /proc/[0-9]*; do
-	[ "$(cat "$d/comm" 2>/dev/null)" = mpirun ] && tr '\0' ' ' <"$d/cmdline" 2>/dev/null | grep -q "$tmp/nr" &&
-		launcher=${d#/proc/}
+	case "$(cat "$d/comm" 2>/dev/null)" in
+	mpirun* | mpiexec* | orterun) tr '\0' ' ' <"$d/cmdline" 2>/dev/null | grep -q "$tmp/nr" && launcher=${d#/proc/} ;;
+	esac
 done
 [ -n "$launcher" ] || problem "SIGTERM to mpirun: no mpirun found"
 [ -n "$launcher" ] && kill -TERM "$launcher"
@@ -183,6 +184,19 @@ OMPI_COMM_WORLD_SIZE=4 PMI_SIZE=4 "$mpibin" $run >"$tmp/guard.out" 2>&1
 st=$?
 [ "$st" = 3 ] || problem "launcher guard: exit status $st, expected 3"
 grep -q "launcher started 4 tasks .* another MPI library" "$tmp/guard.out" || problem "launcher guard: $(cat "$tmp/guard.out")"
+
+# the real thing where both libraries are installed: the other library's mpirun starts this build
+other=
+if [ "$ompi" = 1 ]; then other=$(command -v mpirun.mpich); else other=$(command -v mpirun.openmpi); fi
+if [ -n "$other" ]; then
+	timeout 120 "$other" -np 2 "$mpibin" $run >"$tmp/cross.out" 2>&1
+	st=$?
+	[ "$st" = 3 ] || problem "$other starting wsnorm-mpi: exit status $st, expected 3"
+	grep -q "launcher started 2 tasks .* another MPI library" "$tmp/cross.out" ||
+		problem "$other starting wsnorm-mpi: $(head -n 3 "$tmp/cross.out")"
+else
+	echo "check_mpi: the other MPI's mpirun is not installed: the launcher guard is tested by its variables alone"
+fi
 
 # --devices local: with no GPU every rank takes the CPU; a usage error in one option stops all ranks
 mpi -np 2 "$mpibin" run --input "$tmp/ds.safetensors" --devices local --threads 1 --json >"$tmp/local.json" 2>&1 ||
