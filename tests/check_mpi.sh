@@ -56,13 +56,13 @@ mpi -np 2 "$mpibin" $run >"$tmp/text.out" 2>&1 || problem "2 ranks, text: exit s
 grep -q "^fleet: 2 ranks on 1 node" "$tmp/text.out" || problem "2 ranks, text: no fleet line ($(head -n 2 "$tmp/text.out"))"
 grep -q "result   PASS" "$tmp/text.out" || problem "2 ranks, text: no PASS"
 
-# 2 x 2 ranks on two nodes (Open MPI: the rsh agent starts each node's daemon in a namespace named after it)
-if [ "$ompi" = 1 ] && unshare -u true 2>/dev/null; then
+# 2 x 2 ranks on two nodes (Open MPI: the rsh agent starts each node's daemon here, named after the host)
+if [ "$ompi" = 1 ]; then
 	cat >"$tmp/agent.sh" <<'EOF'
 #!/bin/sh
 host=$1
 shift
-exec unshare -u sh -c 'hostname "$0" && exec sh -c "$1"' "$host" "$*"
+WSNORM_NODE_NAME=$host exec sh -c "$*"
 EOF
 	chmod +x "$tmp/agent.sh"
 	mpi --mca plm_rsh_agent "$tmp/agent.sh" --host nodea:2,nodeb:2 -np 4 "$mpibin" $run --json \
@@ -106,7 +106,7 @@ EOF
 	[ "$(ls "$tmp/nodes" | sort | tr '\n' ' ')" = "nodea.rank-0.json nodea.rank-1.json nodeb.rank-2.json nodeb.rank-3.json " ] ||
 		problem "2 x 2: --node-report wrote $(ls "$tmp/nodes" | tr '\n' ' ')"
 else
-	echo "check_mpi: 2 x 2 nodes skipped (needs Open MPI and unshare -u)"
+	echo "check_mpi: 2 x 2 nodes skipped (needs Open MPI's rsh agent)"
 fi
 
 # a rank with a fault: every rank exits 3, the rank is named and left out
@@ -132,17 +132,20 @@ grep -q "spread .* is over --max-spread 1.5: the slowest GPU is rank 1" "$tmp/sl
 mpi -np 3 "$mpibin" $run --duration 60s --json >"$tmp/sig.json" 2>"$tmp/sig.err" &
 mpirun_pid=$!
 # the ranks' process ids, by program name (mpirun's own command line names wsnorm-mpi too)
+# (a libtool wrapper runs as lt-wsnorm-mpi)
 ranks() {
 	for d in /proc/[0-9]*; do
-		[ "$(cat "$d/comm" 2>/dev/null)" = wsnorm-mpi ] && echo "${d#/proc/}"
+		case "$(cat "$d/comm" 2>/dev/null)" in
+		wsnorm-mpi | lt-wsnorm-mpi) echo "${d#/proc/}" ;;
+		esac
 	done
 }
-victim=
 for _ in $(seq 100); do
-	[ "$(ranks | wc -l)" -ge 3 ] && victim=$(ranks | sort -n | tail -n 1) && break
+	[ "$(ranks | wc -l)" -ge 3 ] && break
 	sleep 0.1
 done
 sleep 2
+victim=$(ranks | sort -n | tail -n 1)
 t0=$(date +%s)
 [ -n "$victim" ] || problem "SIGTERM: the 3 ranks did not start"
 [ -n "$victim" ] && kill -TERM "$victim"
@@ -196,6 +199,19 @@ if [ -n "$other" ]; then
 		problem "$other starting wsnorm-mpi: $(head -n 3 "$tmp/cross.out")"
 else
 	echo "check_mpi: the other MPI's mpirun is not installed: the launcher guard is tested by its variables alone"
+fi
+
+# --devices local: two ranks and one GPU of the fake CUDA driver is a usage error on every rank
+if [ -n "$WSNORM_FAKE_CUDA_LIB" ] && [ -f "$WSNORM_FAKE_CUDA_LIB" ]; then
+	mkdir "$tmp/fakecuda" && ln -s "$(cd "$(dirname "$WSNORM_FAKE_CUDA_LIB")" && pwd)/$(basename "$WSNORM_FAKE_CUDA_LIB")" \
+		"$tmp/fakecuda/libcuda.so.1"
+	LD_LIBRARY_PATH=$tmp/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} WSNORM_FAKE_CUDA_DEVICES=1 \
+		mpi -np 2 "$mpibin" run --input "$tmp/ds.safetensors" --devices local >"$tmp/share.out" 2>&1
+	st=$?
+	[ "$st" = 2 ] || problem "--devices local, 2 ranks on 1 GPU: exit status $st, expected 2 ($(head -n 2 "$tmp/share.out"))"
+	grep -q "2 ranks on node .* share 1 GPU" "$tmp/share.out" || problem "--devices local, 2 ranks on 1 GPU: $(head -n 2 "$tmp/share.out")"
+else
+	echo "check_mpi: no fake CUDA driver: --devices local with too few GPUs is not tested"
 fi
 
 # --devices local: with no GPU every rank takes the CPU; a usage error in one option stops all ranks
