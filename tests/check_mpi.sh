@@ -5,7 +5,7 @@
 # in a UTS namespace of its own name, Open MPI only); a rank with an injected fault (exit 3, named);
 # a rank made 8 x slower (named slowest, --max-spread 1.5 exits 1); SIGTERM to one rank (every rank
 # stops, the report says which); SIGTERM to mpirun (the --node-report files survive); a launcher of
-# another MPI (the guard's error); --devices local.
+# another MPI (the guard's error); --devices local; srun --mpi=pmix where Slurm answers.
 #
 # Run by `make check` when configure built wsnorm-mpi (it sets WSNORM_MPI_BIN), or by hand:
 #   WSNORM_BIN=build/wsnorm WSNORM_MPI_BIN=build/wsnorm-mpi sh tests/check_mpi.sh
@@ -107,6 +107,16 @@ EOF
 		problem "2 x 2: --node-report wrote $(ls "$tmp/nodes" | tr '\n' ' ')"
 else
 	echo "check_mpi: 2 x 2 nodes skipped (needs Open MPI's rsh agent)"
+fi
+
+# under Slurm, where a controller answers: srun --mpi=pmix starts the ranks of one fleet
+if command -v srun >/dev/null 2>&1 && timeout 10 sinfo -h >/dev/null 2>&1; then
+	timeout 120 srun --mpi=pmix -n 2 "$mpibin" $run --json >"$tmp/srun.json" 2>"$tmp/srun.err" ||
+		problem "srun --mpi=pmix: exit status $? ($(tail -n 3 "$tmp/srun.err"))"
+	[ "$(json "$tmp/srun.json" "j['fleet']['ranks'], j['fleet']['result']")" = "2 pass" ] ||
+		problem "srun --mpi=pmix: fleet reads $(json "$tmp/srun.json" "j['fleet']")"
+else
+	echo "check_mpi: no Slurm controller: srun not tested"
 fi
 
 # a rank with a fault: every rank exits 3, the rank is named and left out
