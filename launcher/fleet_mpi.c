@@ -196,9 +196,10 @@ int fleet_mpi_end(const struct run_opts *o, json_t *report, int status)
 	size_t tlen = text ? strlen(text) : 0;
 	char *mine;
 
-	/* the heartbeat until every rank is done: this rank's error stops the others */
+	/* the heartbeat until every rank is done: this rank's error, mismatch or missed threshold (the
+	 * fleet has failed) stops the others */
 	for (;;) {
-		if (heartbeat(status == EXIT_RUNTIME, 0, 0, res) && !res[HB_NOTDONE])
+		if (heartbeat(status != EXIT_PASS, 0, 0, res) && !res[HB_NOTDONE])
 			break;
 		nanosleep(&nap, NULL);
 	}

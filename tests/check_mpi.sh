@@ -138,6 +138,15 @@ st=$?
 grep -q "spread .* is over --max-spread 1.5: the slowest GPU is rank 1" "$tmp/slow.err" ||
 	problem "slow rank 1: no straggler line on stderr ($(grep -v '^-' "$tmp/slow.err" | head -n 2))"
 
+# a missed threshold fails the fleet at once: rank 0 ends its passes and misses --min-read-gbs while
+# rank 1, 8 x slower, is still running; rank 1 stops and says why
+mpi -np 2 "$mpibin" $run --iterations 20 --inject-slow 8 --fault-rank 1 --min-read-gbs 1000000 --json \
+	>"$tmp/thr.json" 2>"$tmp/thr.err"
+st=$?
+[ "$st" = 1 ] || problem "missed threshold: exit status $st, expected 1"
+[ "$(json "$tmp/thr.json" "[r['report'].get('signal') for r in j['ranks']], j['fleet']['result']")" = "[None, 'another rank'] fail" ] ||
+	problem "missed threshold: reports read $(json "$tmp/thr.json" "[(r['rank'], r['report'].get('signal'), r['report']['result']) for r in j['ranks']]")"
+
 # SIGTERM to one rank: every rank stops within seconds of it, the report says who
 mpi -np 3 "$mpibin" $run --duration 60s --json >"$tmp/sig.json" 2>"$tmp/sig.err" &
 mpirun_pid=$!
