@@ -59,6 +59,11 @@ int pl_devices_parse(const char *list, char specs[][32], int max)
 			snprintf(specs[n++], 32, "%s:%d", be, i);
 		return n;
 	}
+	if (!strcmp(list, "local")) { /* wsnorm-mpi replaces it with the rank's GPU before here */
+		cli_usage_error("run", "--devices local gives each rank of wsnorm-mpi its own GPU; give wsnorm all or a "
+				"list of devices");
+		return -EXIT_USAGE;
+	}
 	if (strlen(list) >= sizeof(buf)) {
 		cli_usage_error("run", "--devices list too long");
 		return -EXIT_USAGE;

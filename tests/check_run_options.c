@@ -273,6 +273,7 @@ START_TEST(test_usage_golden)
 		{ { "run", "--input", "x", "--device", "cuda:x", NULL }, "err-run-device-spec.txt" },
 		{ { "run", "--input", "x", "--devices", "cpu,gpu0", NULL }, "err-run-devices-spec.txt" },
 		{ { "run", "--input", "x", "--devices", "cpu,,cpu", NULL }, "err-run-devices-empty.txt" },
+		{ { "run", "--input", "x", "--devices", "local", NULL }, "err-run-devices-local.txt" },
 		{ { "run", "--input", "x", "--shape", "4x4", "--op", "layernorm-fwd", NULL }, "err-run-shape-dtype.txt" },
 		{ { "run", "--input", "x", "--shape", "4x4", "--dtype", "f32", "--op", "rmsnorm-bwd", NULL },
 		  "err-run-shape-op.txt" },
