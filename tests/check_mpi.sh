@@ -39,6 +39,14 @@ json() {
 	python3 -c "import json, sys; j = json.load(open(sys.argv[1])); print($2)" "$1"
 }
 
+# mpirun itself must be able to start processes here (a container without the room MPI needs is a
+# skip, said loudly, not a failure of wsnorm-mpi)
+if ! mpi -np 2 sh -c true >"$tmp/pre.out" 2>&1; then
+	echo "check_mpi: mpirun cannot start 2 processes on this machine; skipped:"
+	head -n 5 "$tmp/pre.out"
+	exit 77
+fi
+
 "$bin" gen --op layernorm-fwd --rows 4096 --hidden 1024 --out "$tmp/ds.safetensors" >/dev/null ||
 	{ echo "check_mpi: wsnorm gen failed"; exit 1; }
 run="run --input $tmp/ds.safetensors --device cpu --threads 1"
