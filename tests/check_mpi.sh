@@ -187,7 +187,11 @@ t1=$(date +%s)
 
 # SIGTERM to mpirun: it forwards the signal and may cut rank 0's output short, but every rank's
 # --node-report is written and says how the run ended
-mpi -np 3 "$mpibin" $run --duration 60s --node-report "$tmp/nr" --json >"$tmp/mr.json" 2>"$tmp/mr.err" &
+# (Open MPI kills the ranks still running odls_base_sigkill_timeout seconds after forwarding it: give
+# them time to stop and write, as the man page tells operators to)
+sigkill=
+[ "$ompi" = 1 ] && sigkill="--mca odls_base_sigkill_timeout 30"
+mpi $sigkill -np 3 "$mpibin" $run --duration 60s --node-report "$tmp/nr" --json >"$tmp/mr.json" 2>"$tmp/mr.err" &
 mpirun_pid=$!
 for _ in $(seq 100); do
 	[ "$(ranks | wc -l)" -ge 3 ] && break
