@@ -8,6 +8,7 @@
 #include <getopt.h>
 #include <sys/stat.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -183,7 +184,10 @@ void cli_progress_end(struct cli_progress *p);
 /* Print a JSON value to stdout, indented, with a newline. Takes the reference. */
 void cli_json_print(json_t *v);
 /* JSON number that stays valid for inf/nan (null). */
-json_t *cli_json_real(double v);
+static inline json_t *cli_json_real(double v)
+{
+	return isfinite(v) ? json_real(v) : json_null();
+}
 
 /* Open a device for command cmd, reporting failures ("wsnorm: cmd: cannot open device ..."); 0 or EXIT_RUNTIME. */
 int cli_open_device(const char *cmd, const char *spec, int threads, struct wsn_device **out);

@@ -8,11 +8,8 @@
 
 const char *const fleet_stage_names[FLEET_N] = { "read", "h2d", "kernel", "end_to_end" };
 const char *const fleet_stage_units[FLEET_N] = { "GB/s", "GB/s", "GB/s", "rows/s" };
-#define stage_units fleet_stage_units
 /* where a run report keeps each stage (pl_stage_names) */
 static const char *const report_keys[FLEET_E2E] = { "read", "h2d", "compute" };
-
-#define gpu fleet_gpu
 
 /* A stage compared over the GPUs and the nodes. */
 struct stage_cmp {
@@ -22,12 +19,6 @@ struct stage_cmp {
 	const char *slow_node;     /* the node whose GPUs sum lowest */
 	double node_value, node_median, node_spread;
 };
-
-/* A real, null when not finite (JSON has no infinities). */
-static json_t *real(double v)
-{
-	return v == v && v - v == 0 ? json_real(v) : json_null();
-}
 
 static double num(json_t *o, const char *k)
 {
@@ -70,19 +61,37 @@ static double median(double *v, int n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-static void compare(const struct gpu *g, int ng, int s, struct stage_cmp *c)
+int fleet_node_sums(const struct fleet_gpu *g, int ng, int s, const char **node, double *sum)
+{
+	int nn = 0;
+
+	for (int i = 0; i < ng; i++) {
+		int k;
+		if (g[i].v[s] <= 0)
+			continue;
+		for (k = 0; k < nn && strcmp(node[k], g[i].node); k++)
+			;
+		if (k == nn) {
+			node[nn++] = g[i].node;
+			sum[k] = 0;
+		}
+		sum[k] += g[i].v[s];
+	}
+	return nn;
+}
+
+static void compare(const struct fleet_gpu *g, int ng, int s, struct stage_cmp *c)
 {
 	double *v = calloc((size_t)ng + 1, sizeof(*v)), *sum = calloc((size_t)ng + 1, sizeof(*sum));
 	const char **node = calloc((size_t)ng + 1, sizeof(*node));
 	double hi = 0;
-	int m = 0, nn = 0, slow_node = -1;
+	int m = 0, nn, slow_node = -1;
 
 	memset(c, 0, sizeof(*c));
 	c->slow = -1;
 	if (!v || !sum || !node)
 		goto out;
 	for (int i = 0; i < ng; i++) {
-		int k;
 		if (g[i].v[s] <= 0)
 			continue;
 		c->n++;
@@ -90,11 +99,6 @@ static void compare(const struct gpu *g, int ng, int s, struct stage_cmp *c)
 			c->slow = i;
 		if (g[i].v[s] > hi)
 			hi = g[i].v[s];
-		for (k = 0; k < nn && strcmp(node[k], g[i].node); k++)
-			;
-		if (k == nn)
-			node[nn++] = g[i].node;
-		sum[k] += g[i].v[s];
 	}
 	if (!c->n)
 		goto out;
@@ -103,6 +107,7 @@ static void compare(const struct gpu *g, int ng, int s, struct stage_cmp *c)
 			v[m++] = g[i].v[s];
 	c->median = median(v, m);
 	c->spread = hi / g[c->slow].v[s];
+	nn = fleet_node_sums(g, ng, s, node, sum);
 	hi = 0;
 	for (int k = 0; k < nn; k++) {
 		if (slow_node < 0 || sum[k] < sum[slow_node])
@@ -126,7 +131,7 @@ out:
 
 struct fleet_gpu *fleet_gpus(const struct fleet_rank *r, int n, int *ng)
 {
-	struct gpu *g = NULL;
+	struct fleet_gpu *g = NULL;
 	int cap = 0;
 
 	*ng = 0;
@@ -141,7 +146,7 @@ struct fleet_gpu *fleet_gpus(const struct fleet_rank *r, int n, int *ng)
 			json_t *st = json_object_get(d, "stages");
 			double wall = num(d, "wall_seconds");
 			if (*ng == cap) {
-				struct gpu *t = realloc(g, (size_t)(cap = cap ? 2 * cap : 16) * sizeof(*g));
+				struct fleet_gpu *t = realloc(g, (size_t)(cap = cap ? 2 * cap : 16) * sizeof(*g));
 				if (!t) {
 					free(g);
 					*ng = 0;
@@ -149,7 +154,7 @@ struct fleet_gpu *fleet_gpus(const struct fleet_rank *r, int n, int *ng)
 				}
 				g = t;
 			}
-			struct gpu *x = &g[(*ng)++];
+			struct fleet_gpu *x = &g[(*ng)++];
 			memset(x, 0, sizeof(*x));
 			x->rank = r[i].rank;
 			x->node = r[i].node;
@@ -181,7 +186,7 @@ static const char *result_name(int status)
 int fleet_report(const struct fleet_info *fi, const struct fleet_rank *r, int n, json_t **json, FILE *text, FILE *err)
 {
 	struct stage_cmp c[FLEET_N];
-	struct gpu *g;
+	struct fleet_gpu *g;
 	int ng, status = EXIT_PASS, over = -1, interrupted = 0;
 	json_t *j = json_object(), *fl = json_object(), *stages = json_object(), *ranks = json_array(), *ex = json_array();
 
@@ -206,30 +211,30 @@ int fleet_report(const struct fleet_info *fi, const struct fleet_rank *r, int n,
 	json_object_set_new(fl, "ranks_per_node", json_integer(fi->per_node));
 	json_object_set_new(fl, "mpi_library", json_string(fi->library ? fi->library : ""));
 	json_object_set_new(fl, "gpus", json_integer(ng));
-	json_object_set_new(fl, "max_spread", fi->max_spread > 0 ? real(fi->max_spread) : json_null());
+	json_object_set_new(fl, "max_spread", fi->max_spread > 0 ? cli_json_real(fi->max_spread) : json_null());
 	for (int s = 0; s < FLEET_N; s++) {
 		json_t *o;
 		if (!c[s].n) {
 			json_object_set_new(stages, fleet_stage_names[s], json_null());
 			continue;
 		}
-		const struct gpu *x = &g[c[s].slow];
+		const struct fleet_gpu *x = &g[c[s].slow];
 		json_t *sg = json_object(), *sn = json_object();
 		o = json_object();
-		json_object_set_new(o, "unit", json_string(stage_units[s]));
+		json_object_set_new(o, "unit", json_string(fleet_stage_units[s]));
 		json_object_set_new(o, "gpus", json_integer(c[s].n));
 		json_object_set_new(sg, "rank", json_integer(x->rank));
 		json_object_set_new(sg, "node", json_string(x->node));
 		json_object_set_new(sg, "device", json_string(x->device));
-		json_object_set_new(sg, "value", real(x->v[s]));
+		json_object_set_new(sg, "value", cli_json_real(x->v[s]));
 		json_object_set_new(o, "slowest_gpu", sg);
-		json_object_set_new(o, "median_of_others", c[s].n > 1 ? real(c[s].median) : json_null());
-		json_object_set_new(o, "spread", real(c[s].spread));
+		json_object_set_new(o, "median_of_others", c[s].n > 1 ? cli_json_real(c[s].median) : json_null());
+		json_object_set_new(o, "spread", cli_json_real(c[s].spread));
 		json_object_set_new(sn, "node", json_string(c[s].slow_node));
-		json_object_set_new(sn, "value", real(c[s].node_value));
+		json_object_set_new(sn, "value", cli_json_real(c[s].node_value));
 		json_object_set_new(o, "slowest_node", sn);
-		json_object_set_new(o, "node_median_of_others", fi->nodes > 1 ? real(c[s].node_median) : json_null());
-		json_object_set_new(o, "node_spread", real(c[s].node_spread));
+		json_object_set_new(o, "node_median_of_others", fi->nodes > 1 ? cli_json_real(c[s].node_median) : json_null());
+		json_object_set_new(o, "node_spread", cli_json_real(c[s].node_spread));
 		json_object_set_new(o, "over_max_spread", json_boolean(s == over));
 		json_object_set_new(stages, fleet_stage_names[s], o);
 	}
@@ -297,9 +302,9 @@ int fleet_report(const struct fleet_info *fi, const struct fleet_rank *r, int n,
 				 g[c[s].slow].device);
 			char med[32] = "-";
 			if (c[s].n > 1)
-				snprintf(med, sizeof(med), "%.4g %s", c[s].median, stage_units[s]);
+				snprintf(med, sizeof(med), "%.4g %s", c[s].median, fleet_stage_units[s]);
 			fprintf(text, "  %-11s %-36s %11.4g %-6s %16s %7.2f  %s%s\n", fleet_stage_names[s], who,
-				g[c[s].slow].v[s], stage_units[s], med, c[s].spread, c[s].slow_node,
+				g[c[s].slow].v[s], fleet_stage_units[s], med, c[s].spread, c[s].slow_node,
 				s == over ? "  <- over --max-spread" : "");
 		}
 		for (int i = 0; i < n; i++) {
@@ -316,7 +321,7 @@ int fleet_report(const struct fleet_info *fi, const struct fleet_rank *r, int n,
 		fprintf(err, "%s: run: spread %.2f in %s is over --max-spread %g: the slowest GPU is rank %d on %s (%s) at "
 			"%.4g %s, the others' median %.4g\n", fi->prog ? fi->prog : "wsnorm-mpi", c[over].spread,
 			fleet_stage_names[over], fi->max_spread, g[c[over].slow].rank, g[c[over].slow].node,
-			g[c[over].slow].device, g[c[over].slow].v[over], stage_units[over], c[over].median);
+			g[c[over].slow].device, g[c[over].slow].v[over], fleet_stage_units[over], c[over].median);
 	free(g);
 	if (json)
 		*json = j;

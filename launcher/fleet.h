@@ -36,6 +36,9 @@ struct fleet_gpu {
 };
 /* The GPUs of the ranks that are compared (malloc'd, *ng of them; NULL when none or out of memory). */
 struct fleet_gpu *fleet_gpus(const struct fleet_rank *r, int n, int *ng);
+/* The nodes of the GPUs with a figure in stage s, in first-seen order, and their GPUs' figures summed
+ * (node and sum hold ng entries); returns how many nodes. */
+int fleet_node_sums(const struct fleet_gpu *g, int ng, int s, const char **node, double *sum);
 /* Why a rank is left out of the comparison ("error", "interrupted", "no report"), NULL when it is not. */
 const char *fleet_excluded(const struct fleet_rank *r);
 

@@ -166,7 +166,7 @@ static int page(FILE *f, json_t *doc)
 		double *v = calloc((size_t)ng, sizeof(*v));
 		char (*label)[160] = calloc((size_t)ng, sizeof(*label)), (*attrs)[200] = calloc((size_t)ng, sizeof(*attrs));
 		const char **nodes = calloc((size_t)ng, sizeof(*nodes));
-		int m = 0, slow = -1, nn = 0;
+		int m = 0, slow = -1, nn;
 
 		if (!json_is_object(st) || !v || !label || !attrs || !nodes) {
 			free(v);
@@ -191,18 +191,7 @@ static int page(FILE *f, json_t *doc)
 			json_number_value(json_object_get(st, "spread")));
 		bars(f, fleet_stage_names[s], "gpu", m, v, label, attrs, slow, fleet_stage_units[s]);
 		/* the nodes: their GPUs summed */
-		for (int k = 0; k < ng; k++) {
-			int q;
-			if (g[k].v[s] <= 0)
-				continue;
-			for (q = 0; q < nn && strcmp(nodes[q], g[k].node); q++)
-				;
-			if (q == nn) {
-				nodes[nn] = g[k].node;
-				v[nn++] = 0;
-			}
-			v[q] += g[k].v[s];
-		}
+		nn = fleet_node_sums(g, ng, s, nodes, v);
 		slow = -1;
 		for (int q = 0; q < nn; q++) {
 			snprintf(label[q], sizeof(label[q]), "node %.100s", nodes[q]);

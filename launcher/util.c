@@ -681,11 +681,6 @@ void cli_json_print(json_t *v)
 	json_decref(v);
 }
 
-json_t *cli_json_real(double v)
-{
-	return isfinite(v) ? json_real(v) : json_null();
-}
-
 int cli_open_device(const char *cmd, const char *spec, int threads, struct wsn_device **out)
 {
 	int err = wsn_device_open(spec, out);
