@@ -36,6 +36,15 @@ static void start_run(struct pl_run *run)
 	pthread_cond_broadcast(&run->cv);
 }
 
+/* Every device is set up (or the deadline passed): start the run, or mark it ready when held (under run->mu). */
+static void set_up(struct pl_run *run)
+{
+	if (run->hold)
+		run->all_ready = 1;
+	else
+		start_run(run);
+}
+
 /*
  * Every device arrives once, set up or failed: when the last one has, the run starts (and its
  * deadline with it). A device still setting up SETUP_WAIT_S after the first arrived is not waited
@@ -52,21 +61,13 @@ static void arrive(struct pl_run *run, int wait)
 		run->setup_deadline = ts;
 		run->setup_deadline.tv_sec += SETUP_WAIT_S;
 	}
-	if (run->ready == run->ndev && !run->go) {
-		if (run->hold)
-			run->all_ready = 1;
-		else
-			start_run(run);
-	}
+	if (run->ready == run->ndev && !run->go)
+		set_up(run);
 	while (wait && !run->go) {
-		if (run->all_ready) { /* held: pl_run_go starts it */
+		if (run->all_ready) /* held: pl_run_go starts it */
 			pthread_cond_wait(&run->cv, &run->mu);
-		} else if (pthread_cond_timedwait(&run->cv, &run->mu, &run->setup_deadline) == ETIMEDOUT && !run->go) {
-			if (run->hold)
-				run->all_ready = 1;
-			else
-				start_run(run);
-		}
+		else if (pthread_cond_timedwait(&run->cv, &run->mu, &run->setup_deadline) == ETIMEDOUT && !run->go)
+			set_up(run);
 	}
 	pthread_mutex_unlock(&run->mu);
 }
