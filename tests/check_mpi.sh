@@ -215,6 +215,16 @@ for f in "$tmp"/nr/*.json; do
 done
 [ "$n" = 3 ] || problem "SIGTERM to mpirun: $n node reports, expected 3"
 
+# wsnorm-mpi's own options, garbage in: each a usage error naming the option (exit 2, before MPI starts)
+for bad in "--max-spread 0.5" "--max-spread x" "--fault-rank x" "--fault-rank 1" "--node-report=" "--html="; do
+	# shellcheck disable=SC2086 # word splitting of $bad into option and value is meant
+	"$mpibin" $run $bad >"$tmp/bad.out" 2>&1
+	st=$?
+	opt=${bad%% *}
+	opt=${opt%%=*}
+	[ "$st" = 2 ] && grep -q -- "$opt" "$tmp/bad.out" || problem "$bad: exit status $st: $(head -n 1 "$tmp/bad.out")"
+done
+
 # a launcher of another MPI: N singletons each told of N tasks
 OMPI_COMM_WORLD_SIZE=4 PMI_SIZE=4 "$mpibin" $run >"$tmp/guard.out" 2>&1
 st=$?
